@@ -1,0 +1,119 @@
+// Typed configuration for the model family, the data pipeline and pretraining.
+// Field names follow HF BertConfig; TUPE fields follow the reference (guolinke/TUPE).
+// Defaults live here; YAML files (read by experiments/) hold only overrides.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace engine {
+
+/// How absolute positions enter the model (TUPE_NOTES.md, "The variants").
+enum class AbsolutePosition {
+    kInput,      ///< BERT-A: p_i added to w_i before the embedding LayerNorm.
+    kUntied,     ///< TUPE: (p'U^Q)(p'U^K)^T bias on the logits, no positions at the input.
+    kDecoupled,  ///< BERT-Ad: all four word/position terms inside attention, 1/sqrt(4d).
+    kNone,       ///< No absolute positions at all (relative bias only, or a bag of words).
+};
+
+const char* to_string(AbsolutePosition mode);
+AbsolutePosition absolute_position_from_string(const std::string& name);
+
+/// The encoder's hyper-parameters. The preset helpers below fill every field.
+struct ModelConfig {
+    std::string preset = "bert-a";  ///< Variant name this config was made from (informative).
+    std::string size = "tiny";      ///< Size name this config was made from (informative).
+
+    int64_t vocab_size = 30522;
+    int64_t hidden_size = 32;
+    int64_t num_hidden_layers = 2;
+    int64_t num_attention_heads = 2;
+    int64_t intermediate_size = 64;
+    int64_t max_position_embeddings = 64;  ///< Longest sequence (tokens incl. [CLS]/[SEP]).
+    int64_t type_vocab_size = 2;           ///< Segment embeddings for sentence pairs (0 = none).
+    double hidden_dropout_prob = 0.1;
+    double attention_probs_dropout_prob = 0.1;
+    double layer_norm_eps = 1e-12;
+    double initializer_range = 0.02;  ///< N(0, 0.02) for every Linear/Embedding, as the reference.
+    int64_t pad_token_id = 0;
+
+    AbsolutePosition absolute_position = AbsolutePosition::kInput;
+    bool rel_pos = false;          ///< T5 bidirectional relative bias (BERT-R, TUPE-R).
+    int64_t rel_pos_bins = 32;     ///< T5 buckets; the table has rel_pos_bins + 1 rows.
+    int64_t max_rel_pos = 128;     ///< T5 max distance.
+    bool untie_cls = false;        ///< Reset [CLS] row/column to theta1/theta2 (TUPE).
+    bool shared_pos_term = true;   ///< One positional term for all layers (TUPE) or per layer.
+    double attention_scale_factor = 1.0;  ///< Logits scaled by 1/sqrt(d * factor).
+    bool pre_layernorm = false;    ///< Post-LN (BERT, reference) by default.
+
+    int64_t head_dim() const { return hidden_size / num_attention_heads; }
+    /// Throws std::invalid_argument naming the field when the config is inconsistent.
+    void validate() const;
+};
+
+/// Variant names: bert-a, bert-r, tupe-a, tupe-r, tupe-a-tie-cls, bert-ad.
+const std::vector<std::string>& model_presets();
+/// Size names: tiny, small, base.
+const std::vector<std::string>& model_sizes();
+/// Full config for a variant at a size. Throws std::invalid_argument for an unknown name.
+ModelConfig make_model_config(const std::string& preset, const std::string& size);
+
+/// Corpus, vocabulary and masking.
+struct DataConfig {
+    std::string corpus;                   ///< Plain text: a sentence per line, blank line = new doc.
+    std::string vocab;                    ///< Standard BERT vocab.txt.
+    std::string cache_dir = "data/cache"; ///< Binary token caches, keyed by corpus+vocab hash.
+    int64_t max_seq_len = 128;            ///< Block length incl. [CLS] and [SEP].
+    double validation_fraction = 0.02;    ///< Share of documents held out (at least one).
+    double mask_prob = 0.15;
+    bool whole_word_masking = false;
+    bool lower_case = true;
+};
+
+/// Optimisation and run control for MLM pretraining.
+struct TrainConfig {
+    int64_t steps = 1000;
+    int64_t batch_size = 32;      ///< Sequences per optimizer step (before accumulation split).
+    int64_t grad_accum = 1;       ///< Micro-batches per step; batch_size must divide by it.
+    double lr = 5e-4;
+    int64_t warmup_steps = 100;   ///< Linear warm-up, then linear decay to 0 at `steps`.
+    double weight_decay = 0.01;   ///< Not applied to LayerNorm weights and biases.
+    double adam_beta1 = 0.9;
+    double adam_beta2 = 0.98;
+    double adam_eps = 1e-6;
+    double clip_norm = 1.0;       ///< 0 disables clipping.
+    int64_t eval_interval = 100;  ///< Validation every N steps (and at the end).
+    int64_t eval_batches = 0;     ///< 0 = the whole validation split.
+    int64_t checkpoint_interval = 500;
+    int64_t log_interval = 10;
+    uint64_t seed = 1;
+    std::string device = "auto";  ///< cpu, cuda, cuda:N or auto.
+    std::string dtype = "fp32";   ///< fp32 or bf16 (autocast); fp16 on CUDA only.
+    int64_t threads = 0;          ///< Intra-op threads, 0 = library default.
+};
+
+/// Everything `tupe pretrain` needs.
+struct PretrainConfig {
+    ModelConfig model;
+    DataConfig data;
+    TrainConfig train;
+    std::string out_dir = "runs/pretrain";
+};
+
+/// Flat "section.key = value" text of a config: stored in checkpoints and in the results
+/// store, parsed back by `parse_config_text` (the engine cannot read YAML).
+std::string config_to_text(const PretrainConfig& config);
+/// Inverse of config_to_text. Throws std::invalid_argument naming the line on bad input.
+PretrainConfig parse_config_text(const std::string& text);
+
+/// Every settable key, "section.field" (e.g. "train.lr"), in a stable order.
+std::vector<std::string> config_keys();
+/// Sets one field from its text form. Throws std::out_of_range for an unknown key and
+/// std::invalid_argument (message without the key) for a value of the wrong type.
+void set_config_value(PretrainConfig& config, const std::string& key, const std::string& value);
+/// The text form of one field; throws std::out_of_range for an unknown key.
+std::string get_config_value(const PretrainConfig& config, const std::string& key);
+
+}  // namespace engine

@@ -1,0 +1,87 @@
+// The pretraining data pipeline: a plain-text corpus tokenized once into a compact binary
+// cache, packed into blocks that always start with [CLS] (TUPE's untie relies on position 0
+// being [CLS]) and end with [SEP], a held-out validation split, and MLM masking.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/config.h"
+#include "engine/tokenizer.h"
+
+namespace engine {
+
+/// A tokenized corpus: documents of sentences of wordpiece ids (no special tokens).
+struct TokenizedCorpus {
+    std::vector<uint32_t> ids;             ///< All tokens of all sentences, concatenated.
+    std::vector<uint64_t> sentence_begin;  ///< Start of sentence s in `ids`; size = n + 1.
+    std::vector<uint64_t> doc_begin;       ///< First sentence of document d; size = docs + 1.
+    std::vector<uint8_t> word_start;       ///< 1 where a token starts a word (not "##...").
+    uint64_t num_documents() const { return doc_begin.empty() ? 0 : doc_begin.size() - 1; }
+    uint64_t num_sentences() const { return sentence_begin.empty() ? 0 : sentence_begin.size() - 1; }
+};
+
+/// Reads `corpus_path` (one sentence or paragraph per line, a blank line between documents)
+/// and tokenizes it. Throws InputError when missing or when it holds no tokens.
+TokenizedCorpus tokenize_corpus(const std::string& corpus_path, const WordPieceTokenizer& tok);
+
+/// Path of the cache for (corpus bytes, vocab tokens, lower_case), under cache_dir.
+std::string corpus_cache_path(const std::string& corpus_path, const WordPieceTokenizer& tok,
+                              const std::string& cache_dir);
+/// Loads the cache when present and valid, otherwise tokenizes and writes it atomically.
+/// A corrupt cache file is rebuilt, never trusted.
+TokenizedCorpus load_or_build_corpus(const std::string& corpus_path, const WordPieceTokenizer& tok,
+                                     const std::string& cache_dir);
+
+/// One training example: [CLS] tokens... [SEP], length <= max_seq_len.
+struct Block {
+    std::vector<int64_t> ids;
+    std::vector<uint8_t> word_start;  ///< Per token, for whole-word masking (specials = 1).
+};
+
+/// Train/validation blocks. Sentences of one document are packed greedily into blocks of at
+/// most max_seq_len - 2 tokens (a sentence longer than that is split); blocks never cross
+/// documents. Validation holds every k-th document (k from validation_fraction, at least
+/// one document), so the split is deterministic and independent of the seed.
+struct BlockDataset {
+    std::vector<Block> train;
+    std::vector<Block> validation;
+};
+BlockDataset make_blocks(const TokenizedCorpus& corpus, const Vocab& vocab,
+                         const DataConfig& config);
+
+/// A padded batch for MLM. Plain vectors so the engine's data code stays tensor-free;
+/// the trainer turns them into tensors.
+struct MlmBatch {
+    int64_t batch_size = 0;
+    int64_t seq_len = 0;                  ///< Longest block in the batch.
+    std::vector<int64_t> input_ids;       ///< (B, T) row-major, masked, padded with [PAD].
+    std::vector<int64_t> labels;          ///< (B, T) original id at masked positions, else -100.
+    std::vector<uint8_t> attention_mask;  ///< (B, T) 1 for real tokens, 0 for padding.
+};
+
+/// BERT masking: mask_prob of the maskable tokens (never [CLS]/[SEP]/[PAD] or other
+/// specials) are chosen, at least one per block; 80% -> [MASK], 10% -> a random
+/// non-special token, 10% unchanged. With whole_word, a chosen word masks all its pieces.
+/// The choice depends only on (seed, epoch, block_index): fresh each epoch, identical
+/// across runs, batch sizes and ranks.
+void mask_block(const Block& block, const Vocab& vocab, const DataConfig& config, uint64_t seed,
+                uint64_t epoch, uint64_t block_index, std::vector<int64_t>& input_ids,
+                std::vector<int64_t>& labels);
+
+/// Pads and masks blocks[indices[i]] into one batch.
+MlmBatch make_mlm_batch(const std::vector<Block>& blocks, const std::vector<uint64_t>& indices,
+                        const Vocab& vocab, const DataConfig& config, uint64_t seed,
+                        uint64_t epoch);
+
+/// As above, with each block masked with its own epoch (a batch may straddle two epochs).
+MlmBatch make_mlm_batch(const std::vector<Block>& blocks, const std::vector<uint64_t>& indices,
+                        const std::vector<uint64_t>& epochs, const Vocab& vocab,
+                        const DataConfig& config, uint64_t seed);
+
+/// The order in which an epoch visits the training blocks: a permutation that depends only
+/// on (seed, epoch).
+std::vector<uint64_t> epoch_order(uint64_t num_blocks, uint64_t seed, uint64_t epoch);
+
+}  // namespace engine

@@ -1,0 +1,289 @@
+// The BERT encoder family and its MLM head (HF modeling_bert structure and names; TUPE's
+// positional terms from engine/tupe.h are computed once per forward and passed to each layer).
+#include "engine/bert.h"
+
+#include <cmath>
+
+namespace engine {
+
+namespace F = torch::nn::functional;
+
+namespace {
+
+torch::nn::LayerNorm make_layer_norm(const ModelConfig& c) {
+    return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps));
+}
+
+}  // namespace
+
+// ---- embeddings -------------------------------------------------------------------------------
+
+BertEmbeddingsImpl::BertEmbeddingsImpl(const ModelConfig& c) {
+    word_embeddings = register_module("word_embeddings",
+                                      torch::nn::Embedding(c.vocab_size, c.hidden_size));
+    if (c.absolute_position == AbsolutePosition::kInput)
+        position_embeddings = register_module(
+            "position_embeddings", torch::nn::Embedding(c.max_position_embeddings, c.hidden_size));
+    if (c.type_vocab_size > 0)
+        token_type_embeddings = register_module(
+            "token_type_embeddings", torch::nn::Embedding(c.type_vocab_size, c.hidden_size));
+    LayerNorm = register_module("LayerNorm", make_layer_norm(c));
+    dropout = register_module("dropout", torch::nn::Dropout(c.hidden_dropout_prob));
+}
+
+torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids,
+                                          const torch::Tensor& token_type_ids) {
+    auto x = word_embeddings(input_ids);  // (B, T, C)
+    if (!position_embeddings.is_empty()) {
+        // BERT-A: positions 0..T-1 in order, added to the words (the mixing TUPE removes).
+        x = x + position_embeddings->weight.slice(0, 0, input_ids.size(1)).unsqueeze(0);
+    }
+    if (!token_type_embeddings.is_empty()) {
+        if (token_type_ids.defined()) x = x + token_type_embeddings(token_type_ids);
+        else x = x + token_type_embeddings->weight[0];
+    }
+    return dropout(LayerNorm(x));
+}
+
+// ---- attention --------------------------------------------------------------------------------
+
+BertSelfAttentionImpl::BertSelfAttentionImpl(const ModelConfig& c)
+    : num_heads(c.num_attention_heads), head_dim(c.head_dim()) {
+    query = register_module("query", torch::nn::Linear(c.hidden_size, c.hidden_size));
+    key = register_module("key", torch::nn::Linear(c.hidden_size, c.hidden_size));
+    value = register_module("value", torch::nn::Linear(c.hidden_size, c.hidden_size));
+    dropout = register_module("dropout", torch::nn::Dropout(c.attention_probs_dropout_prob));
+    // 1/sqrt(d) for BERT, 1/sqrt(2d) for TUPE, 1/sqrt(4d) for BERT-Ad (attention scale factor).
+    scaling = 1.0 / std::sqrt(static_cast<double>(head_dim) * c.attention_scale_factor);
+}
+
+torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask_bias,
+                                             const torch::Tensor& position_bias,
+                                             const torch::Tensor& q_offset,
+                                             const torch::Tensor& k_offset,
+                                             torch::Tensor* logits_out, torch::Tensor* probs_out) {
+    const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+    // One fused projection for Q, K and V; the parameters keep HF's separate names.
+    auto w = torch::cat({query->weight, key->weight, value->weight}, 0);  // (3C, C)
+    auto b = torch::cat({query->bias, key->bias, value->bias}, 0);        // (3C)
+    auto qkv = torch::linear(x, w, b);                                    // (B, T, 3C)
+    auto parts = qkv.chunk(3, -1);
+    auto q = parts[0], k = parts[1], v = parts[2];
+    if (q_offset.defined()) {
+        // BERT-Ad: (xW^Q + p'U^Q)(xW^K + p'U^K)^T = the four terms of the paper's Eq. (6).
+        q = q + q_offset.unsqueeze(0);  // (T, C) broadcast over B
+        k = k + k_offset.unsqueeze(0);
+    }
+    // (B, T, C) -> (B, T, H, d) -> (B, H, T, d)
+    q = q.view({B, T, num_heads, head_dim}).transpose(1, 2);
+    k = k.view({B, T, num_heads, head_dim}).transpose(1, 2);
+    v = v.view({B, T, num_heads, head_dim}).transpose(1, 2);
+
+    auto scores = torch::matmul(q * scaling, k.transpose(-2, -1));  // (B, H, T, T)
+    // The positional bias (H, T, T) broadcasts over the batch; never copied to B*H*T*T.
+    if (position_bias.defined()) scores = scores + position_bias.unsqueeze(0);
+    if (logits_out) *logits_out = scores;
+    if (mask_bias.defined()) scores = scores + mask_bias;  // (B, 1, 1, T)
+    auto probs = torch::softmax(scores, -1);
+    if (probs_out) *probs_out = probs;
+    auto ctx = torch::matmul(dropout(probs), v);  // (B, H, T, d)
+    // (B, H, T, d) -> (B, T, H, d) -> (B, T, C)
+    return ctx.transpose(1, 2).reshape({B, T, C});
+}
+
+BertOutputImpl::BertOutputImpl(int64_t in, int64_t out, const ModelConfig& c)
+    : pre_layernorm(c.pre_layernorm) {
+    dense = register_module("dense", torch::nn::Linear(in, out));
+    LayerNorm = register_module("LayerNorm", make_layer_norm(c));
+    dropout = register_module("dropout", torch::nn::Dropout(c.hidden_dropout_prob));
+}
+
+torch::Tensor BertOutputImpl::forward(const torch::Tensor& h, const torch::Tensor& residual) {
+    auto y = dropout(dense(h)) + residual;
+    // Post-LN normalises the sum; pre-LN normalised the sub-layer's input instead (in BertLayer).
+    return pre_layernorm ? y : LayerNorm(y);
+}
+
+BertAttentionImpl::BertAttentionImpl(const ModelConfig& c) {
+    self = register_module("self", BertSelfAttention(c));
+    output = register_module("output", BertOutput(c.hidden_size, c.hidden_size, c));
+}
+
+BertIntermediateImpl::BertIntermediateImpl(const ModelConfig& c) {
+    dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.intermediate_size));
+}
+
+torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& x) {
+    return torch::gelu(dense(x));  // erf GELU, as HF "gelu"
+}
+
+BertLayerImpl::BertLayerImpl(const ModelConfig& c) : pre_layernorm(c.pre_layernorm) {
+    attention = register_module("attention", BertAttention(c));
+    intermediate = register_module("intermediate", BertIntermediate(c));
+    output = register_module("output", BertOutput(c.intermediate_size, c.hidden_size, c));
+}
+
+torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask_bias,
+                                     const torch::Tensor& position_bias,
+                                     const torch::Tensor& q_offset, const torch::Tensor& k_offset,
+                                     torch::Tensor* logits_out, torch::Tensor* probs_out) {
+    auto& attn_out = attention->output;
+    if (pre_layernorm) {
+        // Pre-LN: x + f(LN(x)); attention.output.LayerNorm and output.LayerNorm normalise the
+        // inputs of the two sub-layers.
+        auto h = attention->self(attn_out->LayerNorm(x), mask_bias, position_bias, q_offset,
+                                 k_offset, logits_out, probs_out);
+        auto y = attn_out(h, x);
+        return output(intermediate(output->LayerNorm(y)), y);
+    }
+    auto h = attention->self(x, mask_bias, position_bias, q_offset, k_offset, logits_out,
+                             probs_out);
+    auto y = attn_out(h, x);
+    return output(intermediate(y), y);
+}
+
+BertEncoderImpl::BertEncoderImpl(const ModelConfig& c) {
+    layer = register_module("layer", torch::nn::ModuleList());
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) layer->push_back(BertLayer(c));
+    if (c.pre_layernorm) final_layer_norm = register_module("final_layer_norm", make_layer_norm(c));
+}
+
+// ---- model ------------------------------------------------------------------------------------
+
+BertModelImpl::BertModelImpl(const ModelConfig& config) : config_(config) {
+    config_.validate();
+    embeddings = register_module("embeddings", BertEmbeddings(config_));
+    UntiedPositionBias bias(config_);
+    if (bias->has_terms()) position_bias = register_module("position_bias", bias);
+    encoder = register_module("encoder", BertEncoder(config_));
+    init_bert_weights(*this, config_);
+}
+
+EncoderOutput BertModelImpl::forward(const torch::Tensor& input_ids,
+                                     const torch::Tensor& attention_mask,
+                                     const torch::Tensor& token_type_ids, bool output_attentions) {
+    TORCH_CHECK(input_ids.dim() == 2, "input_ids must be (B, T), got ", input_ids.sizes());
+    const int64_t T = input_ids.size(1);
+    TORCH_CHECK(T >= 1 && T <= config_.max_position_embeddings, "sequence of ", T,
+                " tokens does not fit max_position_embeddings = ", config_.max_position_embeddings);
+    auto x = embeddings(input_ids, token_type_ids);  // (B, T, C)
+
+    torch::Tensor mask_bias;
+    if (attention_mask.defined()) {
+        // (B, T) -> (B, 1, 1, T): 0 for tokens, a large negative number for padding.
+        mask_bias = (1.0 - attention_mask.to(x.dtype())).view({input_ids.size(0), 1, 1, T}) *
+                    -1e9;
+    }
+    // The positional term is computed once, before the layer loop (TUPE, Sec. 3.2).
+    PositionTerms terms;
+    if (!position_bias.is_empty()) terms = position_bias(T);
+
+    EncoderOutput out;
+    const size_t L = encoder->layer->size();
+    for (size_t i = 0; i < L; ++i) {
+        torch::Tensor logits, probs;
+        x = encoder->layer[i]->as<BertLayerImpl>()->forward(
+            x, mask_bias, terms.bias_for(i), terms.q_offset_for(i), terms.k_offset_for(i),
+            output_attentions ? &logits : nullptr, output_attentions ? &probs : nullptr);
+        if (output_attentions) {
+            out.attention_logits.push_back(logits);
+            out.attention_probs.push_back(probs);
+        }
+    }
+    if (!encoder->final_layer_norm.is_empty()) x = encoder->final_layer_norm(x);
+    out.last_hidden_state = x;
+    return out;
+}
+
+// ---- MLM head ---------------------------------------------------------------------------------
+
+BertPredictionHeadTransformImpl::BertPredictionHeadTransformImpl(const ModelConfig& c) {
+    dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.hidden_size));
+    LayerNorm = register_module("LayerNorm", make_layer_norm(c));
+}
+
+torch::Tensor BertPredictionHeadTransformImpl::forward(const torch::Tensor& h) {
+    return LayerNorm(torch::gelu(dense(h)));
+}
+
+BertLMPredictionHeadImpl::BertLMPredictionHeadImpl(const ModelConfig& c) {
+    transform = register_module("transform", BertPredictionHeadTransform(c));
+    bias = register_parameter("bias", torch::zeros({c.vocab_size}));
+}
+
+BertOnlyMLMHeadImpl::BertOnlyMLMHeadImpl(const ModelConfig& c) {
+    predictions = register_module("predictions", BertLMPredictionHead(c));
+}
+
+BertForMaskedLMImpl::BertForMaskedLMImpl(const ModelConfig& config) {
+    bert = register_module("bert", BertModel(config));
+    cls = register_module("cls", BertOnlyMLMHead(bert->config()));
+    init_bert_weights(*cls, bert->config());
+}
+
+MlmOutput BertForMaskedLMImpl::forward(const torch::Tensor& input_ids,
+                                       const torch::Tensor& attention_mask,
+                                       const torch::Tensor& labels, bool count_correct,
+                                       bool output_attentions) {
+    MlmOutput out;
+    out.encoder = bert->forward(input_ids, attention_mask, {}, output_attentions);
+    const auto& h = out.encoder.last_hidden_state;  // (B, T, C)
+    // Logits only at masked positions: (B*T) -> M selected rows.
+    auto flat_labels = labels.reshape({-1});
+    auto index = (flat_labels != -100).nonzero().squeeze(1);  // (M)
+    out.num_masked = index.size(0);
+    auto selected = h.reshape({-1, h.size(2)}).index_select(0, index);  // (M, C)
+    auto& pred = cls->predictions;
+    auto t = pred->transform(selected);
+    // Decoder tied to the word embeddings: (M, C) x (V, C)^T + b -> (M, V)
+    out.logits = torch::linear(t, bert->embeddings->word_embeddings->weight, pred->bias);
+    auto targets = flat_labels.index_select(0, index);
+    if (out.num_masked > 0) {
+        out.loss = F::cross_entropy(out.logits.to(torch::kFloat), targets);
+    } else {
+        out.loss = out.logits.sum() * 0.0;  // keeps the graph valid for an all-unmasked batch
+    }
+    if (count_correct && out.num_masked > 0) {
+        out.num_correct = out.logits.argmax(-1).eq(targets).sum().item<int64_t>();
+    }
+    return out;
+}
+
+// ---- init and counting ------------------------------------------------------------------------
+
+void init_bert_weights(torch::nn::Module& module, const ModelConfig& config) {
+    torch::NoGradGuard no_grad;
+    module.apply([&](torch::nn::Module& m) {
+        if (auto* linear = m.as<torch::nn::LinearImpl>()) {
+            linear->weight.normal_(0.0, config.initializer_range);
+            if (linear->bias.defined()) linear->bias.zero_();
+        } else if (auto* emb = m.as<torch::nn::EmbeddingImpl>()) {
+            emb->weight.normal_(0.0, config.initializer_range);
+        } else if (auto* ln = m.as<torch::nn::LayerNormImpl>()) {
+            ln->weight.fill_(1.0);
+            ln->bias.zero_();
+        }
+    });
+    if (auto* model = module.as<BertModelImpl>()) {
+        auto& words = model->embeddings->word_embeddings->weight;
+        if (config.pad_token_id < words.size(0)) words[config.pad_token_id].zero_();
+    }
+}
+
+std::map<std::string, int64_t> parameter_groups(torch::nn::Module& module) {
+    std::map<std::string, int64_t> groups{
+        {"embeddings", 0}, {"positional", 0}, {"encoder", 0}, {"mlm_head", 0}, {"total", 0}};
+    for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+        const std::string& name = item.key();
+        const int64_t n = item.value().numel();
+        auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
+        if (has("position_bias.") || has("position_embeddings")) groups["positional"] += n;
+        else if (has("embeddings.")) groups["embeddings"] += n;
+        else if (has("encoder.")) groups["encoder"] += n;
+        else if (has("cls.")) groups["mlm_head"] += n;
+        groups["total"] += n;
+    }
+    return groups;
+}
+
+}  // namespace engine

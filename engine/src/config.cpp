@@ -1,0 +1,285 @@
+// Presets of the model family (TUPE_NOTES.md, "The variants") and sizes, config validation,
+// and the flat text form of a config stored in checkpoints.
+#include "engine/config.h"
+
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+namespace engine {
+
+const char* to_string(AbsolutePosition mode) {
+    switch (mode) {
+        case AbsolutePosition::kInput: return "input";
+        case AbsolutePosition::kUntied: return "untied";
+        case AbsolutePosition::kDecoupled: return "decoupled";
+        case AbsolutePosition::kNone: return "none";
+    }
+    return "?";
+}
+
+AbsolutePosition absolute_position_from_string(const std::string& name) {
+    if (name == "input") return AbsolutePosition::kInput;
+    if (name == "untied") return AbsolutePosition::kUntied;
+    if (name == "decoupled") return AbsolutePosition::kDecoupled;
+    if (name == "none") return AbsolutePosition::kNone;
+    throw std::invalid_argument("absolute_position: unknown value '" + name +
+                                "' (expected input, untied, decoupled or none)");
+}
+
+void ModelConfig::validate() const {
+    auto fail = [](const std::string& msg) { throw std::invalid_argument("model." + msg); };
+    if (vocab_size < 6) fail("vocab_size must be >= 6, got " + std::to_string(vocab_size));
+    if (hidden_size <= 0) fail("hidden_size must be > 0");
+    if (num_hidden_layers <= 0) fail("num_hidden_layers must be > 0");
+    if (num_attention_heads <= 0 || hidden_size % num_attention_heads != 0)
+        fail("num_attention_heads (" + std::to_string(num_attention_heads) +
+             ") must divide hidden_size (" + std::to_string(hidden_size) + ")");
+    if (intermediate_size <= 0) fail("intermediate_size must be > 0");
+    if (max_position_embeddings < 3) fail("max_position_embeddings must be >= 3");
+    if (type_vocab_size < 0) fail("type_vocab_size must be >= 0");
+    if (hidden_dropout_prob < 0 || hidden_dropout_prob >= 1)
+        fail("hidden_dropout_prob must be in [0, 1)");
+    if (attention_probs_dropout_prob < 0 || attention_probs_dropout_prob >= 1)
+        fail("attention_probs_dropout_prob must be in [0, 1)");
+    if (!(attention_scale_factor > 0)) fail("attention_scale_factor must be > 0");
+    if (rel_pos && (rel_pos_bins < 4 || rel_pos_bins % 2 != 0))
+        fail("rel_pos_bins must be even and >= 4, got " + std::to_string(rel_pos_bins));
+    if (rel_pos && max_rel_pos <= rel_pos_bins / 4)
+        fail("max_rel_pos must exceed rel_pos_bins / 4");
+    if (pad_token_id < 0 || pad_token_id >= vocab_size) fail("pad_token_id out of range");
+}
+
+const std::vector<std::string>& model_presets() {
+    static const std::vector<std::string> names = {"bert-a", "bert-r",         "tupe-a",
+                                                   "tupe-r", "tupe-a-tie-cls", "bert-ad"};
+    return names;
+}
+
+const std::vector<std::string>& model_sizes() {
+    static const std::vector<std::string> names = {"tiny", "small", "base"};
+    return names;
+}
+
+namespace {
+
+std::string join(const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+    return out;
+}
+
+}  // namespace
+
+ModelConfig make_model_config(const std::string& preset, const std::string& size) {
+    ModelConfig c;
+    c.preset = preset;
+    c.size = size;
+    if (size == "tiny") {
+        c.hidden_size = 32, c.num_hidden_layers = 2, c.num_attention_heads = 2;
+        c.intermediate_size = 64, c.max_position_embeddings = 128;
+    } else if (size == "small") {
+        c.hidden_size = 256, c.num_hidden_layers = 4, c.num_attention_heads = 4;
+        c.intermediate_size = 1024, c.max_position_embeddings = 128;
+    } else if (size == "base") {
+        c.hidden_size = 768, c.num_hidden_layers = 12, c.num_attention_heads = 12;
+        c.intermediate_size = 3072, c.max_position_embeddings = 512;
+    } else {
+        throw std::invalid_argument("unknown model size '" + size + "' (expected " +
+                                    join(model_sizes()) + ")");
+    }
+    // Scale factors as in the reference: TUPE scales both terms by 1/sqrt(2d) and BERT-Ad's
+    // four terms by 1/sqrt(4d) (TUPE_NOTES.md).
+    if (preset == "bert-a") {
+        c.absolute_position = AbsolutePosition::kInput;
+    } else if (preset == "bert-r") {
+        c.absolute_position = AbsolutePosition::kInput;
+        c.rel_pos = true;
+    } else if (preset == "tupe-a") {
+        c.absolute_position = AbsolutePosition::kUntied;
+        c.untie_cls = true;
+        c.attention_scale_factor = 2.0;
+    } else if (preset == "tupe-r") {
+        c.absolute_position = AbsolutePosition::kUntied;
+        c.untie_cls = true;
+        c.rel_pos = true;
+        c.attention_scale_factor = 2.0;
+    } else if (preset == "tupe-a-tie-cls") {
+        c.absolute_position = AbsolutePosition::kUntied;
+        c.untie_cls = false;
+        c.attention_scale_factor = 2.0;
+    } else if (preset == "bert-ad") {
+        c.absolute_position = AbsolutePosition::kDecoupled;
+        c.shared_pos_term = false;
+        c.attention_scale_factor = 4.0;
+    } else {
+        throw std::invalid_argument("unknown model preset '" + preset + "' (expected " +
+                                    join(model_presets()) + ")");
+    }
+    return c;
+}
+
+namespace {
+
+// One table drives both directions of the text form, so a new field cannot be written
+// without being read back.
+template <typename Visitor>
+void visit_fields(PretrainConfig& c, Visitor&& v) {
+    ModelConfig& m = c.model;
+    v("model.preset", m.preset);
+    v("model.size", m.size);
+    v("model.vocab_size", m.vocab_size);
+    v("model.hidden_size", m.hidden_size);
+    v("model.num_hidden_layers", m.num_hidden_layers);
+    v("model.num_attention_heads", m.num_attention_heads);
+    v("model.intermediate_size", m.intermediate_size);
+    v("model.max_position_embeddings", m.max_position_embeddings);
+    v("model.type_vocab_size", m.type_vocab_size);
+    v("model.hidden_dropout_prob", m.hidden_dropout_prob);
+    v("model.attention_probs_dropout_prob", m.attention_probs_dropout_prob);
+    v("model.layer_norm_eps", m.layer_norm_eps);
+    v("model.initializer_range", m.initializer_range);
+    v("model.pad_token_id", m.pad_token_id);
+    v("model.absolute_position", m.absolute_position);
+    v("model.rel_pos", m.rel_pos);
+    v("model.rel_pos_bins", m.rel_pos_bins);
+    v("model.max_rel_pos", m.max_rel_pos);
+    v("model.untie_cls", m.untie_cls);
+    v("model.shared_pos_term", m.shared_pos_term);
+    v("model.attention_scale_factor", m.attention_scale_factor);
+    v("model.pre_layernorm", m.pre_layernorm);
+    DataConfig& d = c.data;
+    v("data.corpus", d.corpus);
+    v("data.vocab", d.vocab);
+    v("data.cache_dir", d.cache_dir);
+    v("data.max_seq_len", d.max_seq_len);
+    v("data.validation_fraction", d.validation_fraction);
+    v("data.mask_prob", d.mask_prob);
+    v("data.whole_word_masking", d.whole_word_masking);
+    v("data.lower_case", d.lower_case);
+    TrainConfig& t = c.train;
+    v("train.steps", t.steps);
+    v("train.batch_size", t.batch_size);
+    v("train.grad_accum", t.grad_accum);
+    v("train.lr", t.lr);
+    v("train.warmup_steps", t.warmup_steps);
+    v("train.weight_decay", t.weight_decay);
+    v("train.adam_beta1", t.adam_beta1);
+    v("train.adam_beta2", t.adam_beta2);
+    v("train.adam_eps", t.adam_eps);
+    v("train.clip_norm", t.clip_norm);
+    v("train.eval_interval", t.eval_interval);
+    v("train.eval_batches", t.eval_batches);
+    v("train.checkpoint_interval", t.checkpoint_interval);
+    v("train.log_interval", t.log_interval);
+    v("train.seed", t.seed);
+    v("train.device", t.device);
+    v("train.dtype", t.dtype);
+    v("train.threads", t.threads);
+    v("out_dir", c.out_dir);
+}
+
+std::string format_value(const std::string& s) { return s; }
+std::string format_value(bool b) { return b ? "true" : "false"; }
+std::string format_value(int64_t i) { return std::to_string(i); }
+std::string format_value(uint64_t i) { return std::to_string(i); }
+std::string format_value(AbsolutePosition p) { return to_string(p); }
+std::string format_value(double d) {
+    std::ostringstream os;
+    os.precision(17);
+    os << d;
+    return os.str();
+}
+
+void parse_value(const std::string& s, std::string& out) { out = s; }
+void parse_value(const std::string& s, AbsolutePosition& out) {
+    out = absolute_position_from_string(s);
+}
+void parse_value(const std::string& s, bool& out) {
+    if (s == "true") out = true;
+    else if (s == "false") out = false;
+    else throw std::invalid_argument("expected true or false, got '" + s + "'");
+}
+template <typename T>
+void parse_number(const std::string& s, T& out) {
+    std::istringstream is(s);
+    is >> out;
+    if (is.fail() || !is.eof()) throw std::invalid_argument("not a number: '" + s + "'");
+}
+void parse_value(const std::string& s, int64_t& out) { parse_number(s, out); }
+void parse_value(const std::string& s, uint64_t& out) {
+    // istream happily wraps "-1" to 2^64 - 1; a seed must be written as a non-negative number.
+    if (s.find('-') != std::string::npos)
+        throw std::invalid_argument("expected a non-negative integer, got '" + s + "'");
+    parse_number(s, out);
+}
+void parse_value(const std::string& s, double& out) { parse_number(s, out); }
+
+}  // namespace
+
+std::vector<std::string> config_keys() {
+    std::vector<std::string> keys;
+    PretrainConfig c;
+    visit_fields(c, [&](const char* key, auto&) { keys.emplace_back(key); });
+    return keys;
+}
+
+std::string config_to_text(const PretrainConfig& config) {
+    std::string out;
+    PretrainConfig copy = config;
+    visit_fields(copy, [&](const char* key, auto& value) {
+        out += key;
+        out += " = " + format_value(value) + "\n";
+    });
+    return out;
+}
+
+void set_config_value(PretrainConfig& config, const std::string& key, const std::string& value) {
+    bool found = false;
+    visit_fields(config, [&](const char* k, auto& field) {
+        if (key != k) return;
+        found = true;
+        parse_value(value, field);
+    });
+    if (!found) throw std::out_of_range("unknown config key '" + key + "'");
+}
+
+std::string get_config_value(const PretrainConfig& config, const std::string& key) {
+    std::string out;
+    bool found = false;
+    PretrainConfig copy = config;
+    visit_fields(copy, [&](const char* k, auto& field) {
+        if (key != k) return;
+        found = true;
+        out = format_value(field);
+    });
+    if (!found) throw std::out_of_range("unknown config key '" + key + "'");
+    return out;
+}
+
+PretrainConfig parse_config_text(const std::string& text) {
+    PretrainConfig c;
+    std::istringstream is(text);
+    std::string line;
+    long line_no = 0;
+    while (std::getline(is, line)) {
+        ++line_no;
+        if (line.empty() || line[0] == '#') continue;
+        auto eq = line.find(" = ");
+        if (eq == std::string::npos)
+            throw std::invalid_argument("config line " + std::to_string(line_no) +
+                                        ": expected 'key = value'");
+        std::string key = line.substr(0, eq), value = line.substr(eq + 3);
+        try {
+            set_config_value(c, key, value);
+        } catch (const std::out_of_range&) {
+            // Tolerated: checkpoints written by newer versions stay readable.
+        } catch (const std::invalid_argument& e) {
+            throw std::invalid_argument("config line " + std::to_string(line_no) + " (" + key +
+                                        "): " + e.what());
+        }
+    }
+    return c;
+}
+
+}  // namespace engine

@@ -1,0 +1,545 @@
+// MLM pretraining loop and checkpoints (see trainer.h). Resume is exact because everything a
+// step depends on is either in the checkpoint (weights, AdamW moments, torch RNG for dropout,
+// step) or a pure function of (seed, step): the data order and the masks.
+#include "engine/trainer.h"
+
+#include <ATen/autocast_mode.h>
+#include <torch/version.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "engine/corpus.h"
+#include "engine/errors.h"
+#include "engine/tokenizer.h"
+
+namespace engine {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "tupe-workbench/checkpoint/1";
+
+// Enables autocast for the given dtype on the device for the guard's lifetime. The autocast
+// API was renamed in LibTorch 2.4; both spellings are supported.
+class AutocastGuard {
+  public:
+    AutocastGuard(const std::string& dtype, torch::Device device) {
+        if (dtype == "fp32") return;
+        const auto type = dtype == "bf16" ? at::kBFloat16 : at::kHalf;
+        TORCH_CHECK(dtype == "bf16" || dtype == "fp16", "train.dtype: expected fp32, bf16 or fp16, got ",
+                    dtype);
+        TORCH_CHECK(device.is_cuda() || type == at::kBFloat16,
+                    "train.dtype: fp16 needs a CUDA device; use bf16 on CPU");
+        cuda_ = device.is_cuda();
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+        const auto kind = cuda_ ? at::kCUDA : at::kCPU;
+        at::autocast::set_autocast_dtype(kind, type);
+        at::autocast::set_autocast_enabled(kind, true);
+#else
+        if (cuda_) {
+            at::autocast::set_autocast_gpu_dtype(type);
+            at::autocast::set_enabled(true);
+        } else {
+            at::autocast::set_autocast_cpu_dtype(type);
+            at::autocast::set_cpu_enabled(true);
+        }
+#endif
+        active_ = true;
+    }
+    ~AutocastGuard() {
+        if (!active_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+        at::autocast::set_autocast_enabled(cuda_ ? at::kCUDA : at::kCPU, false);
+#else
+        if (cuda_) at::autocast::set_enabled(false);
+        else at::autocast::set_cpu_enabled(false);
+#endif
+        at::autocast::clear_cache();
+    }
+    AutocastGuard(const AutocastGuard&) = delete;
+    AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+  private:
+    bool active_ = false, cuda_ = false;
+};
+
+// Keys that may change between a run and its resume without changing what it computes so far.
+const std::set<std::string> kRunControlKeys = {
+    "train.steps",      "train.eval_interval", "train.eval_batches", "train.checkpoint_interval",
+    "train.log_interval", "train.device",      "train.threads",      "data.cache_dir",
+    "data.corpus",      "data.vocab",          "out_dir"};
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+std::string evals_to_text(const std::vector<EvalReport>& evals) {
+    std::ostringstream os;
+    os.precision(9);
+    for (const auto& e : evals)
+        os << e.step << ' ' << e.loss << ' ' << e.accuracy << ' ' << e.masked_tokens << '\n';
+    return os.str();
+}
+
+std::vector<EvalReport> evals_from_text(const std::string& text) {
+    std::vector<EvalReport> out;
+    std::istringstream is(text);
+    EvalReport e;
+    while (is >> e.step >> e.loss >> e.accuracy >> e.masked_tokens) out.push_back(e);
+    return out;
+}
+
+double lr_at(const TrainConfig& t, int64_t step) {
+    // Linear warm-up to t.lr over warmup_steps, then linear decay to 0 at t.steps.
+    if (t.warmup_steps > 0 && step < t.warmup_steps)
+        return t.lr * static_cast<double>(step + 1) / static_cast<double>(t.warmup_steps);
+    const double span = std::max<int64_t>(1, t.steps - t.warmup_steps);
+    return t.lr * std::max(0.0, static_cast<double>(t.steps - step) / span);
+}
+
+bool no_weight_decay(const std::string& name) {
+    // No decay on LayerNorm weights and on biases (BERT's convention).
+    auto ends_with = [&](const std::string& s) {
+        return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+    };
+    return ends_with("bias") || name.find("LayerNorm") != std::string::npos ||
+           name.find("layer_norm") != std::string::npos || name.find("pos_ln") != std::string::npos;
+}
+
+torch::optim::AdamW make_optimizer(BertForMaskedLM& model, const TrainConfig& t) {
+    std::vector<torch::Tensor> decay, no_decay;
+    for (const auto& item : model->named_parameters())
+        (no_weight_decay(item.key()) ? no_decay : decay).push_back(item.value());
+    auto options = [&](double wd) {
+        return std::make_unique<torch::optim::AdamWOptions>(
+            torch::optim::AdamWOptions(t.lr)
+                .betas({t.adam_beta1, t.adam_beta2})
+                .eps(t.adam_eps)
+                .weight_decay(wd));
+    };
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(decay, options(t.weight_decay));
+    groups.emplace_back(no_decay, options(0.0));
+    return torch::optim::AdamW(groups, torch::optim::AdamWOptions(t.lr));
+}
+
+void set_lr(torch::optim::AdamW& optimizer, double lr) {
+    for (auto& group : optimizer.param_groups())
+        static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+}
+
+struct Batch {
+    torch::Tensor input_ids, attention_mask, labels;
+    int64_t real_tokens = 0;
+};
+
+Batch to_tensors(const MlmBatch& b, torch::Device device) {
+    Batch out;
+    const std::vector<int64_t> shape = {b.batch_size, b.seq_len};
+    out.input_ids = torch::tensor(b.input_ids, torch::kLong).view(shape).to(device);
+    out.labels = torch::tensor(b.labels, torch::kLong).view(shape).to(device);
+    std::vector<int64_t> mask(b.attention_mask.begin(), b.attention_mask.end());
+    for (auto m : mask) out.real_tokens += m;
+    out.attention_mask = torch::tensor(mask, torch::kLong).view(shape).to(device);
+    return out;
+}
+
+// Appends metric rows; on resume rows after the checkpoint's step are dropped first, so a run
+// killed between checkpoints leaves no duplicated or orphaned points.
+class MetricsLog {
+  public:
+    MetricsLog(const std::string& path, int64_t keep_until_step) : path_(path) {
+        std::vector<std::string> kept;
+        if (keep_until_step > 0) {
+            std::ifstream in(path);
+            std::string line;
+            while (std::getline(in, line)) {
+                if (line.rfind("step\t", 0) == 0) continue;
+                try {
+                    if (std::stoll(line.substr(0, line.find('\t'))) <= keep_until_step)
+                        kept.push_back(line);
+                } catch (const std::exception&) {
+                }
+            }
+        }
+        std::ofstream out(path, std::ios::trunc);
+        out << "step\tsplit\tmetric\tvalue\telapsed\n";
+        for (const auto& l : kept) out << l << '\n';
+        if (!out) throw InputError(path, "cannot write metrics file");
+    }
+    void add(int64_t step, const char* split, const char* metric, double value, double elapsed) {
+        std::ofstream out(path_, std::ios::app);
+        out.precision(9);
+        out << step << '\t' << split << '\t' << metric << '\t' << value << '\t' << elapsed << '\n';
+    }
+
+  private:
+    std::string path_;
+};
+
+void save_checkpoint(const std::string& path, const PretrainConfig& config, BertForMaskedLM& model,
+                     torch::optim::AdamW& optimizer, int64_t step, int64_t tokens_seen,
+                     const std::vector<EvalReport>& evals) {
+    torch::serialize::OutputArchive archive;
+    archive.write("format", c10::IValue(std::string(kFormat)));
+    archive.write("config", c10::IValue(config_to_text(config)));
+    archive.write("step", c10::IValue(step));
+    archive.write("tokens_seen", c10::IValue(tokens_seen));
+    archive.write("evals", c10::IValue(evals_to_text(evals)));
+    archive.write("rng", at::detail::getDefaultCPUGenerator().get_state());  // dropout's RNG
+    torch::serialize::OutputArchive model_archive, optimizer_archive;
+    model->save(model_archive);
+    optimizer.save(optimizer_archive);
+    archive.write("model", model_archive);
+    archive.write("optimizer", optimizer_archive);
+    // Atomic: a reader (or a resume after kill -9) sees the old file or the new one, never half.
+    const std::string tmp = path + ".tmp";
+    archive.save_to(tmp);
+    fs::rename(tmp, path);
+}
+
+struct RawCheckpoint {
+    PretrainConfig config;
+    int64_t step = 0, tokens_seen = 0;
+    std::vector<EvalReport> evals;
+    torch::Tensor rng;
+    torch::serialize::InputArchive model, optimizer;
+};
+
+RawCheckpoint read_checkpoint(const std::string& path, torch::Device device) {
+    if (!fs::exists(path)) throw CheckpointError(path, "no such checkpoint file");
+    RawCheckpoint raw;
+    torch::serialize::InputArchive archive;
+    try {
+        archive.load_from(path, device);
+    } catch (const c10::Error& e) {
+        throw CheckpointError(path, "cannot read checkpoint (truncated or not a checkpoint): " +
+                                        first_line(e.what_without_backtrace()));
+    }
+    c10::IValue value;
+    if (!archive.try_read("format", value) || !value.isString() ||
+        value.toStringRef() != kFormat)
+        throw CheckpointError(path, "not a TUPE Workbench checkpoint (no '" +
+                                        std::string(kFormat) + "' format tag)");
+    try {
+        archive.read("config", value);
+        raw.config = parse_config_text(value.toStringRef());
+        archive.read("step", value);
+        raw.step = value.toInt();
+        archive.read("tokens_seen", value);
+        raw.tokens_seen = value.toInt();
+        archive.read("evals", value);
+        raw.evals = evals_from_text(value.toStringRef());
+        archive.read("rng", raw.rng);
+        archive.read("model", raw.model);
+        archive.read("optimizer", raw.optimizer);
+    } catch (const c10::Error& e) {
+        throw CheckpointError(path, "incomplete checkpoint: " + first_line(e.what_without_backtrace()));
+    } catch (const std::invalid_argument& e) {
+        throw CheckpointError(path, std::string("bad config in checkpoint: ") + e.what());
+    }
+    return raw;
+}
+
+void load_model_weights(const std::string& path, BertForMaskedLM& model,
+                        torch::serialize::InputArchive& archive) {
+    try {
+        model->load(archive);
+    } catch (const c10::Error& e) {
+        throw CheckpointError(path, "weights do not fit the model of its config (" +
+                                        model->config().preset + "): " +
+                                        first_line(e.what_without_backtrace()));
+    }
+}
+
+BertForMaskedLM build_model(const PretrainConfig& config, torch::Device device) {
+    torch::manual_seed(config.train.seed);
+    BertForMaskedLM model(config.model);
+    model->to(device);
+    return model;
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& out_dir) {
+    return (fs::path(out_dir) / "checkpoint.pt").string();
+}
+std::string metrics_path(const std::string& out_dir) {
+    return (fs::path(out_dir) / "metrics.tsv").string();
+}
+
+torch::Device resolve_device(const std::string& name) {
+    if (name == "auto") return torch::cuda::is_available() ? torch::kCUDA : torch::kCPU;
+    torch::Device device(torch::kCPU);
+    try {
+        device = torch::Device(name);
+    } catch (const c10::Error&) {
+        throw std::invalid_argument("train.device: unknown device '" + name +
+                                    "' (expected cpu, cuda, cuda:N or auto)");
+    }
+    if (device.is_cuda() && !torch::cuda::is_available())
+        throw std::invalid_argument("train.device: '" + name +
+                                    "' requested but this LibTorch has no usable CUDA device");
+    return device;
+}
+
+TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& cb) {
+    using Clock = std::chrono::steady_clock;
+    PretrainConfig config = input_config;
+    const TrainConfig& t = config.train;
+    auto say = [&](const std::string& m) { if (cb.on_message) cb.on_message(m); };
+
+    if (t.batch_size <= 0 || t.grad_accum <= 0 || t.batch_size % t.grad_accum != 0)
+        throw std::invalid_argument("train.batch_size (" + std::to_string(t.batch_size) +
+                                    ") must be a positive multiple of train.grad_accum (" +
+                                    std::to_string(t.grad_accum) + ")");
+    if (t.steps <= 0) throw std::invalid_argument("train.steps must be > 0");
+    if (t.threads > 0) at::set_num_threads(static_cast<int>(t.threads));
+    const torch::Device device = resolve_device(t.device);
+
+    // Data: vocab, tokenizer, cached corpus, blocks.
+    WordPieceTokenizer tokenizer(Vocab::load(config.data.vocab), config.data.lower_case);
+    const Vocab& vocab = tokenizer.vocab();
+    config.model.vocab_size = vocab.size();
+    config.model.pad_token_id = vocab.pad_id();
+    if (config.data.max_seq_len > config.model.max_position_embeddings)
+        throw std::invalid_argument(
+            "data.max_seq_len (" + std::to_string(config.data.max_seq_len) +
+            ") exceeds model.max_position_embeddings (" +
+            std::to_string(config.model.max_position_embeddings) + ")");
+    config.model.validate();
+    say("tokenizing " + config.data.corpus + " (cached in " + config.data.cache_dir + ")");
+    const TokenizedCorpus corpus =
+        load_or_build_corpus(config.data.corpus, tokenizer, config.data.cache_dir);
+    const BlockDataset data = make_blocks(corpus, vocab, config.data);
+    if (data.train.empty()) throw InputError(config.data.corpus, "no training blocks");
+    say("corpus: " + std::to_string(corpus.ids.size()) + " tokens, " +
+        std::to_string(data.train.size()) + " training and " +
+        std::to_string(data.validation.size()) + " validation blocks of <= " +
+        std::to_string(config.data.max_seq_len) + " tokens");
+
+    // Model and optimizer, possibly restored.
+    fs::create_directories(config.out_dir);
+    const std::string ckpt = checkpoint_path(config.out_dir);
+    // The run directory is self-contained: its vocabulary and resolved config sit beside the
+    // checkpoint, so `tupe inspect` works after the data folder moves.
+    vocab.save((fs::path(config.out_dir) / "vocab.txt").string());
+    {
+        std::ofstream cfg(fs::path(config.out_dir) / "config.txt");
+        cfg << config_to_text(config);
+    }
+    BertForMaskedLM model = build_model(config, device);
+    auto optimizer = make_optimizer(model, t);
+    TrainResult result;
+    int64_t step = 0, tokens_seen = 0;
+    if (fs::exists(ckpt)) {
+        RawCheckpoint raw = read_checkpoint(ckpt, device);
+        for (const auto& key : config_keys()) {
+            if (kRunControlKeys.count(key)) continue;
+            const auto mine = get_config_value(config, key), theirs = get_config_value(raw.config, key);
+            if (mine != theirs)
+                throw CheckpointError(ckpt, "holds a run with " + key + " = " + theirs +
+                                                " but this config says " + mine +
+                                                "; use another out_dir or delete it");
+        }
+        load_model_weights(ckpt, model, raw.model);
+        try {
+            optimizer.load(raw.optimizer);
+        } catch (const c10::Error& e) {
+            throw CheckpointError(ckpt, "optimizer state does not fit: " +
+                                            first_line(e.what_without_backtrace()));
+        }
+        {
+            auto generator = at::detail::getDefaultCPUGenerator();
+            std::lock_guard<std::mutex> lock(generator.mutex());
+            generator.set_state(raw.rng);
+        }
+        step = raw.step;
+        tokens_seen = raw.tokens_seen;
+        result.evals = raw.evals;
+        result.resumed_from = step;
+        say("resumed from " + ckpt + " at step " + std::to_string(step));
+    }
+    MetricsLog metrics(metrics_path(config.out_dir), step);
+    result.checkpoint = fs::exists(ckpt) ? ckpt : "";
+
+    const uint64_t n_train = data.train.size();
+    const int64_t micro = t.batch_size / t.grad_accum;
+    std::map<uint64_t, std::vector<uint64_t>> orders;  // epoch -> permutation (two at most)
+    auto block_at = [&](uint64_t sample, uint64_t& epoch) {
+        epoch = sample / n_train;
+        auto it = orders.find(epoch);
+        if (it == orders.end()) {
+            while (!orders.empty() && orders.begin()->first + 1 < epoch) orders.erase(orders.begin());
+            it = orders.emplace(epoch, epoch_order(n_train, t.seed, epoch)).first;
+        }
+        return it->second[sample % n_train];
+    };
+
+    auto evaluate = [&]() {
+        torch::NoGradGuard no_grad;
+        model->eval();
+        EvalReport r;
+        r.step = step;
+        double loss_sum = 0;
+        int64_t correct = 0;
+        const uint64_t n_val = data.validation.size();
+        int64_t batches = 0;
+        for (uint64_t start = 0; start < n_val; start += static_cast<uint64_t>(micro)) {
+            if (t.eval_batches > 0 && batches >= t.eval_batches) break;
+            std::vector<uint64_t> idx;
+            for (uint64_t i = start; i < std::min<uint64_t>(n_val, start + micro); ++i)
+                idx.push_back(i);
+            // Validation masks are fixed: a separate seed stream, epoch 0.
+            auto b = to_tensors(make_mlm_batch(data.validation, idx, vocab, config.data,
+                                               t.seed ^ 0x5eed5eedULL, 0),
+                                device);
+            AutocastGuard autocast(t.dtype, device);
+            auto out = model->forward(b.input_ids, b.attention_mask, b.labels, true);
+            loss_sum += out.loss.item<double>() * static_cast<double>(out.num_masked);
+            r.masked_tokens += out.num_masked;
+            correct += out.num_correct;
+            ++batches;
+        }
+        model->train();
+        r.loss = r.masked_tokens ? loss_sum / static_cast<double>(r.masked_tokens) : 0.0;
+        r.accuracy = r.masked_tokens ? static_cast<double>(correct) / r.masked_tokens : 0.0;
+        return r;
+    };
+
+    const auto t0 = Clock::now();
+    auto elapsed = [&]() { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+    auto record_eval = [&]() {
+        EvalReport r = evaluate();
+        result.evals.push_back(r);
+        metrics.add(r.step, "validation", "loss", r.loss, elapsed());
+        metrics.add(r.step, "validation", "accuracy", r.accuracy, elapsed());
+        if (cb.on_eval) cb.on_eval(r);
+    };
+    int64_t checkpoint_step = result.resumed_from > 0 ? step : -1;
+    auto write_checkpoint = [&]() {
+        save_checkpoint(ckpt, config, model, optimizer, step, tokens_seen, result.evals);
+        checkpoint_step = step;
+        result.checkpoint = ckpt;
+        if (cb.on_checkpoint) cb.on_checkpoint(ckpt, step);
+    };
+
+    model->train();
+    if (step == 0 && !data.validation.empty()) record_eval();  // the curve starts at step 0
+    std::vector<torch::Tensor> params = model->parameters();
+    while (step < t.steps) {
+        if (cb.stop && cb.stop->load()) {
+            result.stopped = true;
+            break;
+        }
+        const auto s0 = Clock::now();
+        const double lr = lr_at(t, step);
+        set_lr(optimizer, lr);
+        optimizer.zero_grad();
+        double step_loss = 0;
+        int64_t step_tokens = 0;
+        // Sample g of the run is block order(g / N)[g % N], masked with epoch g / N: every
+        // batch is a pure function of (seed, step), which makes resume exact.
+        std::vector<MlmBatch> micro_batches;
+        int64_t step_masked = 0;
+        for (int64_t m = 0; m < t.grad_accum; ++m) {
+            std::vector<uint64_t> idx, epochs;
+            const uint64_t first = static_cast<uint64_t>(step * t.batch_size + m * micro);
+            for (int64_t i = 0; i < micro; ++i) {
+                uint64_t epoch = 0;
+                idx.push_back(block_at(first + static_cast<uint64_t>(i), epoch));
+                epochs.push_back(epoch);
+            }
+            micro_batches.push_back(make_mlm_batch(data.train, idx, epochs, vocab, config.data, t.seed));
+            for (auto l : micro_batches.back().labels) step_masked += l != -100;
+        }
+        for (const auto& mb : micro_batches) {
+            Batch b = to_tensors(mb, device);
+            torch::Tensor loss;
+            int64_t masked = 0;
+            {
+                AutocastGuard autocast(t.dtype, device);
+                auto out = model->forward(b.input_ids, b.attention_mask, b.labels);
+                loss = out.loss;
+                masked = out.num_masked;
+            }
+            const double value = loss.item<double>();
+            if (!std::isfinite(value)) {
+                throw TrainingDiverged(
+                    "step " + std::to_string(step + 1) + ": MLM loss is " + std::to_string(value) +
+                    (result.checkpoint.empty() ? std::string("; no checkpoint was written yet")
+                                               : "; last good checkpoint kept at " + ckpt) +
+                    " (try a lower train.lr or train.clip_norm)");
+            }
+            // Weighted by masked tokens, so accumulation equals the mean over the whole batch.
+            const double weight = static_cast<double>(masked) / static_cast<double>(std::max<int64_t>(1, step_masked));
+            (loss * weight).backward();
+            step_loss += value * weight;
+            step_tokens += b.real_tokens;
+        }
+        double grad_norm = 0;
+        if (t.clip_norm > 0) {
+            grad_norm = torch::nn::utils::clip_grad_norm_(params, t.clip_norm);
+        }
+        optimizer.step();
+        ++step;
+        tokens_seen += step_tokens;
+
+        StepReport rep;
+        rep.step = step;
+        rep.total_steps = t.steps;
+        rep.loss = step_loss;
+        rep.lr = lr;
+        rep.grad_norm = grad_norm;
+        rep.seconds = std::chrono::duration<double>(Clock::now() - s0).count();
+        rep.tokens_per_second = rep.seconds > 0 ? static_cast<double>(step_tokens) / rep.seconds : 0;
+        rep.tokens_seen = tokens_seen;
+        rep.elapsed = elapsed();
+        if (t.log_interval > 0 && (step % t.log_interval == 0 || step == t.steps)) {
+            metrics.add(step, "train", "loss", step_loss, rep.elapsed);
+            metrics.add(step, "train", "lr", lr, rep.elapsed);
+        }
+        if (cb.on_step) cb.on_step(rep);
+        const bool last = step == t.steps;
+        if (!data.validation.empty() &&
+            (last || (t.eval_interval > 0 && step % t.eval_interval == 0)))
+            record_eval();
+        if (last || (t.checkpoint_interval > 0 && step % t.checkpoint_interval == 0))
+            write_checkpoint();
+    }
+    if (result.stopped && checkpoint_step != step) write_checkpoint();
+    result.final_step = step;
+    return result;
+}
+
+LoadedCheckpoint load_checkpoint(const std::string& path, torch::Device device) {
+    RawCheckpoint raw = read_checkpoint(path, device);
+    LoadedCheckpoint out;
+    out.config = raw.config;
+    try {
+        out.model = BertForMaskedLM(raw.config.model);
+    } catch (const std::exception& e) {
+        throw CheckpointError(path, std::string("invalid model config: ") + e.what());
+    }
+    out.model->to(device);
+    load_model_weights(path, out.model, raw.model);
+    out.model->eval();
+    out.step = raw.step;
+    out.evals = raw.evals;
+    return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> named_weights(BertForMaskedLM& model) {
+    std::vector<std::pair<std::string, torch::Tensor>> out;
+    for (const auto& item : model->named_parameters()) out.emplace_back(item.key(), item.value());
+    for (const auto& item : model->named_buffers()) out.emplace_back(item.key(), item.value());
+    return out;
+}
+
+}  // namespace engine

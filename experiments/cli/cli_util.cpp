@@ -1,0 +1,155 @@
+// Argument parsing, progress bar and tables for the `tupe` command line.
+#include "cli_util.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+namespace cli {
+
+Args::Args(const std::vector<std::string>& argv, const std::vector<std::string>& options,
+           const std::vector<std::string>& flags, const std::vector<std::string>& repeatable) {
+    auto known = [](const std::vector<std::string>& v, const std::string& n) {
+        return std::find(v.begin(), v.end(), n) != v.end();
+    };
+    for (size_t i = 0; i < argv.size(); ++i) {
+        const std::string& a = argv[i];
+        if (a.size() < 3 || a.compare(0, 2, "--") != 0) {
+            positionals_.push_back(a);
+            continue;
+        }
+        std::string name = a.substr(2), value;
+        const auto eq = name.find('=');
+        const bool inline_value = eq != std::string::npos;
+        if (inline_value) {
+            value = name.substr(eq + 1);
+            name = name.substr(0, eq);
+        }
+        if (known(flags, name)) {
+            if (inline_value) throw UsageError("--" + name + " takes no value");
+            values_[name].push_back("1");
+            continue;
+        }
+        if (!known(options, name) && !known(repeatable, name))
+            throw UsageError("unknown option --" + name);
+        if (!inline_value) {
+            if (i + 1 >= argv.size()) throw UsageError("--" + name + " needs a value");
+            value = argv[++i];
+        }
+        if (!known(repeatable, name) && values_.count(name))
+            throw UsageError("--" + name + " given twice");
+        values_[name].push_back(value);
+    }
+}
+
+bool Args::has(const std::string& name) const { return values_.count(name) > 0; }
+
+std::string Args::get(const std::string& name, const std::string& fallback) const {
+    auto it = values_.find(name);
+    return it == values_.end() ? fallback : it->second.back();
+}
+
+std::string Args::required(const std::string& name) const {
+    if (!has(name)) throw UsageError("missing --" + name);
+    return get(name);
+}
+
+long long Args::get_int(const std::string& name, long long fallback) const {
+    if (!has(name)) return fallback;
+    const std::string v = get(name);
+    try {
+        size_t used = 0;
+        long long out = std::stoll(v, &used);
+        if (used == v.size()) return out;
+    } catch (const std::exception&) {
+    }
+    throw UsageError("--" + name + ": expected an integer, got '" + v + "'");
+}
+
+std::vector<std::string> Args::all(const std::string& name) const {
+    auto it = values_.find(name);
+    return it == values_.end() ? std::vector<std::string>{} : it->second;
+}
+
+std::string format_duration(double s) {
+    char buf[32];
+    if (!std::isfinite(s) || s < 0) return "?";
+    if (s >= 3600) std::snprintf(buf, sizeof buf, "%dh%02dm", int(s / 3600), int(s / 60) % 60);
+    else if (s >= 60) std::snprintf(buf, sizeof buf, "%dm%02ds", int(s / 60), int(s) % 60);
+    else std::snprintf(buf, sizeof buf, "%.1fs", s);
+    return buf;
+}
+
+std::string format_count(double value) {
+    std::string digits = std::to_string(static_cast<long long>(std::llround(value)));
+    std::string out;
+    int n = 0;
+    for (auto it = digits.rbegin(); it != digits.rend(); ++it) {
+        if (n && n % 3 == 0 && *it != '-') out.insert(out.begin(), ',');
+        out.insert(out.begin(), *it);
+        ++n;
+    }
+    return out;
+}
+
+ProgressBar::ProgressBar(long long total, long long plain_every)
+    : total_(std::max(1LL, total)),
+      plain_every_(std::max(1LL, plain_every)),
+      tty_(isatty(fileno(stderr)) != 0),
+      start_(std::chrono::steady_clock::now()) {}
+
+void ProgressBar::update(long long done, const std::string& status) {
+    const auto now = std::chrono::steady_clock::now();
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const double frac = std::min(1.0, static_cast<double>(done) / static_cast<double>(total_));
+    const double eta = done > 0 ? elapsed / frac - elapsed : NAN;
+    std::ostringstream line;
+    line << done << "/" << total_ << "  " << status << "  ETA " << format_duration(eta);
+    if (tty_) {
+        // Redraw at most ~10 times per second, and always at the end.
+        if (drawn_ && done < total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+        const int width = 24, filled = static_cast<int>(frac * width);
+        std::cerr << "\r[" << std::string(filled, '#') << std::string(width - filled, '.')
+                  << "] " << line.str() << "\033[K" << std::flush;
+        last_draw_ = now;
+        drawn_ = true;
+    } else if (done % plain_every_ == 0 || done >= total_) {
+        std::cerr << line.str() << "\n";
+    }
+}
+
+void ProgressBar::finish() {
+    if (tty_ && drawn_) std::cerr << "\n";
+    drawn_ = false;
+}
+
+std::string format_table(const std::vector<std::vector<std::string>>& rows) {
+    std::vector<size_t> width;
+    for (const auto& r : rows)
+        for (size_t i = 0; i < r.size(); ++i) {
+            if (width.size() <= i) width.push_back(0);
+            width[i] = std::max(width[i], r[i].size());
+        }
+    std::ostringstream os;
+    for (size_t k = 0; k < rows.size(); ++k) {
+        for (size_t i = 0; i < rows[k].size(); ++i) {
+            // Left-align the first column, right-align numbers.
+            const std::string& cell = rows[k][i];
+            const std::string pad(width[i] - cell.size(), ' ');
+            os << (i ? "  " : "") << (i == 0 ? cell + pad : pad + cell);
+        }
+        os << "\n";
+        if (k == 0) {
+            size_t total = 0;
+            for (size_t i = 0; i < width.size(); ++i) total += width[i] + (i ? 2 : 0);
+            os << std::string(total, '-') << "\n";
+        }
+    }
+    return os.str();
+}
+
+}  // namespace cli

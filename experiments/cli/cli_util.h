@@ -1,0 +1,63 @@
+// Small helpers shared by the `tupe` subcommands: argument parsing, a terminal progress bar
+// and plain-text tables. Kept in the CLI so the libraries never print.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace cli {
+
+/// A usage error: main() prints it with the command's usage line and exits with status 2.
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+/// `--name value`, `--name=value`, flags, repeated options and positionals. Unknown options
+/// are UsageErrors naming the option.
+class Args {
+  public:
+    /// `flags` take no value; `repeatable` may appear many times; other known options once.
+    Args(const std::vector<std::string>& argv, const std::vector<std::string>& options,
+         const std::vector<std::string>& flags = {},
+         const std::vector<std::string>& repeatable = {});
+
+    bool has(const std::string& name) const;
+    std::string get(const std::string& name, const std::string& fallback = "") const;
+    /// Throws UsageError "missing --name" when absent.
+    std::string required(const std::string& name) const;
+    long long get_int(const std::string& name, long long fallback) const;
+    std::vector<std::string> all(const std::string& name) const;
+    const std::vector<std::string>& positionals() const { return positionals_; }
+
+  private:
+    std::map<std::string, std::vector<std::string>> values_;
+    std::vector<std::string> positionals_;
+};
+
+/// Seconds as "1h02m", "3m05s" or "12.3s".
+std::string format_duration(double seconds);
+/// 12345.6 -> "12,346".
+std::string format_count(double value);
+
+/// A one-line progress bar on stderr when it is a terminal; otherwise a plain line every
+/// `plain_every` updates (logs and CI stay readable).
+class ProgressBar {
+  public:
+    ProgressBar(long long total, long long plain_every = 10);
+    void update(long long done, const std::string& status);
+    void finish();
+
+  private:
+    long long total_, plain_every_;
+    bool tty_;
+    std::chrono::steady_clock::time_point start_;
+    std::chrono::steady_clock::time_point last_draw_{};
+    bool drawn_ = false;
+};
+
+/// Prints rows as an aligned text table (first row = header).
+std::string format_table(const std::vector<std::vector<std::string>>& rows);
+
+}  // namespace cli

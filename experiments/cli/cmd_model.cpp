@@ -1,0 +1,100 @@
+// `tupe info`, `tupe export`, `tupe inspect`: look at a checkpoint from the command line.
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "analysis/inspect.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "engine/errors.h"
+#include "engine/trainer.h"
+
+namespace cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string one_checkpoint(const Args& args) {
+    if (args.positionals().size() != 1) throw UsageError("expected one CHECKPOINT");
+    return args.positionals()[0];
+}
+
+}  // namespace
+
+int cmd_info(const Argv& argv) {
+    Args args(argv, {});
+    const std::string path = one_checkpoint(args);
+    auto ckpt = engine::load_checkpoint(path);
+    const auto& m = ckpt.config.model;
+    std::cout << "checkpoint   " << path << "\n"
+              << "variant      " << m.preset << " (size " << m.size << ")\n"
+              << "positions    absolute=" << engine::to_string(m.absolute_position)
+              << " rel_pos=" << (m.rel_pos ? "on" : "off")
+              << " untie_cls=" << (m.untie_cls ? "on" : "off")
+              << " shared_pos_term=" << (m.shared_pos_term ? "on" : "off")
+              << " scale=1/sqrt(" << m.attention_scale_factor << "d)"
+              << (m.pre_layernorm ? " pre-LN" : " post-LN") << "\n"
+              << "shape        layers=" << m.num_hidden_layers << " hidden=" << m.hidden_size
+              << " heads=" << m.num_attention_heads << " ffn=" << m.intermediate_size
+              << " max_len=" << m.max_position_embeddings << " vocab=" << m.vocab_size << "\n"
+              << "progress     step " << ckpt.step << " of " << ckpt.config.train.steps << "\n";
+    if (!ckpt.evals.empty()) {
+        const auto& e = ckpt.evals.back();
+        std::cout << "validation   loss " << e.loss << ", accuracy " << e.accuracy << " at step "
+                  << e.step << "\n";
+    }
+    std::cout << "\nparameters\n";
+    for (const auto& [group, n] : engine::parameter_groups(*ckpt.model))
+        if (group != "total") std::cout << "  " << group << std::string(12 - group.size(), ' ')
+                                        << format_count(static_cast<double>(n)) << "\n";
+    std::cout << "  total       " << format_count(static_cast<double>(
+                                         engine::parameter_groups(*ckpt.model)["total"]))
+              << "\n";
+    return 0;
+}
+
+int cmd_export(const Argv& argv) {
+    Args args(argv, {"out"});
+    const std::string path = one_checkpoint(args), out = args.required("out");
+    auto ckpt = engine::load_checkpoint(path);
+    c10::Dict<std::string, torch::Tensor> dict;
+    for (const auto& [name, tensor] : engine::named_weights(ckpt.model))
+        dict.insert(name, tensor.detach().cpu().contiguous());
+    // torch::pickle_save writes the zip format that Python's torch.load reads.
+    const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
+    if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
+    const std::string tmp = out + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+        f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        if (!f) throw engine::InputError(out, "cannot write export");
+    }
+    fs::rename(tmp, out);
+    std::cout << "wrote " << out << " (" << dict.size() << " tensors, HF parameter names)\n";
+    return 0;
+}
+
+int cmd_inspect(const Argv& argv) {
+    Args args(argv, {"text", "text-b", "out", "vocab"});
+    const std::string path = one_checkpoint(args), out = args.required("out");
+    auto ckpt = engine::load_checkpoint(path);
+    // The run directory keeps a copy of its vocabulary beside the checkpoint.
+    std::string vocab = args.get("vocab", (fs::path(path).parent_path() / "vocab.txt").string());
+    if (!fs::exists(vocab)) vocab = ckpt.config.data.vocab;
+    engine::WordPieceTokenizer tokenizer(engine::Vocab::load(vocab), ckpt.config.data.lower_case);
+    if (tokenizer.vocab().size() != ckpt.config.model.vocab_size)
+        throw engine::InputError(vocab, "has " + std::to_string(tokenizer.vocab().size()) +
+                                            " tokens but the checkpoint's model has " +
+                                            std::to_string(ckpt.config.model.vocab_size));
+    auto result = analysis::inspect_text(ckpt.model, tokenizer, args.required("text"),
+                                         args.get("text-b"));
+    analysis::write_inspection(result, out);
+    std::cout << "wrote " << out << ": " << result.tokens.size() << " tokens, "
+              << result.logits.size() << " layers of logits and probabilities (heads x T x T)\n";
+    return 0;
+}
+
+}  // namespace cli

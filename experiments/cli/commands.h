@@ -1,0 +1,22 @@
+// The `tupe` subcommands. Each takes the arguments after its name and returns the exit
+// status; errors are thrown and turned into one line by main().
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace cli {
+
+using Argv = std::vector<std::string>;
+
+int cmd_prepare_data(const Argv& args);  // cmd_data.cpp
+int cmd_build_vocab(const Argv& args);
+int cmd_tokenize(const Argv& args);
+int cmd_info(const Argv& args);          // cmd_model.cpp
+int cmd_export(const Argv& args);
+int cmd_inspect(const Argv& args);
+int cmd_pretrain(const Argv& args);      // cmd_pretrain.cpp
+int cmd_curves(const Argv& args);
+int cmd_bench(const Argv& args);         // cmd_bench.cpp
+
+}  // namespace cli

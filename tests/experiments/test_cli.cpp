@@ -1,0 +1,186 @@
+// End-to-end tests of the `tupe` executable: each bad input a user could give ends in one line
+// on stderr naming the file, key or line, and a non-zero status; the good paths write what
+// they promise (a checkpoint, tokens, .npy files, a torch.load-able export).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+    int status = -1;
+    std::string out, err;
+};
+
+std::string quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+class CliTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        dir_ = fs::temp_directory_path() /
+               ("tupe_cli_" + std::to_string(::getpid()) + "_" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(dir_);
+        fs::create_directories(dir_);
+        std::ofstream vocab(dir_ / "vocab.txt");
+        for (const char* t : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat",
+                              "on", "mat", "a", "dog", "ran", ".", "##s", "un", "##able"})
+            vocab << t << "\n";
+        std::ofstream corpus(dir_ / "corpus.txt");
+        for (int d = 0; d < 12; ++d) {
+            for (int s = 0; s < 4; ++s) corpus << (s % 2 ? "the cat sat on the mat ." : "a dog ran .") << "\n";
+            corpus << "\n";
+        }
+        std::ofstream cfg(dir_ / "tiny.yaml");
+        cfg << "model:\n  preset: tupe-r\n  size: tiny\n  max_position_embeddings: 32\n"
+            << "data:\n  corpus: " << (dir_ / "corpus.txt").string() << "\n  vocab: "
+            << (dir_ / "vocab.txt").string() << "\n  cache_dir: " << (dir_ / "cache").string()
+            << "\n  max_seq_len: 32\n  validation_fraction: 0.2\n"
+            << "train:\n  steps: 3\n  batch_size: 4\n  eval_interval: 3\n  threads: 1\n";
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+
+    Result tupe(const std::string& args) const {
+        Result r;
+        const std::string err = (dir_ / "stderr.txt").string();
+        const std::string cmd = std::string(TUPE_CLI) + " " + args + " 2>" + quote(err);
+        FILE* pipe = popen(cmd.c_str(), "r");
+        std::array<char, 4096> buf{};
+        size_t n;
+        while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+        const int status = pclose(pipe);
+        r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        r.err = slurp(err);
+        return r;
+    }
+
+    // One line (the error), naming `needle`, non-zero status.
+    void expect_one_line_error(const Result& r, const std::string& needle) const {
+        EXPECT_NE(r.status, 0);
+        EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
+        const auto lines = std::count(r.err.begin(), r.err.end(), '\n');
+        EXPECT_GE(lines, 1);
+        EXPECT_LE(lines, 2) << "stderr: " << r.err;  // the error, and for usage errors the usage
+    }
+
+    std::string pretrained() const {
+        auto r = tupe("pretrain --config " + quote((dir_ / "tiny.yaml").string()) + " --out " +
+                      quote((dir_ / "run").string()));
+        EXPECT_EQ(r.status, 0) << r.err;
+        return (dir_ / "run" / "checkpoint.pt").string();
+    }
+
+    fs::path dir_;
+};
+
+}  // namespace
+
+TEST_F(CliTest, TokenizePrintsWordpiecesPerLine) {
+    auto r = tupe("tokenize --vocab " + quote((dir_ / "vocab.txt").string()) +
+                  " --text 'The cats sat, unable.'");
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, "the cat ##s sat [UNK] un ##able .\n");
+    auto ids = tupe("tokenize --ids --vocab " + quote((dir_ / "vocab.txt").string()) + " --text 'the cat'");
+    EXPECT_EQ(ids.out, "5 6\n");
+}
+
+TEST_F(CliTest, MissingOrMalformedVocabIsOneLine) {
+    expect_one_line_error(tupe("tokenize --vocab /nonexistent/vocab.txt --text hi"),
+                          "/nonexistent/vocab.txt");
+    std::ofstream(dir_ / "bad.txt") << "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n";
+    expect_one_line_error(tupe("tokenize --vocab " + quote((dir_ / "bad.txt").string()) + " --text hi"),
+                          "[MASK]");
+}
+
+TEST_F(CliTest, UnknownCommandAndOptionAreUsageErrors) {
+    EXPECT_EQ(tupe("frobnicate").status, 2);
+    auto r = tupe("tokenize --vocab x --txet hi");
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find("--txet"), std::string::npos);
+}
+
+TEST_F(CliTest, ConfigErrorsNameKeyAndLine) {
+    std::ofstream(dir_ / "bad.yaml") << "model:\n  preset: tupe-z\n";
+    expect_one_line_error(tupe("pretrain --config " + quote((dir_ / "bad.yaml").string())), "bad.yaml:2");
+    std::ofstream(dir_ / "typo.yaml") << "train:\n  stpes: 3\n";
+    auto r = tupe("pretrain --config " + quote((dir_ / "typo.yaml").string()));
+    expect_one_line_error(r, "train.steps");
+    expect_one_line_error(tupe("pretrain --config /nonexistent.yaml"), "/nonexistent.yaml");
+}
+
+TEST_F(CliTest, EmptyCorpusNamesTheFile) {
+    std::ofstream(dir_ / "empty.txt") << "\n\n";
+    auto r = tupe("pretrain --config " + quote((dir_ / "tiny.yaml").string()) + " --set data.corpus=" +
+                  quote((dir_ / "empty.txt").string()) + " --out " + quote((dir_ / "r").string()));
+    expect_one_line_error(r, "empty.txt");
+}
+
+TEST_F(CliTest, PretrainInfoInspectExport) {
+    const std::string ckpt = pretrained();
+    auto info = tupe("info " + quote(ckpt));
+    EXPECT_EQ(info.status, 0) << info.err;
+    EXPECT_NE(info.out.find("tupe-r"), std::string::npos);
+    EXPECT_NE(info.out.find("step 3 of 3"), std::string::npos) << info.out;
+    EXPECT_NE(info.out.find("positional"), std::string::npos);
+
+    auto inspect = tupe("inspect " + quote(ckpt) + " --text 'the cat sat' --out " +
+                        quote((dir_ / "insp").string()));
+    EXPECT_EQ(inspect.status, 0) << inspect.err;
+    EXPECT_EQ(slurp(dir_ / "insp" / "tokens.txt"), "[CLS]\nthe\ncat\nsat\n[SEP]\n");
+    for (const char* f : {"input_ids.npy", "layer0_logits.npy", "layer1_probs.npy"})
+        EXPECT_TRUE(fs::exists(dir_ / "insp" / f)) << f;
+
+    auto exp = tupe("export " + quote(ckpt) + " --out " + quote((dir_ / "w.pt").string()));
+    EXPECT_EQ(exp.status, 0) << exp.err;
+    ASSERT_TRUE(fs::exists(dir_ / "w.pt"));
+    if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
+        GTEST_SKIP() << "python3-torch not installed: torch.load of the export not checked";
+    const std::string py =
+        "/usr/bin/python3 -c \"import torch; d = torch.load('" + (dir_ / "w.pt").string() +
+        "'); print(len(d), tuple(d['bert.position_bias.pos.weight'].shape), "
+        "tuple(d['bert.position_bias.relative_attention_bias.weight'].shape))\"";
+    FILE* pipe = popen(py.c_str(), "r");
+    std::array<char, 256> buf{};
+    std::string out;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+    EXPECT_EQ(pclose(pipe), 0);
+    EXPECT_NE(out.find("(33, 32)"), std::string::npos) << out;
+    EXPECT_NE(out.find("(33, 2)"), std::string::npos) << out;
+}
+
+TEST_F(CliTest, BadCheckpointsAndTextAreOneLine) {
+    const std::string ckpt = pretrained();
+    expect_one_line_error(tupe("info /nonexistent/ckpt.pt"), "/nonexistent/ckpt.pt");
+    fs::copy_file(ckpt, dir_ / "cut.pt");
+    fs::resize_file(dir_ / "cut.pt", fs::file_size(ckpt) / 3);
+    expect_one_line_error(tupe("info " + quote((dir_ / "cut.pt").string())), "cut.pt");
+    std::string long_text;
+    for (int i = 0; i < 40; ++i) long_text += "the cat ";
+    expect_one_line_error(tupe("inspect " + quote(ckpt) + " --text " + quote(long_text) + " --out " +
+                               quote((dir_ / "x").string())),
+                          "32");
+    // A run directory holding another variant refuses to resume into it.
+    auto r = tupe("pretrain --config " + quote((dir_ / "tiny.yaml").string()) +
+                  " --set model.preset=bert-a --out " + quote((dir_ / "run").string()));
+    expect_one_line_error(r, "model.preset");
+}

@@ -1,0 +1,314 @@
+// Tests of the YAML pretraining-config loader: defaults and presets, overrides of every
+// section, --set overrides (including a preset switch), and the error messages with their
+// file:line:column, key path and nearest-key suggestion.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "experiments/config_loader.h"
+
+namespace {
+
+using experiments::ConfigError;
+using experiments::load_pretrain_config_from_string;
+
+// Runs the loader and returns the ConfigError it throws; fails the test when none is thrown.
+ConfigError load_error(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+    try {
+        load_pretrain_config_from_string(yaml, "cfg.yaml", overrides);
+    } catch (const ConfigError& e) {
+        return e;
+    }
+    ADD_FAILURE() << "expected a ConfigError for:\n" << yaml;
+    return ConfigError("", 0, 0, "", "");
+}
+
+bool has(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
+
+TEST(ConfigLoader, EmptyFileGivesDefaults) {
+    const auto config = load_pretrain_config_from_string("", "cfg.yaml");
+    const auto expected = engine::make_model_config("bert-a", "tiny");
+    EXPECT_EQ(config.model.preset, "bert-a");
+    EXPECT_EQ(config.model.size, "tiny");
+    EXPECT_EQ(config.model.hidden_size, expected.hidden_size);
+    EXPECT_EQ(config.model.max_position_embeddings, expected.max_position_embeddings);
+    EXPECT_EQ(config.train.steps, engine::TrainConfig{}.steps);
+    EXPECT_EQ(config.data.cache_dir, engine::DataConfig{}.cache_dir);
+    EXPECT_EQ(config.out_dir, engine::PretrainConfig{}.out_dir);
+}
+
+TEST(ConfigLoader, PresetAndSizeBuildTheBaseModel) {
+    const auto config =
+        load_pretrain_config_from_string("model:\n  preset: tupe-r\n  size: small\n", "cfg.yaml");
+    const auto expected = engine::make_model_config("tupe-r", "small");
+    EXPECT_EQ(config.model.preset, "tupe-r");
+    EXPECT_EQ(config.model.size, "small");
+    EXPECT_EQ(config.model.hidden_size, 256);
+    EXPECT_EQ(config.model.absolute_position, engine::AbsolutePosition::kUntied);
+    EXPECT_TRUE(config.model.rel_pos);
+    EXPECT_TRUE(config.model.untie_cls);
+    EXPECT_DOUBLE_EQ(config.model.attention_scale_factor, expected.attention_scale_factor);
+}
+
+TEST(ConfigLoader, KeysOfEverySectionOverrideDefaults) {
+    const std::string yaml =
+        "# a comment\n"
+        "model:\n"
+        "  preset: bert-r\n"
+        "  hidden_size: 64\n"
+        "  num_attention_heads: 4\n"
+        "  rel_pos_bins: 16\n"
+        "  pre_layernorm: true\n"
+        "  absolute_position: none\n"
+        "data:\n"
+        "  corpus: data/default/brown.txt\n"
+        "  vocab: ../vocab.txt\n"
+        "  max_seq_len: 64\n"
+        "  whole_word_masking: True\n"
+        "train:\n"
+        "  lr: 1e-4\n"
+        "  warmup_steps: 10\n"
+        "  seed: 7\n"
+        "  device: cuda:0\n"
+        "out_dir: runs/x\n";
+    const auto config = load_pretrain_config_from_string(yaml, "cfg.yaml");
+    EXPECT_EQ(config.model.preset, "bert-r");
+    EXPECT_TRUE(config.model.rel_pos);  // from the preset
+    EXPECT_EQ(config.model.hidden_size, 64);
+    EXPECT_EQ(config.model.num_attention_heads, 4);
+    EXPECT_EQ(config.model.rel_pos_bins, 16);
+    EXPECT_TRUE(config.model.pre_layernorm);
+    EXPECT_EQ(config.model.absolute_position, engine::AbsolutePosition::kNone);
+    EXPECT_EQ(config.data.corpus, "data/default/brown.txt");
+    EXPECT_EQ(config.data.vocab, "../vocab.txt");  // relative paths kept as written
+    EXPECT_EQ(config.data.max_seq_len, 64);
+    EXPECT_TRUE(config.data.whole_word_masking);
+    EXPECT_DOUBLE_EQ(config.train.lr, 1e-4);
+    EXPECT_EQ(config.train.warmup_steps, 10);
+    EXPECT_EQ(config.train.seed, 7u);
+    EXPECT_EQ(config.train.device, "cuda:0");
+    EXPECT_EQ(config.out_dir, "runs/x");
+}
+
+TEST(ConfigLoader, EmptySectionIsAllowed) {
+    const auto config = load_pretrain_config_from_string("model:\ntrain:\n", "cfg.yaml");
+    EXPECT_EQ(config.model.preset, "bert-a");
+}
+
+TEST(ConfigLoader, UnknownKeyAtDepthGivesLineColumnAndSuggestion) {
+    const auto e = load_error("model:\n  preset: tupe-a\ntrain:\n  lr: 1e-4\n  warmup_step: 10\n");
+    EXPECT_EQ(e.file(), "cfg.yaml");
+    EXPECT_EQ(e.line(), 5);
+    EXPECT_EQ(e.column(), 3);
+    EXPECT_EQ(e.key(), "train.warmup_step");
+    EXPECT_STREQ(e.what(),
+                 "cfg.yaml:5:3: train.warmup_step: unknown key, did you mean "
+                 "'train.warmup_steps'?");
+}
+
+TEST(ConfigLoader, UnknownKeyFarFromAnyGivesNoSuggestion) {
+    const auto e = load_error("data:\n  zzzzzzzz: 1\n");
+    EXPECT_EQ(e.key(), "data.zzzzzzzz");
+    EXPECT_EQ(e.line(), 2);
+    EXPECT_TRUE(has(e.what(), "unknown key"));
+    EXPECT_FALSE(has(e.what(), "did you mean"));
+}
+
+TEST(ConfigLoader, UnknownSectionSuggestsTheNearestOne) {
+    const auto e = load_error("trian:\n  lr: 1\n");
+    EXPECT_EQ(e.line(), 1);
+    EXPECT_EQ(e.column(), 1);
+    EXPECT_TRUE(has(e.what(), "did you mean 'train'?")) << e.what();
+}
+
+TEST(ConfigLoader, BareFieldAtTopLevelSuggestsItsSection) {
+    const auto e = load_error("warmup_steps: 3\n");
+    EXPECT_TRUE(has(e.what(), "did you mean 'train.warmup_steps'?")) << e.what();
+}
+
+TEST(ConfigLoader, WrongTypesAreErrorsWithPosition) {
+    {
+        const auto e = load_error("train:\n  lr: abc\n");
+        EXPECT_EQ(e.key(), "train.lr");
+        EXPECT_EQ(e.line(), 2);
+        EXPECT_EQ(e.column(), 7);
+        EXPECT_TRUE(has(e.what(), "cfg.yaml:2:7: train.lr: not a number")) << e.what();
+    }
+    {
+        const auto e = load_error("train:\n  steps: 1.5\n");
+        EXPECT_EQ(e.key(), "train.steps");
+    }
+    {
+        const auto e = load_error("model:\n  hidden_size:\n    a: 1\n");
+        EXPECT_EQ(e.key(), "model.hidden_size");
+        EXPECT_EQ(e.line(), 3);
+        EXPECT_TRUE(has(e.what(), "got a mapping")) << e.what();
+    }
+    {
+        const auto e = load_error("train:\n  lr: [1, 2]\n");
+        EXPECT_EQ(e.key(), "train.lr");
+        EXPECT_EQ(e.line(), 2);
+        EXPECT_TRUE(has(e.what(), "got a sequence")) << e.what();
+    }
+    {
+        const auto e = load_error("data:\n  lower_case: yes\n");
+        EXPECT_EQ(e.key(), "data.lower_case");
+        EXPECT_TRUE(has(e.what(), "true or false")) << e.what();
+    }
+    {
+        const auto e = load_error("train: 5\n");
+        EXPECT_EQ(e.key(), "train");
+        EXPECT_EQ(e.line(), 1);
+        EXPECT_TRUE(has(e.what(), "expected a mapping")) << e.what();
+    }
+    {
+        const auto e = load_error("out_dir:\n  a: b\n");
+        EXPECT_EQ(e.key(), "out_dir");
+    }
+    {
+        const auto e = load_error("train:\n  lr:\n");
+        EXPECT_EQ(e.key(), "train.lr");
+        EXPECT_EQ(e.line(), 2);
+        EXPECT_TRUE(has(e.what(), "missing value")) << e.what();
+    }
+    {
+        const auto e = load_error("- a\n- b\n");
+        EXPECT_TRUE(has(e.what(), "expected a mapping")) << e.what();
+    }
+}
+
+TEST(ConfigLoader, DuplicateKeyIsAnError) {
+    const auto e = load_error("train:\n  lr: 1\n  lr: 2\n");
+    EXPECT_EQ(e.key(), "train.lr");
+    EXPECT_EQ(e.line(), 3);
+    EXPECT_TRUE(has(e.what(), "duplicate key (first given at line 2)")) << e.what();
+}
+
+TEST(ConfigLoader, MalformedYamlGivesYamlPosition) {
+    const auto e = load_error("model:\n  preset: [tupe-a\ntrain:\n  lr: 1\n");
+    EXPECT_EQ(e.file(), "cfg.yaml");
+    EXPECT_GT(e.line(), 0);
+    EXPECT_GT(e.column(), 0);
+    EXPECT_TRUE(has(e.what(), "malformed YAML")) << e.what();
+    const std::string prefix = "cfg.yaml:" + std::to_string(e.line()) + ":";
+    EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
+
+    const auto tab = load_error("train:\n\tlr: 1\n");
+    EXPECT_TRUE(has(tab.what(), "malformed YAML")) << tab.what();
+    EXPECT_EQ(tab.line(), 2);
+}
+
+TEST(ConfigLoader, UnknownPresetPointsAtItsLineAndListsNames) {
+    const auto e = load_error("train:\n  lr: 1\nmodel:\n  preset: tupe-x\n");
+    EXPECT_EQ(e.key(), "model.preset");
+    EXPECT_EQ(e.line(), 4);
+    EXPECT_EQ(e.column(), 11);
+    EXPECT_TRUE(has(e.what(), "unknown model preset 'tupe-x'")) << e.what();
+    EXPECT_TRUE(has(e.what(), "bert-a, bert-r, tupe-a, tupe-r, tupe-a-tie-cls, bert-ad"));
+    EXPECT_TRUE(has(e.what(), "did you mean 'tupe-a'?")) << e.what();
+}
+
+TEST(ConfigLoader, UnknownSizePointsAtItsLine) {
+    const auto e = load_error("model:\n  preset: tupe-a\n  size: huge\n");
+    EXPECT_EQ(e.key(), "model.size");
+    EXPECT_EQ(e.line(), 3);
+    EXPECT_TRUE(has(e.what(), "tiny, small, base")) << e.what();
+}
+
+TEST(ConfigLoader, SetOverridesApplyAfterTheFile) {
+    const auto config = load_pretrain_config_from_string(
+        "train:\n  lr: 1e-3\n  steps: 50\n", "cfg.yaml",
+        {"train.lr=2e-4", "data.corpus=x.txt", "out_dir=runs/y", "model.hidden_size=64"});
+    EXPECT_DOUBLE_EQ(config.train.lr, 2e-4);
+    EXPECT_EQ(config.train.steps, 50);
+    EXPECT_EQ(config.data.corpus, "x.txt");
+    EXPECT_EQ(config.out_dir, "runs/y");
+    EXPECT_EQ(config.model.hidden_size, 64);
+}
+
+TEST(ConfigLoader, SetUnknownKeyNamesTheOverride) {
+    const auto e = load_error("", {"trian.lr=1"});
+    EXPECT_EQ(e.key(), "trian.lr");
+    EXPECT_EQ(e.line(), 0);
+    EXPECT_STREQ(e.what(), "--set trian.lr=1: unknown key 'trian.lr', did you mean 'train.lr'?");
+}
+
+TEST(ConfigLoader, SetBadValueAndMissingEquals) {
+    const auto bad = load_error("", {"train.steps=many"});
+    EXPECT_EQ(bad.key(), "train.steps");
+    EXPECT_TRUE(has(bad.what(), "--set train.steps=many: not a number")) << bad.what();
+    const auto no_eq = load_error("", {"train.steps"});
+    EXPECT_TRUE(has(no_eq.what(), "expected key=value")) << no_eq.what();
+    const auto preset = load_error("", {"model.preset=tupe"});
+    EXPECT_TRUE(has(preset.what(), "--set model.preset=tupe: unknown model preset"))
+        << preset.what();
+}
+
+TEST(ConfigLoader, SetPresetRebuildsModelKeepingFileKeys) {
+    const std::string yaml =
+        "model:\n  preset: bert-a\n  num_hidden_layers: 3\n  hidden_dropout_prob: 0.0\n";
+    const auto config = load_pretrain_config_from_string(yaml, "cfg.yaml", {"model.preset=tupe-a"});
+    const auto tupe = engine::make_model_config("tupe-a", "tiny");
+    EXPECT_EQ(config.model.preset, "tupe-a");
+    EXPECT_EQ(config.model.absolute_position, engine::AbsolutePosition::kUntied);
+    EXPECT_TRUE(config.model.untie_cls);
+    EXPECT_DOUBLE_EQ(config.model.attention_scale_factor, tupe.attention_scale_factor);
+    EXPECT_EQ(config.model.num_hidden_layers, 3);  // the file's override is kept
+    EXPECT_DOUBLE_EQ(config.model.hidden_dropout_prob, 0.0);
+
+    const auto sized = load_pretrain_config_from_string(yaml, "cfg.yaml", {"model.size=small"});
+    EXPECT_EQ(sized.model.size, "small");
+    EXPECT_EQ(sized.model.hidden_size, 256);
+    EXPECT_EQ(sized.model.num_hidden_layers, 3);
+}
+
+TEST(ConfigLoader, InvalidModelNamesTheFile) {
+    const auto e = load_error("model:\n  hidden_size: 32\n  num_attention_heads: 3\n");
+    EXPECT_EQ(e.file(), "cfg.yaml");
+    EXPECT_EQ(e.key(), "model.num_attention_heads");
+    EXPECT_EQ(e.line(), 3);
+    EXPECT_STREQ(e.what(),
+                 "cfg.yaml:3:24: invalid model config: model.num_attention_heads (3) must divide "
+                 "hidden_size (32)");
+
+    const auto from_set = load_error("", {"model.num_attention_heads=5"});
+    EXPECT_EQ(from_set.file(), "cfg.yaml");
+    EXPECT_TRUE(has(from_set.what(), "after --set model.num_attention_heads=5")) << from_set.what();
+}
+
+TEST(ConfigLoader, LoadsFromFileAndReportsMissingFile) {
+    const std::string path = testing::TempDir() + "config_loader_test.yaml";
+    {
+        std::ofstream out(path);
+        out << "train:\n  steps: 12\n  bogus: 1\n";
+    }
+    try {
+        experiments::load_pretrain_config(path);
+        FAIL() << "expected a ConfigError";
+    } catch (const ConfigError& e) {
+        EXPECT_EQ(e.file(), path);
+        EXPECT_EQ(std::string(e.what()).rfind(path + ":3:3: train.bogus", 0), 0u) << e.what();
+    }
+    {
+        std::ofstream out(path);
+        out << "train:\n  steps: 12\n";
+    }
+    EXPECT_EQ(experiments::load_pretrain_config(path).train.steps, 12);
+    std::remove(path.c_str());
+    EXPECT_THROW(experiments::load_pretrain_config(path), ConfigError);
+}
+
+TEST(NearestKey, SuggestsOnlyCloseKeys) {
+    const std::vector<std::string> keys = {"train.lr", "train.warmup_steps", "model.hidden_size"};
+    EXPECT_EQ(experiments::nearest_key("trian.lr", keys), "train.lr");
+    EXPECT_EQ(experiments::nearest_key("train.warmupsteps", keys), "train.warmup_steps");
+    EXPECT_EQ(experiments::nearest_key("Model.Hidden_Size", keys), "model.hidden_size");
+    EXPECT_EQ(experiments::nearest_key("data.corpus", keys), "");
+    EXPECT_EQ(experiments::nearest_key("x", {}), "");
+}
+
+}  // namespace
