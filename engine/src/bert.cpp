@@ -239,7 +239,10 @@ MlmOutput BertForMaskedLMImpl::forward(const torch::Tensor& input_ids,
     out.logits = torch::linear(t, bert->embeddings->word_embeddings->weight, pred->bias);
     auto targets = flat_labels.index_select(0, index);
     if (out.num_masked > 0) {
-        out.loss = F::cross_entropy(out.logits.to(torch::kFloat), targets);
+        // Reduced-precision logits (autocast) are upcast for the loss; fp32/fp64 stay as they are.
+        const bool low = out.logits.scalar_type() != torch::kFloat &&
+                         out.logits.scalar_type() != torch::kDouble;
+        out.loss = F::cross_entropy(low ? out.logits.to(torch::kFloat) : out.logits, targets);
     } else {
         out.loss = out.logits.sum() * 0.0;  // keeps the graph valid for an all-unmasked batch
     }

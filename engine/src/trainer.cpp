@@ -314,26 +314,9 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
             ") exceeds model.max_position_embeddings (" +
             std::to_string(config.model.max_position_embeddings) + ")");
     config.model.validate();
-    say("tokenizing " + config.data.corpus + " (cached in " + config.data.cache_dir + ")");
-    const TokenizedCorpus corpus =
-        load_or_build_corpus(config.data.corpus, tokenizer, config.data.cache_dir);
-    const BlockDataset data = make_blocks(corpus, vocab, config.data);
-    if (data.train.empty()) throw InputError(config.data.corpus, "no training blocks");
-    say("corpus: " + std::to_string(corpus.ids.size()) + " tokens, " +
-        std::to_string(data.train.size()) + " training and " +
-        std::to_string(data.validation.size()) + " validation blocks of <= " +
-        std::to_string(config.data.max_seq_len) + " tokens");
-
     // Model and optimizer, possibly restored.
     fs::create_directories(config.out_dir);
     const std::string ckpt = checkpoint_path(config.out_dir);
-    // The run directory is self-contained: its vocabulary and resolved config sit beside the
-    // checkpoint, so `tupe inspect` works after the data folder moves.
-    vocab.save((fs::path(config.out_dir) / "vocab.txt").string());
-    {
-        std::ofstream cfg(fs::path(config.out_dir) / "config.txt");
-        cfg << config_to_text(config);
-    }
     BertForMaskedLM model = build_model(config, device);
     auto optimizer = make_optimizer(model, t);
     TrainResult result;
@@ -366,6 +349,25 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         result.resumed_from = step;
         say("resumed from " + ckpt + " at step " + std::to_string(step));
     }
+    // The run directory is self-contained (vocabulary and resolved config beside the
+    // checkpoint, so `tupe inspect` works after the data folder moves). Written only after the
+    // checkpoint check, so a refused run changes nothing in the directory.
+    vocab.save((fs::path(config.out_dir) / "vocab.txt").string());
+    {
+        std::ofstream cfg(fs::path(config.out_dir) / "config.txt");
+        cfg << config_to_text(config);
+    }
+    // The corpus comes after the checkpoint check: a mismatch fails before minutes of work.
+    say("tokenizing " + config.data.corpus + " (cached in " + config.data.cache_dir + ")");
+    const TokenizedCorpus corpus =
+        load_or_build_corpus(config.data.corpus, tokenizer, config.data.cache_dir);
+    const BlockDataset data = make_blocks(corpus, vocab, config.data);
+    if (data.train.empty()) throw InputError(config.data.corpus, "no training blocks");
+    say("corpus: " + std::to_string(corpus.ids.size()) + " tokens, " +
+        std::to_string(data.train.size()) + " training and " +
+        std::to_string(data.validation.size()) + " validation blocks of <= " +
+        std::to_string(config.data.max_seq_len) + " tokens");
+
     MetricsLog metrics(metrics_path(config.out_dir), step);
     result.checkpoint = fs::exists(ckpt) ? ckpt : "";
 

@@ -9,6 +9,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "engine/errors.h"
+#include "experiments/build_info.h"
 #include "experiments/config_loader.h"
 
 namespace {
@@ -53,8 +54,8 @@ const std::map<std::string, Command>& commands() {
 }
 
 void print_help() {
-    std::cout << "tupe " << TUPE_VERSION << " (" << TUPE_GIT_COMMIT << ", LibTorch "
-              << TORCH_VERSION << "): positional-encoding research workbench\n\n"
+    std::cout << "tupe " << experiments::project_version() << " (" << experiments::git_commit()
+              << ", LibTorch " << TORCH_VERSION << "): positional-encoding research workbench\n\n"
               << "usage: tupe COMMAND [options]\n\ncommands:\n";
     for (const auto& [name, c] : commands())
         std::cout << "  " << name << std::string(14 - std::min<size_t>(13, name.size()), ' ')
@@ -73,7 +74,8 @@ int main(int argc, char** argv) {
         return argc < 2 ? 2 : 0;
     }
     if (!std::strcmp(argv[1], "--version")) {
-        std::cout << "tupe " << TUPE_VERSION << " " << TUPE_GIT_COMMIT << "\n";
+        std::cout << "tupe " << experiments::project_version() << " " << experiments::git_commit()
+                  << " (LibTorch " << TORCH_VERSION << ")\n";
         return 0;
     }
     const std::string name = argv[1];

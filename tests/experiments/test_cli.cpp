@@ -73,13 +73,21 @@ class CliTest : public ::testing::Test {
         return r;
     }
 
-    // One line (the error), naming `needle`, non-zero status.
+    // Non-zero status and exactly one error line, naming `needle` (progress lines printed
+    // before the failure may precede it).
     void expect_one_line_error(const Result& r, const std::string& needle) const {
         EXPECT_NE(r.status, 0);
-        EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
-        const auto lines = std::count(r.err.begin(), r.err.end(), '\n');
-        EXPECT_GE(lines, 1);
-        EXPECT_LE(lines, 2) << "stderr: " << r.err;  // the error, and for usage errors the usage
+        std::istringstream lines(r.err);
+        std::string line, error_line;
+        int errors = 0;
+        while (std::getline(lines, line))
+            if (line.rfind("tupe ", 0) == 0 && line.find(": ") != std::string::npos &&
+                line.find("pretrain ") != 0) {
+                ++errors;
+                error_line = line;
+            }
+        EXPECT_EQ(errors, 1) << "stderr: " << r.err;
+        EXPECT_NE(error_line.find(needle), std::string::npos) << "stderr: " << r.err;
     }
 
     std::string pretrained() const {
