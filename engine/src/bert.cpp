@@ -14,6 +14,13 @@ torch::nn::LayerNorm make_layer_norm(const ModelConfig& c) {
     return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps));
 }
 
+// LibTorch 1.13's CPU layer_norm rejects a bf16 input with fp32 weights, and its CPU autocast
+// does not cast for it: under autocast the input is brought to the weights' dtype here.
+torch::Tensor apply_norm(torch::nn::LayerNorm& norm, const torch::Tensor& x) {
+    const auto dtype = norm->weight.scalar_type();
+    return norm(x.scalar_type() == dtype ? x : x.to(dtype));
+}
+
 }  // namespace
 
 // ---- embeddings -------------------------------------------------------------------------------
@@ -42,7 +49,7 @@ torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids,
         if (token_type_ids.defined()) x = x + token_type_embeddings(token_type_ids);
         else x = x + token_type_embeddings->weight[0];
     }
-    return dropout(LayerNorm(x));
+    return dropout(apply_norm(LayerNorm, x));
 }
 
 // ---- attention --------------------------------------------------------------------------------
@@ -101,7 +108,7 @@ BertOutputImpl::BertOutputImpl(int64_t in, int64_t out, const ModelConfig& c)
 torch::Tensor BertOutputImpl::forward(const torch::Tensor& h, const torch::Tensor& residual) {
     auto y = dropout(dense(h)) + residual;
     // Post-LN normalises the sum; pre-LN normalised the sub-layer's input instead (in BertLayer).
-    return pre_layernorm ? y : LayerNorm(y);
+    return pre_layernorm ? y : apply_norm(LayerNorm, y);
 }
 
 BertAttentionImpl::BertAttentionImpl(const ModelConfig& c) {
@@ -131,10 +138,10 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor
     if (pre_layernorm) {
         // Pre-LN: x + f(LN(x)); attention.output.LayerNorm and output.LayerNorm normalise the
         // inputs of the two sub-layers.
-        auto h = attention->self(attn_out->LayerNorm(x), mask_bias, position_bias, q_offset,
+        auto h = attention->self(apply_norm(attn_out->LayerNorm, x), mask_bias, position_bias, q_offset,
                                  k_offset, logits_out, probs_out);
         auto y = attn_out(h, x);
-        return output(intermediate(output->LayerNorm(y)), y);
+        return output(intermediate(apply_norm(output->LayerNorm, y)), y);
     }
     auto h = attention->self(x, mask_bias, position_bias, q_offset, k_offset, logits_out,
                              probs_out);
@@ -190,7 +197,7 @@ EncoderOutput BertModelImpl::forward(const torch::Tensor& input_ids,
             out.attention_probs.push_back(probs);
         }
     }
-    if (!encoder->final_layer_norm.is_empty()) x = encoder->final_layer_norm(x);
+    if (!encoder->final_layer_norm.is_empty()) x = apply_norm(encoder->final_layer_norm, x);
     out.last_hidden_state = x;
     return out;
 }
@@ -203,7 +210,7 @@ BertPredictionHeadTransformImpl::BertPredictionHeadTransformImpl(const ModelConf
 }
 
 torch::Tensor BertPredictionHeadTransformImpl::forward(const torch::Tensor& h) {
-    return LayerNorm(torch::gelu(dense(h)));
+    return apply_norm(LayerNorm, torch::gelu(dense(h)));
 }
 
 BertLMPredictionHeadImpl::BertLMPredictionHeadImpl(const ModelConfig& c) {

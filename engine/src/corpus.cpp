@@ -468,14 +468,8 @@ BlockDataset make_blocks(const TokenizedCorpus& corpus, const Vocab& vocab,
         return out;
     }
 
-    // Every k-th document, k >= 2 so document 0 always trains; when k exceeds the number of
-    // documents nothing matches and the last document is held out instead.
-    const double inv = 1.0 / fraction;
-    const uint64_t k = inv >= static_cast<double>(n_docs)
-                           ? n_docs
-                           : std::max<uint64_t>(2, static_cast<uint64_t>(std::llround(inv)));
     for (uint64_t d = 0; d < n_docs; ++d) {
-        auto& dst = (d % k == k - 1) ? out.validation : out.train;
+        auto& dst = is_validation_document(d, n_docs, fraction) ? out.validation : out.train;
         for (auto& b : docs[d]) dst.push_back(std::move(b));
     }
     if (out.validation.empty()) {
@@ -483,6 +477,16 @@ BlockDataset make_blocks(const TokenizedCorpus& corpus, const Vocab& vocab,
         throw std::logic_error("make_blocks: empty validation split");
     }
     return out;
+}
+
+bool is_validation_document(uint64_t d, uint64_t num_documents, double validation_fraction) {
+    // Every k-th document, k >= 2 so document 0 always trains; when k exceeds the number of
+    // documents nothing matches and the last document is held out instead.
+    const double inv = 1.0 / validation_fraction;
+    const uint64_t k = inv >= static_cast<double>(num_documents)
+                           ? num_documents
+                           : std::max<uint64_t>(2, static_cast<uint64_t>(std::llround(inv)));
+    return d % k == k - 1;
 }
 
 void mask_block(const Block& block, const Vocab& vocab, const DataConfig& config, uint64_t seed,

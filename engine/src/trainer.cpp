@@ -3,9 +3,7 @@
 // step) or a pure function of (seed, step): the data order and the masks.
 #include "engine/trainer.h"
 
-#include <ATen/autocast_mode.h>
-#include <torch/version.h>
-
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -18,6 +16,7 @@
 #include "engine/corpus.h"
 #include "engine/errors.h"
 #include "engine/tokenizer.h"
+#include "optim_util.h"
 
 namespace engine {
 
@@ -26,50 +25,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kFormat = "tupe-workbench/checkpoint/1";
-
-// Enables autocast for the given dtype on the device for the guard's lifetime. The autocast
-// API was renamed in LibTorch 2.4; both spellings are supported.
-class AutocastGuard {
-  public:
-    AutocastGuard(const std::string& dtype, torch::Device device) {
-        if (dtype == "fp32") return;
-        const auto type = dtype == "bf16" ? at::kBFloat16 : at::kHalf;
-        TORCH_CHECK(dtype == "bf16" || dtype == "fp16", "train.dtype: expected fp32, bf16 or fp16, got ",
-                    dtype);
-        TORCH_CHECK(device.is_cuda() || type == at::kBFloat16,
-                    "train.dtype: fp16 needs a CUDA device; use bf16 on CPU");
-        cuda_ = device.is_cuda();
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-        const auto kind = cuda_ ? at::kCUDA : at::kCPU;
-        at::autocast::set_autocast_dtype(kind, type);
-        at::autocast::set_autocast_enabled(kind, true);
-#else
-        if (cuda_) {
-            at::autocast::set_autocast_gpu_dtype(type);
-            at::autocast::set_enabled(true);
-        } else {
-            at::autocast::set_autocast_cpu_dtype(type);
-            at::autocast::set_cpu_enabled(true);
-        }
-#endif
-        active_ = true;
-    }
-    ~AutocastGuard() {
-        if (!active_) return;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-        at::autocast::set_autocast_enabled(cuda_ ? at::kCUDA : at::kCPU, false);
-#else
-        if (cuda_) at::autocast::set_enabled(false);
-        else at::autocast::set_cpu_enabled(false);
-#endif
-        at::autocast::clear_cache();
-    }
-    AutocastGuard(const AutocastGuard&) = delete;
-    AutocastGuard& operator=(const AutocastGuard&) = delete;
-
-  private:
-    bool active_ = false, cuda_ = false;
-};
 
 // Keys that may change between a run and its resume without changing what it computes so far.
 const std::set<std::string> kRunControlKeys = {
@@ -96,42 +51,12 @@ std::vector<EvalReport> evals_from_text(const std::string& text) {
 }
 
 double lr_at(const TrainConfig& t, int64_t step) {
-    // Linear warm-up to t.lr over warmup_steps, then linear decay to 0 at t.steps.
-    if (t.warmup_steps > 0 && step < t.warmup_steps)
-        return t.lr * static_cast<double>(step + 1) / static_cast<double>(t.warmup_steps);
-    const double span = std::max<int64_t>(1, t.steps - t.warmup_steps);
-    return t.lr * std::max(0.0, static_cast<double>(t.steps - step) / span);
-}
-
-bool no_weight_decay(const std::string& name) {
-    // No decay on LayerNorm weights and on biases (BERT's convention).
-    auto ends_with = [&](const std::string& s) {
-        return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-    };
-    return ends_with("bias") || name.find("LayerNorm") != std::string::npos ||
-           name.find("layer_norm") != std::string::npos || name.find("pos_ln") != std::string::npos;
+    return detail::linear_warmup_decay(t.lr, step, t.warmup_steps, t.steps);
 }
 
 torch::optim::AdamW make_optimizer(BertForMaskedLM& model, const TrainConfig& t) {
-    std::vector<torch::Tensor> decay, no_decay;
-    for (const auto& item : model->named_parameters())
-        (no_weight_decay(item.key()) ? no_decay : decay).push_back(item.value());
-    auto options = [&](double wd) {
-        return std::make_unique<torch::optim::AdamWOptions>(
-            torch::optim::AdamWOptions(t.lr)
-                .betas({t.adam_beta1, t.adam_beta2})
-                .eps(t.adam_eps)
-                .weight_decay(wd));
-    };
-    std::vector<torch::optim::OptimizerParamGroup> groups;
-    groups.emplace_back(decay, options(t.weight_decay));
-    groups.emplace_back(no_decay, options(0.0));
-    return torch::optim::AdamW(groups, torch::optim::AdamWOptions(t.lr));
-}
-
-void set_lr(torch::optim::AdamW& optimizer, double lr) {
-    for (auto& group : optimizer.param_groups())
-        static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    return detail::make_adamw(
+        *model, {t.lr, t.adam_beta1, t.adam_beta2, t.adam_eps, t.weight_decay});
 }
 
 struct Batch {
@@ -270,6 +195,9 @@ BertForMaskedLM build_model(const PretrainConfig& config, torch::Device device) 
 std::string checkpoint_path(const std::string& out_dir) {
     return (fs::path(out_dir) / "checkpoint.pt").string();
 }
+std::string snapshot_path(const std::string& out_dir, int64_t step) {
+    return (fs::path(out_dir) / ("checkpoint-" + std::to_string(step) + ".pt")).string();
+}
 std::string metrics_path(const std::string& out_dir) {
     return (fs::path(out_dir) / "metrics.tsv").string();
 }
@@ -402,7 +330,7 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
             auto b = to_tensors(make_mlm_batch(data.validation, idx, vocab, config.data,
                                                t.seed ^ 0x5eed5eedULL, 0),
                                 device);
-            AutocastGuard autocast(t.dtype, device);
+            detail::AutocastGuard autocast(t.dtype, device);
             auto out = model->forward(b.input_ids, b.attention_mask, b.labels, true);
             loss_sum += out.loss.item<double>() * static_cast<double>(out.num_masked);
             r.masked_tokens += out.num_masked;
@@ -432,6 +360,17 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         if (cb.on_checkpoint) cb.on_checkpoint(ckpt, step);
     };
 
+    // Copy, then rename: a snapshot file is complete or absent. A run killed between its
+    // checkpoint and the copy makes the copy when it resumes.
+    auto keep_snapshot = [&]() {
+        const std::string target = snapshot_path(config.out_dir, step);
+        fs::copy_file(ckpt, target + ".tmp", fs::copy_options::overwrite_existing);
+        fs::rename(target + ".tmp", target);
+    };
+    if (step > 0 && !fs::exists(snapshot_path(config.out_dir, step)) &&
+        std::find(cb.snapshot_steps.begin(), cb.snapshot_steps.end(), step) != cb.snapshot_steps.end())
+        keep_snapshot();
+
     model->train();
     if (step == 0 && !data.validation.empty()) record_eval();  // the curve starts at step 0
     std::vector<torch::Tensor> params = model->parameters();
@@ -442,7 +381,7 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         }
         const auto s0 = Clock::now();
         const double lr = lr_at(t, step);
-        set_lr(optimizer, lr);
+        detail::set_lr(optimizer, lr);
         optimizer.zero_grad();
         double step_loss = 0;
         int64_t step_tokens = 0;
@@ -466,7 +405,7 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
             torch::Tensor loss;
             int64_t masked = 0;
             {
-                AutocastGuard autocast(t.dtype, device);
+                detail::AutocastGuard autocast(t.dtype, device);
                 auto out = model->forward(b.input_ids, b.attention_mask, b.labels);
                 loss = out.loss;
                 masked = out.num_masked;
@@ -512,8 +451,11 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         if (!data.validation.empty() &&
             (last || (t.eval_interval > 0 && step % t.eval_interval == 0)))
             record_eval();
-        if (last || (t.checkpoint_interval > 0 && step % t.checkpoint_interval == 0))
+        const bool snapshot = std::find(cb.snapshot_steps.begin(), cb.snapshot_steps.end(),
+                                        step) != cb.snapshot_steps.end();
+        if (last || snapshot || (t.checkpoint_interval > 0 && step % t.checkpoint_interval == 0))
             write_checkpoint();
+        if (snapshot) keep_snapshot();
     }
     if (result.stopped && checkpoint_step != step) write_checkpoint();
     result.final_step = step;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -126,6 +127,24 @@ void ProgressBar::finish() {
     if (tty_ && drawn_) std::cerr << "\n";
     drawn_ = false;
 }
+
+namespace {
+std::atomic<bool> g_stop{false};
+extern "C" void set_stop_flag(int) { g_stop.store(true); }
+}  // namespace
+
+StopOnSignal::StopOnSignal() {
+    g_stop.store(false);
+    std::signal(SIGINT, set_stop_flag);
+    std::signal(SIGTERM, set_stop_flag);
+}
+
+StopOnSignal::~StopOnSignal() {
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+}
+
+const std::atomic<bool>* StopOnSignal::flag() const { return &g_stop; }
 
 std::string format_table(const std::vector<std::vector<std::string>>& rows) {
     std::vector<size_t> width;

@@ -2,6 +2,7 @@
 // and plain-text tables. Kept in the CLI so the libraries never print.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <string>
@@ -55,6 +56,17 @@ class ProgressBar {
     std::chrono::steady_clock::time_point start_;
     std::chrono::steady_clock::time_point last_draw_{};
     bool drawn_ = false;
+};
+
+/// While alive, SIGINT and SIGTERM set a flag instead of killing the process, so a long
+/// command can checkpoint and stop cleanly; the default handlers come back on destruction.
+class StopOnSignal {
+  public:
+    StopOnSignal();
+    ~StopOnSignal();
+    StopOnSignal(const StopOnSignal&) = delete;
+    StopOnSignal& operator=(const StopOnSignal&) = delete;
+    const std::atomic<bool>* flag() const;
 };
 
 /// Prints rows as an aligned text table (first row = header).

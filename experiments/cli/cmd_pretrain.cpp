@@ -23,9 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::atomic<bool> g_stop{false};
-
-extern "C" void on_signal(int) { g_stop.store(true); }
 
 std::string fixed(double v, int digits) {
     char buf[64];
@@ -48,12 +45,10 @@ int cmd_pretrain(const Argv& argv) {
               << config.train.batch_size << ", " << config.train.steps << " steps, "
               << config.train.dtype << " -> " << config.out_dir << "\n";
 
-    g_stop.store(false);
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
+    StopOnSignal stop_on_signal;
     ProgressBar bar(config.train.steps, std::max<int64_t>(1, config.train.log_interval));
     engine::TrainCallbacks cb;
-    cb.stop = &g_stop;
+    cb.stop = stop_on_signal.flag();
     cb.on_message = [&](const std::string& msg) { std::cerr << msg << "\n"; };
     cb.on_step = [&](const engine::StepReport& r) {
         char lr[32];
@@ -70,8 +65,6 @@ int cmd_pretrain(const Argv& argv) {
     };
     const auto result = engine::pretrain(config, cb);
     bar.finish();
-    std::signal(SIGINT, SIG_DFL);
-    std::signal(SIGTERM, SIG_DFL);
     if (result.stopped) {
         std::cerr << "stopped at step " << result.final_step << "; checkpoint " << result.checkpoint
                   << " (run the same command to resume)\n";

@@ -18,5 +18,10 @@ int cmd_inspect(const Argv& args);
 int cmd_pretrain(const Argv& args);      // cmd_pretrain.cpp
 int cmd_curves(const Argv& args);
 int cmd_bench(const Argv& args);         // cmd_bench.cpp
+int cmd_run(const Argv& args);           // cmd_experiment.cpp
+int cmd_status(const Argv& args);
+int cmd_report(const Argv& args);
+int cmd_score(const Argv& args);
+int cmd_glue(const Argv& args);
 
 }  // namespace cli

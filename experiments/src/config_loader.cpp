@@ -102,11 +102,22 @@ struct Setting {
 
 class Loader {
   public:
-    explicit Loader(std::string name) : name_(std::move(name)), keys_(engine::config_keys()) {}
+    explicit Loader(std::string name, std::vector<std::string> foreign_keys = {})
+        : name_(std::move(name)), keys_(engine::config_keys()), foreign_(std::move(foreign_keys)) {}
 
     engine::PretrainConfig load(const std::string& yaml_text,
                                 const std::vector<std::string>& overrides) {
-        read_yaml(yaml_text);
+        YAML::Node root;
+        try {
+            root = YAML::Load(yaml_text);
+        } catch (const YAML::Exception& e) {
+            fail_at(e.mark, "", "malformed YAML: " + e.msg);
+        }
+        return load(root, overrides);
+    }
+
+    engine::PretrainConfig load(const YAML::Node& root, const std::vector<std::string>& overrides) {
+        read_yaml(root);
         for (const auto& text : overrides) read_override(text);
         return build();
     }
@@ -134,13 +145,7 @@ class Loader {
         return v == "true" || v == "false";
     }
 
-    void read_yaml(const std::string& text) {
-        YAML::Node root;
-        try {
-            root = YAML::Load(text);
-        } catch (const YAML::Exception& e) {
-            fail_at(e.mark, "", "malformed YAML: " + e.msg);
-        }
+    void read_yaml(const YAML::Node& root) {
         if (!root.IsDefined() || root.IsNull()) return;  // an empty file: all defaults
         if (!root.IsMap())
             fail_at(root.Mark(), "",
@@ -151,6 +156,7 @@ class Loader {
         for (const auto& entry : root) {
             const std::string name = key_text(entry.first, "");
             check_duplicate(seen, name, entry.first.Mark());
+            if (contains(foreign_, name)) continue;  // the caller's own keys (experiments)
             if (name == "out_dir") {
                 add_scalar(name, entry.first, entry.second);
             } else if (name == "model" || name == "data" || name == "train") {
@@ -216,7 +222,9 @@ class Loader {
             return "unknown top-level key; write it nested, '" + name.substr(dot + 1) +
                    ":' under '" + name.substr(0, dot) + ":'";
         }
-        std::string suggestion = nearest_key(name, top_level_names());
+        std::vector<std::string> names = top_level_names();
+        names.insert(names.end(), foreign_.begin(), foreign_.end());
+        std::string suggestion = nearest_key(name, names);
         if (suggestion.empty()) {
             // A bare field at the top level ("lr:") belongs under its section.
             for (const auto& key : keys_)
@@ -226,8 +234,7 @@ class Loader {
                     break;
                 }
         }
-        return "unknown top-level key (expected " + join(top_level_names()) + ")" +
-               did_you_mean(suggestion);
+        return "unknown top-level key (expected " + join(names) + ")" + did_you_mean(suggestion);
     }
 
     std::string nearest(const std::string& key) const { return nearest_key(key, keys_); }
@@ -317,6 +324,7 @@ class Loader {
 
     std::string name_;
     std::vector<std::string> keys_;
+    std::vector<std::string> foreign_;
     std::vector<Setting> settings_;
 };
 
@@ -326,6 +334,13 @@ engine::PretrainConfig load_pretrain_config_from_string(const std::string& yaml_
                                                         const std::string& name_for_messages,
                                                         const std::vector<std::string>& overrides) {
     return Loader(name_for_messages).load(yaml_text, overrides);
+}
+
+engine::PretrainConfig load_pretrain_config_from_node(const YAML::Node& root,
+                                                      const std::string& name_for_messages,
+                                                      const std::vector<std::string>& overrides,
+                                                      const std::vector<std::string>& foreign_keys) {
+    return Loader(name_for_messages, foreign_keys).load(root, overrides);
 }
 
 engine::PretrainConfig load_pretrain_config(const std::string& path,

@@ -51,6 +51,11 @@ struct BlockDataset {
 BlockDataset make_blocks(const TokenizedCorpus& corpus, const Vocab& vocab,
                          const DataConfig& config);
 
+/// The document rule of make_blocks: document d of n (non-empty documents) is held out when
+/// d % k == k - 1, k = max(2, round(1 / fraction)), or k = n when 1 / fraction >= n. Other
+/// code that must stay off the pretraining data (the built-in GLUE-like tasks) uses it too.
+bool is_validation_document(uint64_t d, uint64_t num_documents, double validation_fraction);
+
 /// A padded batch for MLM. Plain vectors so the engine's data code stays tensor-free;
 /// the trainer turns them into tensors.
 struct MlmBatch {

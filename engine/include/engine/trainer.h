@@ -42,7 +42,13 @@ struct TrainCallbacks {
     std::function<void(const std::string& path, int64_t step)> on_checkpoint;
     std::function<void(const std::string& message)> on_message;  ///< Informational lines.
     const std::atomic<bool>* stop = nullptr;  ///< Checked between steps; a checkpoint is written.
+    /// Steps at which a checkpoint is also kept as out_dir/checkpoint-STEP.pt (the experiment
+    /// runner fine-tunes from these); on_checkpoint is called for them too.
+    std::vector<int64_t> snapshot_steps;
 };
+
+/// out_dir/checkpoint-STEP.pt: a snapshot kept at one of TrainCallbacks::snapshot_steps.
+std::string snapshot_path(const std::string& out_dir, int64_t step);
 
 struct TrainResult {
     int64_t final_step = 0;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <yaml-cpp/yaml.h>
+
 #include "engine/config.h"
 
 namespace experiments {
@@ -60,6 +62,13 @@ engine::PretrainConfig load_pretrain_config(const std::string& path,
 engine::PretrainConfig load_pretrain_config_from_string(
     const std::string& yaml_text, const std::string& name_for_messages,
     const std::vector<std::string>& overrides = {});
+
+/// As load_pretrain_config, from an already parsed document whose top level may also hold
+/// `foreign_keys` that the caller reads itself (an experiment file's `variants:`, `glue:`...).
+engine::PretrainConfig load_pretrain_config_from_node(const YAML::Node& root,
+                                                      const std::string& name_for_messages,
+                                                      const std::vector<std::string>& overrides,
+                                                      const std::vector<std::string>& foreign_keys);
 
 /// The candidate closest to `key` by edit distance (Levenshtein, with a swap of two
 /// adjacent characters counted as one edit; case-insensitive), or "" when none is close:

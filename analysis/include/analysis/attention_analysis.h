@@ -1,0 +1,232 @@
+// The microscope: the paper's first-layer decomposition of attention logits into word/position
+// terms (Ke, He, Liu, ICLR 2021, Eq. 6 and Fig. 2), how uniform each term looks, TUPE's learned
+// positional correlation with its [CLS] reset (Fig. 6), [CLS] attention statistics, and a
+// taxonomy of positional heads (global, local, broad, previous, next); and the import of HF
+// BertForMaskedLM checkpoints, so the microscope can look at published BERT weights.
+// Shapes: B batch, H heads, T tokens (position 0 = [CLS]), L layers, C hidden, d = C / H.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "analysis/safetensors.h"
+#include "engine/bert.h"
+#include "engine/config.h"
+#include "engine/tokenizer.h"
+
+namespace analysis {
+
+// ---- Eq. (6) / Fig. 2: the four terms of layer 0 ----------------------------------------------
+
+/// Layer-0 attention logits split into the paper's terms, each (B, H, T, T), float32 on the CPU,
+/// scaled as the model scales its logits (1 / sqrt(d * attention_scale_factor)), before the
+/// padding mask (like EncoderOutput::attention_logits).
+///
+/// The attention input x of layer 0 is split into three streams, x = x_w + x_p + x_r, and every
+/// projection is split the same way: q = x_w W^Q + x_p W^Q (+ p'U^Q for BERT-Ad) + q_r, so
+///   logits = (q_w + q_p + q_r)(k_w + k_p + k_r)^T * scale + model bias
+/// expands exactly into the fields below.
+///  - x_w, the word stream: the word embedding's share of the embedding LayerNorm.
+///  - x_p, the position stream: the position embedding's share (BERT-A/R); for BERT-Ad the
+///    position query/key are (p - mean(p)) / sigma_p * g_pos_ln U^Q (x_p itself is 0).
+///  - x_r, the rest: the segment embedding (token type 0), every LayerNorm bias, and the Linear
+///    biases b^Q, b^K (and, for BERT-Ad, pos_ln's bias through U^Q/U^K and U's own bias).
+/// LayerNorm treatment (BERT-A mixes w and p nonlinearly): with mu, sigma the per-token mean
+/// and standard deviation of the SUM s = w + p + seg, LN(s) = (s - mu) / sigma * g + b is split
+/// as (w - mean(w)) / sigma * g  +  (p - mean(p)) / sigma * g  +  ((seg - mean(seg)) / sigma *
+/// g + b): the three parts share the same per-token sigma, so they add up to LN(s) exactly and
+/// the nonlinearity lives only in sigma. A pre-LN model's extra LayerNorm before layer 0's
+/// attention is split the same way.
+/// TUPE (untied): word_pos = pos_word = 0; pos_pos is the untied term after the [CLS] reset;
+/// bias is the relative bias (TUPE-R). No absolute positions (kNone): the position terms are 0.
+struct FourTerms {
+    torch::Tensor word_word;  ///< (x_w W^Q)(x_w W^K)^T * scale
+    torch::Tensor word_pos;   ///< (x_w W^Q)(x_p W^K)^T * scale: word query -> key position
+    torch::Tensor pos_word;   ///< (x_p W^Q)(x_w W^K)^T * scale: query position -> key word
+    torch::Tensor pos_pos;    ///< (x_p W^Q)(x_p W^K)^T * scale
+    /// The model's additive logit bias of layer 0, broadcast to (B, H, T, T): T5 relative bias
+    /// (BERT-R, TUPE-R), cls_theta (BERT-A + untie_cls); 0 when the variant has none.
+    torch::Tensor bias;
+    /// Every product with the rest stream: (q_w + q_p) k_r^T + q_r (k_w + k_p)^T + q_r k_r^T,
+    /// times scale (segment embedding, LayerNorm biases, Linear biases).
+    torch::Tensor rest;
+    torch::Tensor remainder;  ///< bias + rest
+    /// The model's own layer-0 logits (BertModel::forward with output_attentions), for checking:
+    /// word_word + word_pos + pos_word + pos_pos + remainder == logits up to float error.
+    torch::Tensor logits;
+    torch::Tensor attention_mask;  ///< (B, T), 1 = token; all ones when none was given
+    double scale = 1.0;            ///< 1 / sqrt(d * attention_scale_factor)
+
+    /// word_word + word_pos + pos_word + pos_pos + remainder, (B, H, T, T).
+    torch::Tensor sum() const;
+};
+
+/// Decomposes layer 0 of `model` on a batch (eval mode and no gradients during the call; the
+/// training flag is restored). Token type 0 everywhere. Supports absolute_position kInput
+/// (BERT-A, BERT-R), kDecoupled (BERT-Ad), kUntied (TUPE) and kNone, post- and pre-LN.
+/// input_ids (B, T) int64; attention_mask (B, T) or undefined (all tokens).
+FourTerms decompose_first_layer(engine::BertModel& model, const torch::Tensor& input_ids,
+                                const torch::Tensor& attention_mask = {});
+
+// ---- how uniform a term looks -----------------------------------------------------------------
+
+/// Spread of a term across keys: sqrt of the mean, over batch rows b and query rows i, of the
+/// population variance across keys j of term[b, i, j] (padding keys and queries excluded when
+/// attention_mask (B, T) is given). Logit units. 0 for a constant map, and also for a map that
+/// is constant along each row: softmax ignores a per-row constant, so such a term cannot move
+/// attention; the statistic measures what can. term: (T, T) or (B, T, T).
+double uniformity(const torch::Tensor& term, const torch::Tensor& attention_mask = {});
+
+/// uniformity() of each term of one head.
+struct TermSpread {
+    double word_word = 0, word_pos = 0, pos_word = 0, pos_pos = 0, bias = 0, rest = 0;
+};
+
+/// Per head, the spread of each term, absolute and relative to the word->word term. The paper's
+/// Fig. 2 claim ("the cross terms look uniform") reads as relative.word_pos and
+/// relative.pos_word much smaller than 1.
+struct TermStats {
+    std::vector<TermSpread> spread;    ///< per head, logit units
+    std::vector<TermSpread> relative;  ///< per head, spread / spread.word_word (NaN when 0)
+};
+
+/// term_statistics over the valid tokens of terms.attention_mask.
+TermStats term_statistics(const FourTerms& terms);
+
+// ---- TUPE's positional correlation (Fig. 6) ---------------------------------------------------
+
+/// The untied term of one group of layers (one group when shared_pos_term, else one per layer).
+struct PositionalCorrelationGroup {
+    torch::Tensor raw;     ///< (H, T, T): A = (p'U^Q)(p'U^K)^T * scale, position rows 1..T
+    torch::Tensor reset;   ///< (H, T, T): raw with row 0 <- theta1, column 0 <- theta2
+                           ///< (== raw for tupe-a-tie-cls)
+    torch::Tensor total;   ///< (H, T, T): the bias the model adds to the logits (reset + relative)
+    torch::Tensor probs;   ///< (H, T, T): row-softmax of total over keys; rows sum to 1
+    torch::Tensor theta1;  ///< (H): A[h, 0, 0], [CLS] -> others (position row 0)
+    torch::Tensor theta2;  ///< (H): A[h, 1, 1], others -> [CLS] (position row 1)
+};
+
+/// TUPE's positional terms for a sequence of T tokens, float32 on the CPU.
+struct PositionalCorrelation {
+    bool cls_reset = false;  ///< untie_cls: theta1/theta2 are used by the model
+    torch::Tensor relative;  ///< (H, T, T) T5 relative bias (TUPE-R); undefined otherwise
+    std::vector<PositionalCorrelationGroup> groups;  ///< 1, or num_hidden_layers
+};
+
+/// Reads the untied correlation of a TUPE model (absolute_position = kUntied) through
+/// UntiedPositionBiasImpl (untied_correlation, relative_bias, forward), without gradients.
+/// Throws std::invalid_argument for another variant or T outside 1..max_position_embeddings.
+PositionalCorrelation tupe_positional_correlation(engine::BertModel& model, int64_t T);
+
+// ---- [CLS] attention --------------------------------------------------------------------------
+
+/// Attention from and to [CLS] per layer and head, over the batch, ignoring padding. float32 CPU.
+struct ClsAttention {
+    torch::Tensor from_cls;  ///< (L, H, T): mean over examples of p[b, h, 0, j] where j is a token
+    torch::Tensor to_cls;    ///< (L, H, T): mean over examples of p[b, h, i, 0] where i is a token
+    torch::Tensor entropy;   ///< (L, H): mean over examples of -sum_j p_0j ln p_0j (nats)
+    torch::Tensor mean_distance;  ///< (L, H): mean over examples of sum_j p_0j * j (tokens)
+    torch::Tensor first_k_mass;   ///< (L, H): mean over examples of sum_{j < k} p_0j
+    torch::Tensor token_count;    ///< (T): examples with a token at position j (0 -> map value 0)
+    int64_t k = 5;
+};
+
+/// probs: per layer (B, H, T, T) (or (H, T, T), one example) row-stochastic attention, e.g.
+/// EncoderOutput::attention_probs or Inspection::probs; attention_mask (B, T) or undefined.
+/// Keys that are padding are dropped from the [CLS] row (their probability is ~0 anyway);
+/// examples whose position 0 is padding are skipped. Throws std::invalid_argument on shapes.
+ClsAttention cls_attention(const std::vector<torch::Tensor>& probs,
+                           const torch::Tensor& attention_mask = {}, int64_t k = 5);
+
+// ---- head taxonomy (Fig. 6) -------------------------------------------------------------------
+
+/// The five patterns of the paper's Fig. 6.
+enum class HeadPattern {
+    kGlobal,    ///< about uniform over all positions
+    kLocal,     ///< a narrow band around the diagonal
+    kBroad,     ///< a wide band: neither uniform nor narrow
+    kPrevious,  ///< mass on keys left of the query (j < i)
+    kNext,      ///< mass on keys right of the query (j > i)
+};
+const char* to_string(HeadPattern pattern);
+
+/// Numbers behind the taxonomy, over the rows of a (T, T) row-stochastic map.
+struct HeadStatistics {
+    double mean_distance = 0;  ///< mean_i sum_j p_ij |i - j|, divided by the number of keys
+    double entropy = 0;        ///< mean_i of -sum_j p_ij ln p_ij, divided by ln(number of keys)
+    double previous_mass = 0;  ///< mean_i sum_{j < i} p_ij
+    double next_mass = 0;      ///< mean_i sum_{j > i} p_ij
+    double self_mass = 0;      ///< mean_i p_ii
+    int64_t positions = 0;     ///< rows/keys used (T, or T - 1 without [CLS])
+};
+
+/// Thresholds of classify_head. Reference values for a map over n positions:
+///  - uniform: entropy 1, mean_distance ~ 1/3, previous ~ next ~ 1/2;
+///  - a band |i - j| <= w: mean_distance ~ w / (2n), entropy ~ ln(2w + 1) / ln n;
+///  - all mass on j < i (or on the previous token): previous_mass near 1.
+/// Rules, in order: previous/next if |previous - next| >= min_asymmetry (a strong lean is the
+/// defining feature, whatever the width); global if entropy >= global_min_entropy; local if
+/// mean_distance <= local_max_distance; broad otherwise. At n = 64: a +-2 band is local
+/// (0.02), a +-16 band is broad (0.13, entropy ~0.83), a uniform map global.
+struct TaxonomyThresholds {
+    /// Entropy relative to ln(n) at or above which a (non-leaning) head is global. 0.9 keeps
+    /// wide bands out: a +-16 band at n = 64 has ~0.83, and ln(n/2)/ln(n) stays < 0.9 up to
+    /// n ~ 1000, so "attends to half the sequence" is broad, not global.
+    double global_min_entropy = 0.9;
+    /// |previous_mass - next_mass| at or above which a head is previous/next. A symmetric band
+    /// or a uniform map sits at ~0; all mass on j < i at ~1. 0.3 means at least 65/35.
+    double min_asymmetry = 0.3;
+    /// mean_distance (normalised by n) at or below which a head is local: 0.05 is a band of
+    /// about +-n/10 (+-6 tokens at n = 64, +-25 at n = 512).
+    double local_max_distance = 0.05;
+    /// Drop row 0 and column 0 ([CLS], reset to theta1/theta2 in TUPE, so not positional in
+    /// the sense of Fig. 6) and renormalise the rows before computing the statistics.
+    bool skip_cls = true;
+};
+
+/// Statistics of a (T, T) row-stochastic map (with skip_cls: rows/columns 1.. renormalised).
+/// Throws std::invalid_argument when fewer than 2 positions remain.
+HeadStatistics head_statistics(const torch::Tensor& probs, bool skip_cls = true);
+
+/// Classifies a (T, T) row-stochastic map, e.g. one head of PositionalCorrelationGroup::probs.
+HeadPattern classify_head(const torch::Tensor& probs, const TaxonomyThresholds& thresholds = {});
+
+/// classify_head for every head of an (H, T, T) map.
+std::vector<HeadPattern> classify_heads(const torch::Tensor& probs,
+                                        const TaxonomyThresholds& thresholds = {});
+
+/// mean over rows of sum_j p_ij |i - j|, in tokens (not normalised); probs (..., T, T), every
+/// leading dimension averaged.
+double mean_attention_distance(const torch::Tensor& probs);
+
+// ---- HF import --------------------------------------------------------------------------------
+
+/// Reads an HF BertConfig config.json into a BERT-A ModelConfig (preset "bert-a", size "hf").
+/// Required keys: vocab_size, hidden_size, num_hidden_layers, num_attention_heads,
+/// intermediate_size, max_position_embeddings; optional: type_vocab_size (2), layer_norm_eps
+/// (1e-12), hidden_act ("gelu", the erf form; anything else is refused), hidden/attention
+/// dropout, initializer_range, pad_token_id, position_embedding_type ("absolute" only),
+/// model_type ("bert" only). Other keys are ignored. Throws engine::CheckpointError(path, ...).
+engine::ModelConfig read_hf_bert_config(const std::string& path);
+
+/// The state dict of an HF directory: model.safetensors when present, else pytorch_model.bin
+/// (read_torch_state_dict). Tensors as stored (any float dtype).
+/// Throws engine::CheckpointError naming the file.
+NamedTensors read_hf_state_dict(const std::string& dir);
+
+/// Imports an HF BertForMaskedLM directory into engine::BertForMaskedLM (eval mode, float32).
+/// HF names map one to one (bert.embeddings.*, bert.encoder.layer.N.*, cls.predictions.*); old
+/// LayerNorm.gamma/beta names are accepted; a checkpoint of a bare BertModel (no "bert." prefix)
+/// is refused because it has no MLM head. cls.predictions.decoder.weight must equal the word
+/// embeddings (the engine ties them); the pooler, seq_relationship and position_ids are
+/// ignored. Throws engine::CheckpointError naming the file for a missing, unexpected or
+/// mis-shaped tensor and for a config the engine cannot represent.
+engine::BertForMaskedLM import_hf_bert(const std::string& dir);
+
+/// dir/vocab.txt, checked against the model: more tokens than config.vocab_size would produce
+/// ids outside the embedding table. Throws engine::InputError / engine::CheckpointError.
+engine::Vocab import_hf_vocab(const std::string& dir, const engine::ModelConfig& config);
+
+}  // namespace analysis

@@ -1,0 +1,50 @@
+// Optimisation helpers shared by MLM pretraining (trainer.cpp) and fine-tuning (finetune.cpp):
+// AdamW with BERT's two parameter groups, the linear warm-up/decay schedule and an autocast
+// guard that compiles against LibTorch 1.13 and 2.x. Internal to the engine (not installed).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+
+namespace engine::detail {
+
+/// Enables autocast for `dtype` ("fp32" = off, "bf16", "fp16" on CUDA only) on the device for
+/// the guard's lifetime. `key` names the config field in error messages (e.g. "train.dtype").
+class AutocastGuard {
+  public:
+    AutocastGuard(const std::string& dtype, torch::Device device, const char* key = "train.dtype");
+    ~AutocastGuard();
+    AutocastGuard(const AutocastGuard&) = delete;
+    AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+  private:
+    bool active_ = false, cuda_ = false;
+};
+
+/// Learning rate at 0-based `step`: linear warm-up to `peak` over `warmup_steps` (step 0 already
+/// gets peak / warmup_steps), then linear decay to 0 at `total_steps`.
+double linear_warmup_decay(double peak, int64_t step, int64_t warmup_steps, int64_t total_steps);
+
+/// True for parameters BERT excludes from weight decay: biases and LayerNorm weights
+/// (including TUPE's `pos_ln` and the pre-LN `final_layer_norm`).
+bool no_weight_decay(const std::string& name);
+
+/// AdamW hyper-parameters; the peak lr is set again every step by set_lr.
+struct AdamWSettings {
+    double lr = 1e-3;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-8;
+    double weight_decay = 0.01;
+};
+
+/// AdamW over every parameter of `module` in two groups: [decayed, no_weight_decay], both in
+/// named_parameters() order.
+torch::optim::AdamW make_adamw(torch::nn::Module& module, const AdamWSettings& settings);
+
+/// Sets the learning rate of every parameter group.
+void set_lr(torch::optim::AdamW& optimizer, double lr);
+
+}  // namespace engine::detail

@@ -1,0 +1,171 @@
+// `tupe run`, `tupe status`, `tupe report`, `tupe score`, `tupe glue stats`: experiments,
+// the results store and GLUE scoring from the command line.
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "analysis/metrics.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "engine/errors.h"
+#include "experiments/experiment.h"
+#include "experiments/glue_data.h"
+#include "experiments/report.h"
+#include "experiments/result_store.h"
+#include "experiments/runner.h"
+
+namespace cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+
+std::string self_exe() {
+    std::error_code ec;
+    auto p = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? std::string() : p.string();
+}
+
+std::string one_file(const Args& args, const char* what) {
+    if (args.positionals().size() != 1) throw UsageError(std::string("expected one ") + what);
+    return args.positionals()[0];
+}
+
+}  // namespace
+
+int cmd_run(const Argv& argv) {
+    Args args(argv, {"jobs", "job", "threads"}, {"quiet"}, {"set"});
+    const auto spec = experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
+    experiments::RunnerOptions options;
+    options.only_job = args.get("job");
+    options.jobs = args.get_int("jobs", 0);
+    options.threads = args.get_int("threads", 0);
+    options.self_exe = self_exe();
+    if (options.threads > 0) at::set_num_threads(static_cast<int>(options.threads));
+    const bool quiet = args.has("quiet");
+
+    StopOnSignal stop_on_signal;
+    const auto plan = experiments::make_plan(spec);
+    if (!quiet)
+        std::cerr << "experiment " << spec.name << ": " << spec.variants.size() << " variants, "
+                  << plan.size() << " jobs, results in " << spec.database << "\n";
+    ProgressBar bar(static_cast<long long>(plan.size()) * 100, 1000000);
+    std::string last_job;
+    experiments::RunnerCallbacks cb;
+    cb.stop = stop_on_signal.flag();
+    cb.on_message = [&](const std::string& m) {
+        if (quiet) return;
+        bar.finish();
+        std::cerr << m << "\n";
+    };
+    cb.on_progress = [&](const experiments::PlanProgress& p) {
+        if (quiet) return;
+        if (p.current != last_job) {
+            bar.finish();
+            std::cerr << "[" << p.done + 1 << "/" << p.total << "] " << p.current << "\n";
+            last_job = p.current;
+        }
+        std::string status = p.job_status;
+        if (p.eta_seconds >= 0) status += "  plan ETA " + format_duration(p.eta_seconds);
+        bar.update(static_cast<long long>((p.done + p.job_fraction) * 100), status);
+    };
+    const auto summary = experiments::run_experiment(spec, options, cb);
+    bar.finish();
+    if (!quiet)
+        std::cerr << spec.name << ": " << summary.finished << " finished, " << summary.skipped
+                  << " already done, " << summary.failed << " failed"
+                  << (summary.stopped ? "; stopped (run the same command to resume)" : "") << "\n";
+    if (summary.stopped) return 130;
+    return summary.failed > 0 ? 1 : 0;
+}
+
+int cmd_status(const Argv& argv) {
+    Args args(argv, {}, {}, {"set"});
+    const auto spec = experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
+    std::cout << experiments::experiment_status(spec);
+    return 0;
+}
+
+int cmd_report(const Argv& argv) {
+    Args args(argv, {"db", "experiment", "format", "resources"}, {"mean-std", "paper"});
+    const std::string db = args.get("db", "results/tupe.sqlite");
+    const auto format = experiments::report_format_from_string(args.get("format", "table"));
+    if (!fs::exists(db)) throw engine::InputError(db, "no results database (run `tupe run EXPERIMENT.yaml` first, or pass --db)");
+    auto store = experiments::ResultStore::open(db, experiments::OpenMode::kReadOnly);
+    auto experiments_list = store.list_experiments();
+    if (experiments_list.empty()) throw engine::InputError(db, "holds no experiments");
+    std::vector<experiments::ExperimentRecord> chosen;
+    for (const auto& e : experiments_list)
+        if (!args.has("experiment") || e.name == args.get("experiment")) chosen.push_back(e);
+    if (chosen.empty()) {
+        std::string names;
+        for (const auto& e : experiments_list) names += (names.empty() ? "" : ", ") + e.name;
+        throw engine::InputError(db, "no experiment named '" + args.get("experiment") + "' (has: " + names + ")");
+    }
+    for (const auto& e : chosen) {
+        auto report = experiments::build_report(e.name, store.glue_results(e.id));
+        if (args.has("paper")) {
+            const std::string dir = args.get("resources", TUPE_RESOURCES_DIR);
+            experiments::add_paper_rows(report, (fs::path(dir) / "paper_table1.tsv").string());
+        }
+        if (format == experiments::ReportFormat::kTable || format == experiments::ReportFormat::kMarkdown)
+            std::cout << (format == experiments::ReportFormat::kMarkdown ? "### " : "") << e.name << "\n\n";
+        if (report.rows.empty()) {
+            std::cout << "(no GLUE results yet)\n";
+            continue;
+        }
+        std::cout << experiments::render_report(report, format, args.has("mean-std"));
+    }
+    return 0;
+}
+
+int cmd_score(const Argv& argv) {
+    Args args(argv, {"task", "dev", "predictions", "format"});
+    const std::string task_name = args.required("task");
+    const auto& task = experiments::find_task(task_name == "mnli_m" || task_name == "mnli_mm" || task_name == "MNLI-m" ||
+                                                      task_name == "MNLI-mm"
+                                                  ? std::string("mnli")
+                                                  : task_name);
+    const std::string dev = args.required("dev"), predictions = args.required("predictions");
+    const auto split = experiments::read_glue_file(task, dev);
+    // The submission's index is the 0-based row of the dev file (header excluded).
+    std::map<std::string, std::string> gold;
+    for (size_t i = 0; i < split.examples.size(); ++i) gold[std::to_string(i)] = split.examples[i].label;
+    std::string metric_task = task.key;
+    if (task.key == "mnli") metric_task = dev.find("mismatched") != std::string::npos ? "mnli_mm" : "mnli_m";
+    if (task_name == "mnli_mm" || task_name == "MNLI-mm") metric_task = "mnli_mm";
+    const auto rows = analysis::read_submission(predictions);
+    const auto scores = task.synthetic ? analysis::TaskScores{} : analysis::score_submission(metric_task, rows, gold, task.labels, predictions);
+    if (task.synthetic) throw UsageError("score the built-in synthetic tasks with `tupe report`");
+    if (args.get("format", "table") == "json") {
+        nlohmann::json j = {{"task", metric_task}, {"examples", split.examples.size()}, {"metrics", scores.metrics}};
+        std::cout << j.dump(2) << "\n";
+    } else {
+        std::cout << metric_task << " (" << split.examples.size() << " dev examples)\n";
+        for (const auto& [k, v] : scores.metrics) {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%.2f", v);
+            std::cout << "  " << k << std::string(10 - std::min<size_t>(9, k.size()), ' ') << buf << "\n";
+        }
+    }
+    return 0;
+}
+
+int cmd_glue(const Argv& argv) {
+    if (argv.empty() || argv[0] != "stats") throw UsageError("expected `glue stats --dir DIR`");
+    Args args(Argv(argv.begin() + 1, argv.end()), {"dir", "format"});
+    const std::string format = args.get("format", "table");
+    if (format != "table" && format != "json") throw UsageError("--format must be table or json");
+    const std::string dir = args.required("dir");
+    if (!fs::is_directory(dir)) throw engine::InputError(dir, "not a directory");
+    std::cout << experiments::glue_stats(dir, format == "json");
+    return 0;
+}
+
+}  // namespace cli

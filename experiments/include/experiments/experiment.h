@@ -1,0 +1,65 @@
+// An ablation study declared in one YAML file: the base pretraining setup (the same model:,
+// data:, train: sections as a pretraining config), the variants (a list or a grid), the
+// pretraining fractions at which to fine-tune, the GLUE tasks, seeds, the fine-tuning protocol
+// (the TUPE paper's by default) and the results database. Defaults live in C++.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/config.h"
+
+namespace experiments {
+
+/// The paper's fine-tuning protocol (TUPE_NOTES.md): batch 32, lr in {2,3,4,5}e-5, 5 epochs
+/// for MNLI/QNLI/QQP and 10 for the rest, warm-up ratio 0.06, 5 seeds; the median over seeds
+/// per lr, then the best lr.
+struct FinetuneProtocol {
+    std::vector<double> lrs = {2e-5, 3e-5, 4e-5, 5e-5};
+    std::vector<uint64_t> seeds = {1, 2, 3, 4, 5};
+    int64_t batch_size = 32;
+    int64_t epochs = 0;  ///< 0 = the task's default (5 or 10)
+    double warmup_ratio = 0.06;
+    double weight_decay = 0.01;
+    int64_t max_seq_len = 128;
+};
+
+/// One pretrained variant of the study.
+struct Variant {
+    std::string name;                    ///< Unique in the study, e.g. "tupe-a" or "tupe-a+per-layer".
+    std::vector<std::string> overrides;  ///< "key=value" applied on the base, e.g. model.preset=tupe-a
+    engine::PretrainConfig config;       ///< The resolved config (out_dir = runs_dir/name).
+};
+
+/// Where the GLUE tasks come from.
+struct GlueSource {
+    std::string data = "builtin";    ///< "builtin" (synthetic tasks from held-out corpus text) or a glue_data/ folder
+    std::vector<std::string> tasks;  ///< Task names or keys; empty = all available
+    int64_t synthetic_train = 2000;  ///< Examples per built-in task (train split)
+    int64_t synthetic_dev = 400;
+};
+
+struct ExperimentSpec {
+    std::string name;
+    std::string path;       ///< The YAML file.
+    std::string yaml_text;  ///< Its text, stored with every run.
+    std::vector<Variant> variants;
+    std::vector<double> checkpoints = {1.0};  ///< Fractions of train.steps to fine-tune from.
+    GlueSource glue;
+    FinetuneProtocol finetune;
+    std::string database = "results/tupe.sqlite";
+    std::string runs_dir;   ///< Default "runs/<name>".
+    int64_t jobs = 1;       ///< Fine-tuning jobs run in parallel (child processes).
+
+    /// Pretraining steps at which fine-tuning starts: round(fraction * steps), at least 1.
+    std::vector<int64_t> checkpoint_steps(const Variant& v) const;
+};
+
+/// Reads an experiment file. Unknown keys and wrong types raise ConfigError with the key path
+/// and line:column (and the nearest valid key); `overrides` ("key=value") apply to the base
+/// pretraining config of every variant, as `tupe pretrain --set` does.
+ExperimentSpec load_experiment(const std::string& path,
+                               const std::vector<std::string>& overrides = {});
+
+}  // namespace experiments

@@ -1,0 +1,60 @@
+// The paper's Table 1 layout from stored GLUE results: rows = variants x pretraining
+// checkpoints, columns = tasks (MNLI-m/mm, QNLI, QQP, SST, CoLA, MRPC, RTE, STS, then the
+// built-in synthetic tasks), cells = the TUPE reporting rule (median over seeds per lr, then
+// the best lr), the best per column marked, deltas against the first row.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "experiments/result_store.h"
+
+namespace experiments {
+
+enum class ReportFormat { kTable, kMarkdown, kCsv, kLatex, kJson };
+/// "table", "markdown", "csv", "latex", "json"; throws std::invalid_argument otherwise.
+ReportFormat report_format_from_string(const std::string& name);
+
+/// One cell: the selection metric of the task (MCC for CoLA, Pearson for STS-B, accuracy
+/// elsewhere; GLUE_FORMAT.md) in percent.
+struct ReportCell {
+    bool present = false;
+    double median = 0;   ///< Median over seeds at the best lr: the reported number.
+    double mean = 0;     ///< Mean over seeds at the best lr.
+    double stddev = 0;   ///< Sample standard deviation over seeds at the best lr (0 when n = 1).
+    int n = 0;           ///< Seeds at the best lr.
+    double best_lr = 0;
+};
+
+struct ReportRow {
+    std::string label;        ///< "tupe-a @ 300" or, for the paper's rows, "TUPE-A (paper, 1M)".
+    std::string variant;
+    int64_t step = 0;
+    bool reference = false;   ///< A published row, not a run of this store.
+    std::map<std::string, ReportCell> cells;  ///< By column key.
+    bool has_average = false;
+    double average = 0;
+};
+
+struct Report {
+    std::string experiment;
+    std::vector<std::string> columns;  ///< Column keys in display order (mnli_m, ..., syn-rte).
+    std::vector<ReportRow> rows;
+    std::string average_rule;          ///< How Avg was computed, printed with every table.
+    bool synthetic = false;            ///< Some columns are built-in synthetic tasks.
+};
+
+/// Builds the table from the store's results of one experiment.
+Report build_report(const std::string& experiment, const std::vector<GlueResultRecord>& results);
+
+/// Adds the paper's published Table 1 rows (resources/paper_table1.tsv) below the runs.
+void add_paper_rows(Report& report, const std::string& paper_table_tsv);
+
+/// Renders the report. `mean_std` shows mean +- std (n) instead of the median.
+std::string render_report(const Report& report, ReportFormat format, bool mean_std = false);
+
+/// The display name of a column key ("mnli_m" -> "MNLI-m", "syn-cola" -> "SYN-CoLA").
+std::string column_title(const std::string& key);
+
+}  // namespace experiments

@@ -1,0 +1,219 @@
+// The SQLite results store: experiments, their pretrain and finetune runs, params, metric
+// curves, GLUE scores, checkpoints and artifacts, in one file that a runner writes while the
+// desktop app reads it (WAL mode). Pure sqlite3 C API; the schema is versioned in
+// PRAGMA user_version and moved forward by schema_migrations(). Times are ISO-8601 UTC text
+// ("2024-05-01T12:34:56.789Z"), except metric wall times: seconds since the Unix epoch.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace experiments {
+
+/// A store operation that failed. what() is one line, "MESSAGE: PATH", e.g.
+/// "database is locked by another process: runs/results.db".
+class StoreError : public std::runtime_error {
+  public:
+    StoreError(const std::string& path, const std::string& message);
+
+    const std::string& path() const { return path_; }        ///< The database file.
+    const std::string& message() const { return message_; }  ///< what() without the path.
+
+  private:
+    std::string path_;
+    std::string message_;
+};
+
+/// How ResultStore::open treats the file.
+enum class OpenMode {
+    kReadWrite,  ///< Creates the file, its parent directories and the schema; migrates.
+    kReadOnly,   ///< The file must exist with this build's schema version; writes throw.
+};
+
+/// Tuning for ResultStore::open.
+struct StoreOptions {
+    /// How long one operation keeps retrying while another connection holds the lock
+    /// (SQLITE_BUSY / SQLITE_LOCKED), with backoff, before it throws StoreError.
+    std::chrono::milliseconds lock_timeout{30000};
+};
+
+/// One row of `experiments`: a named YAML experiment.
+struct ExperimentRecord {
+    std::int64_t id = 0;
+    std::string name;        ///< Unique.
+    std::string yaml_path;   ///< As given when the experiment was first stored.
+    std::string yaml_text;   ///< The YAML as it was then.
+    std::string created_at;  ///< ISO-8601 UTC.
+};
+
+/// One row of `runs`. A run is unique by (experiment_id, name); a finetune names its pretrain
+/// run in parent_run_id. Empty strings mean "not set".
+struct RunRecord {
+    std::int64_t id = 0;  ///< Filled by the store; ignored by upsert_run.
+    std::int64_t experiment_id = 0;
+    std::string kind = "pretrain";  ///< "pretrain" or "finetune".
+    std::string name;               ///< e.g. "tupe-a" or "tupe-a/ckpt300/syn-cola/lr2e-5/seed1".
+    std::string variant;  ///< e.g. "tupe-a"; a finetune may leave it empty (see glue_results).
+    std::optional<std::int64_t> parent_run_id;  ///< The pretrain run of a finetune.
+    std::string config_text;                    ///< The resolved config.
+    std::int64_t seed = 0;
+    std::string status = "pending";  ///< pending, running, finished, failed or stopped.
+    std::string start_time;          ///< ISO-8601 UTC.
+    std::string end_time;            ///< ISO-8601 UTC.
+    std::string host;
+    std::string torch_version;
+    std::string git_commit;
+    std::string error_message;
+    std::string out_dir;
+    std::int64_t step = 0;  ///< Last step reached.
+};
+
+/// One point of a metric curve. A NaN value (a diverged loss) is kept as NaN.
+struct MetricPoint {
+    std::string key;  ///< e.g. "train/loss".
+    std::int64_t step = 0;
+    double value = 0.0;
+    double wall_time = 0.0;  ///< Seconds since the Unix epoch (see unix_time_now()).
+};
+
+/// One GLUE score. Unique by (run_id, task, split, metric); a later add replaces it.
+struct GlueResultRecord {
+    std::int64_t id = 0;
+    std::int64_t run_id = 0;
+    std::string task;    ///< e.g. "syn-cola".
+    std::string split;   ///< e.g. "dev".
+    std::string metric;  ///< e.g. "mcc", "accuracy".
+    double value = 0.0;
+    std::int64_t checkpoint_step = 0;  ///< The pretrain checkpoint the finetune started from.
+    double lr = 0.0;
+    std::int64_t seed = 0;
+    std::string run_name;  ///< Filled by glue_results(): the run's name.
+    std::string variant;   ///< Filled by glue_results(): the run's, else its parent's variant.
+};
+
+/// One saved checkpoint. Unique by (run_id, step); a later add replaces it.
+struct CheckpointRecord {
+    std::int64_t id = 0;
+    std::int64_t run_id = 0;
+    std::int64_t step = 0;
+    std::string path;
+    std::int64_t size = 0;  ///< Bytes.
+    std::string hash;       ///< Hex text, "sha256:..." or "fnv1a64:...".
+};
+
+/// One file a run produced (attention maps, a report...). Unique by (run_id, path).
+struct ArtifactRecord {
+    std::int64_t id = 0;
+    std::int64_t run_id = 0;
+    std::string kind;  ///< e.g. "attention-npy", "report".
+    std::string path;
+    std::int64_t size = 0;  ///< Bytes.
+    std::string hash;
+    std::string description;
+};
+
+/// The results database. Every write is one transaction (BEGIN IMMEDIATE), retried with
+/// backoff while another process holds the lock, for up to StoreOptions::lock_timeout.
+/// Reads see only committed transactions, so a reader never sees half a batch.
+/// A ResultStore is one SQLite connection: use it from one thread at a time; open one store
+/// per thread or process. Movable, not copyable.
+class ResultStore {
+  public:
+    /// Opens (kReadWrite: creates, then migrates) the store at `path`. Throws StoreError when
+    /// the file is not a SQLite database, belongs to another application, has a schema newer
+    /// than this build, is missing (kReadOnly), older than this build (kReadOnly), or cannot
+    /// be written (kReadWrite). A refused file is left exactly as it was.
+    static ResultStore open(const std::string& path, OpenMode mode = OpenMode::kReadWrite,
+                            const StoreOptions& options = {});
+
+    ResultStore(ResultStore&&) noexcept;
+    ResultStore& operator=(ResultStore&&) noexcept;
+    ResultStore(const ResultStore&) = delete;
+    ResultStore& operator=(const ResultStore&) = delete;
+    ~ResultStore();
+
+    /// The schema version this build writes and reads.
+    static int latest_schema_version();
+    /// The file's schema version (PRAGMA user_version).
+    int schema_version();
+    const std::string& path() const;  ///< As given to open().
+    OpenMode mode() const;
+
+    /// The id of experiment `name`, created with the YAML when new. An existing experiment
+    /// keeps its first YAML (each run stores its own resolved config).
+    std::int64_t get_or_create_experiment(const std::string& name, const std::string& yaml_path,
+                                          const std::string& yaml_text);
+    /// Inserts the run, or updates every column of the run with the same (experiment_id,
+    /// name); returns its id. Throws for an unknown kind or status or an empty name.
+    std::int64_t upsert_run(const RunRecord& run);
+    /// Sets the status and error_message (= `error`). "running" sets start_time when it is
+    /// empty and clears end_time; finished, failed and stopped set end_time to now.
+    void set_run_status(std::int64_t run_id, const std::string& status,
+                        const std::string& error = "");
+    /// Records the last step the run reached.
+    void set_run_step(std::int64_t run_id, std::int64_t step);
+    /// Adds or replaces (by key) the run's params.
+    void add_params(std::int64_t run_id, const std::map<std::string, std::string>& params);
+    /// Adds the points in one transaction; a point at an existing (key, step) replaces it.
+    void add_metrics(std::int64_t run_id, const std::vector<MetricPoint>& points);
+    /// Deletes the run's points with step > `step`, of every key, for a resume from the
+    /// checkpoint at `step` after a kill. Returns how many were deleted.
+    std::int64_t delete_metrics_after(std::int64_t run_id, std::int64_t step);
+    /// Adds the score, replacing the one with the same (run_id, task, split, metric).
+    void add_glue_result(const GlueResultRecord& result);
+    /// Adds the checkpoint, replacing the one with the same (run_id, step).
+    void add_checkpoint(const CheckpointRecord& checkpoint);
+    /// Adds the artifact, replacing the one with the same (run_id, path).
+    void add_artifact(const ArtifactRecord& artifact);
+
+    /// All experiments, oldest first.
+    std::vector<ExperimentRecord> list_experiments();
+    /// The experiment called `name`, if any.
+    std::optional<ExperimentRecord> find_experiment(const std::string& name);
+    /// The experiment's runs in insertion order.
+    std::vector<RunRecord> list_runs(std::int64_t experiment_id);
+    /// The run of the experiment called `name`, if any.
+    std::optional<RunRecord> find_run(std::int64_t experiment_id, const std::string& name);
+    /// The run with this id, if any.
+    std::optional<RunRecord> get_run(std::int64_t run_id);
+    /// The run's params by key.
+    std::map<std::string, std::string> params(std::int64_t run_id);
+    /// The curve `key` of the run by ascending step, only steps > `after_step` (a live plot
+    /// polls with the last step it has).
+    std::vector<MetricPoint> metrics(
+        std::int64_t run_id, const std::string& key,
+        std::int64_t after_step = std::numeric_limits<std::int64_t>::min());
+    /// The run's metric keys, sorted.
+    std::vector<std::string> metric_keys(std::int64_t run_id);
+    /// The GLUE scores of every run of the experiment, with run_name and variant filled (a
+    /// finetune with no variant of its own gets its parent's), by run then task/split/metric.
+    std::vector<GlueResultRecord> glue_results(std::int64_t experiment_id);
+    /// The run's checkpoints by step.
+    std::vector<CheckpointRecord> checkpoints(std::int64_t run_id);
+    /// The run's artifacts in insertion order.
+    std::vector<ArtifactRecord> artifacts(std::int64_t run_id);
+
+  private:
+    struct Impl;
+    explicit ResultStore(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+/// The forward migrations: element i is the SQL that takes schema version i to i + 1
+/// (element 0 creates the version-1 schema). Never edit a shipped step; append one.
+const std::vector<std::string>& schema_migrations();
+
+/// Now as ISO-8601 UTC with milliseconds, "2024-05-01T12:34:56.789Z".
+std::string utc_now_iso8601();
+
+/// Now in seconds since the Unix epoch, for MetricPoint::wall_time.
+double unix_time_now();
+
+}  // namespace experiments

@@ -1,0 +1,74 @@
+// Executes an experiment: pretrain every variant (with snapshots at the fine-tuning
+// fractions), then fine-tune every task x lr x seed from every snapshot, recording curves,
+// GLUE scores and checkpoints in the results store. Idempotent and resumable: a finished job
+// is skipped, an interrupted pretraining resumes from its last checkpoint, an interrupted
+// fine-tuning job (minutes) is redone; the store is only changed in transactions.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/trainer.h"
+#include "experiments/experiment.h"
+
+namespace experiments {
+
+/// One unit of work of the plan.
+struct Job {
+    enum class Kind { kPretrain, kFinetune };
+    Kind kind = Kind::kPretrain;
+    std::string name;     ///< Unique in the experiment: "tupe-a" or "tupe-a/step300/syn-cola/lr2e-05/seed1"
+    std::string variant;
+    int64_t checkpoint_step = 0;  ///< finetune: the pretraining snapshot it starts from
+    std::string task;             ///< finetune: task key
+    double lr = 0;
+    uint64_t seed = 0;
+};
+
+/// Every job of the experiment, pretraining first, in a stable order.
+std::vector<Job> make_plan(const ExperimentSpec& spec);
+
+/// Where the plan stands, reported before every job and while one runs.
+struct PlanProgress {
+    int64_t done = 0;    ///< Jobs finished (including those skipped as already done).
+    int64_t total = 0;
+    std::string current;     ///< The job running now.
+    double job_fraction = 0; ///< Progress inside the current job, 0..1.
+    std::string job_status;  ///< e.g. "loss 6.21  1,500 tok/s".
+    double eta_seconds = -1; ///< For the whole plan; -1 while unknown.
+};
+
+struct RunnerCallbacks {
+    std::function<void(const PlanProgress&)> on_progress;
+    std::function<void(const std::string&)> on_message;  ///< One line, informational.
+    const std::atomic<bool>* stop = nullptr;             ///< Checked between steps and jobs.
+};
+
+struct RunnerOptions {
+    std::string only_job;  ///< Run just this job (child processes of a parallel run).
+    int64_t jobs = 0;      ///< Parallel fine-tuning processes; 0 = the spec's `jobs`.
+    std::string self_exe;  ///< Path of `tupe` for child processes (parallel runs).
+    int64_t threads = 0;   ///< Intra-op threads per process, 0 = library default.
+};
+
+struct RunSummary {
+    int64_t finished = 0, skipped = 0, failed = 0;
+    bool stopped = false;
+};
+
+/// Runs the plan. Throws StoreError / ConfigError / InputError for problems that stop the
+/// whole plan (database, configuration, data); a job that fails (e.g. diverges) is marked
+/// failed in the store with its message and the plan goes on.
+RunSummary run_experiment(const ExperimentSpec& spec, const RunnerOptions& options,
+                          const RunnerCallbacks& callbacks);
+
+/// The plan's jobs with their status in the store (pending when absent), as a text table.
+std::string experiment_status(const ExperimentSpec& spec);
+
+/// Prepares (once) the built-in synthetic tasks for the spec from held-out corpus documents
+/// (the pretraining validation documents) and returns the folder that holds them.
+std::string prepare_builtin_tasks(const ExperimentSpec& spec);
+
+}  // namespace experiments

@@ -1,0 +1,86 @@
+// Synthetic word-order tasks built from held-out corpus sentences, written in the exact GLUE
+// layouts of CoLA / MRPC / STS-B / RTE (shared/GLUE_FORMAT.md) so read_glue_tsv loads them.
+// In every task both classes (or all scores) use the same multiset of words, so a model that
+// ignores word order scores at chance: what is left to learn is position and order, the part
+// of the input that TUPE's positional encoding changes. Words are space-separated tokens.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace experiments {
+
+/// What write_synthetic_tasks generates and from which sentences.
+struct SyntheticOptions {
+    int64_t train_size = 2000;  ///< Examples per task in train.tsv.
+    int64_t dev_size = 400;     ///< Examples per task in dev.tsv.
+    uint64_t seed = 1234;       ///< Everything written depends only on the input and this.
+    int min_words = 6;          ///< Sentences with fewer words are not used.
+    int max_words = 30;         ///< Sentences with more words are not used.
+    /// Corpus documents used: every k-th one, the pretraining validation split of
+    /// engine::make_blocks (k = round(1 / validation_fraction), at least 2, the document
+    /// count when that is larger; document d is held out when d % k == k - 1), so the tasks
+    /// never show a sentence the model was pretrained on. Keep it equal to the pretraining
+    /// run's data.validation_fraction.
+    double validation_fraction = 0.02;
+    bool all_documents = false;  ///< Use every document instead (the model may have seen them).
+};
+
+/// What was written.
+struct SyntheticSummary {
+    int64_t documents = 0;        ///< Documents in the corpus (0 when given sentences).
+    int64_t used_documents = 0;   ///< Documents whose sentences were taken.
+    int64_t sentences = 0;        ///< Distinct sentences within [min_words, max_words].
+    int64_t train_sentences = 0;  ///< Of those, the ones train examples are made from;
+    int64_t dev_sentences = 0;    ///< the rest make the dev examples (disjoint, no leak).
+};
+
+/// The sentences write_synthetic_tasks uses from a corpus file (one sentence a line, blank
+/// lines between documents): those of the held-out documents (see SyntheticOptions), or of
+/// all documents. A corpus of one document gives its last validation_fraction of lines (at
+/// least one). Lines are returned as they are (without '\r'). Throws engine::InputError when
+/// the file cannot be read, std::invalid_argument for a fraction outside (0, 1).
+std::vector<std::string> corpus_sentences(const std::string& corpus_path,
+                                          const SyntheticOptions& options,
+                                          SyntheticSummary* summary = nullptr);
+
+/// Writes out_dir/{SYN-CoLA,SYN-MRPC,SYN-STS-B,SYN-RTE}/{train,dev}.tsv from the given
+/// sentences (split into words on spaces and tabs; kept when min_words <= words <= max_words;
+/// duplicates dropped). The distinct sentences are split between train and dev in proportion
+/// to the sizes, so no dev sentence occurs in train; each is reused, with fresh random edits,
+/// as often as the sizes need. Tasks (labels balanced to within one example):
+///  - SYN-CoLA (CoLA layout, MCC): a sentence (1) or the same sentence after 1-3 swaps of
+///    adjacent words (0). Measures sensitivity to local word order in one sequence.
+///  - SYN-MRPC (MRPC layout, F1/accuracy): a sentence paired with itself minus one word, in
+///    order (1), or minus one word with the rest shuffled within windows of 4 (0). Both
+///    classes drop a word, so word overlap cannot decide; measures comparing the order of
+///    two sequences across the [SEP].
+///  - SYN-STS-B (STS-B layout, Pearson/Spearman): a sentence and a permutation of it, scored
+///    5 * (1 - normalized Kendall tau distance) rounded to 0.2 (sts_order_score); the number
+///    of inversions is drawn uniformly, so scores spread over 0..5. Measures how graded the
+///    model's sense of global order is.
+///  - SYN-RTE (RTE layout, accuracy): premise = the sentence; hypothesis = a contiguous span
+///    of 3-8 of its words (entailment) or that span reordered so that it occurs nowhere in
+///    the premise (not_entailment). Measures matching an ordered sub-sequence (relative
+///    positions) across the pair.
+/// Deterministic under options.seed (own generator, no std distributions). Throws
+/// std::invalid_argument for bad options or fewer than 2 usable sentences, and
+/// engine::InputError when a file cannot be written.
+SyntheticSummary write_synthetic_tasks_from_sentences(const std::vector<std::string>& sentences,
+                                                      const std::string& out_dir,
+                                                      const SyntheticOptions& options);
+
+/// corpus_sentences followed by write_synthetic_tasks_from_sentences.
+SyntheticSummary write_synthetic_tasks(const std::string& corpus_path, const std::string& out_dir,
+                                       const SyntheticOptions& options);
+
+/// SYN-STS-B's score of `permuted` against `original` (the same words in another order):
+/// 5 * (1 - inversions / (n (n - 1) / 2)), rounded to the nearest 0.2. Repeated words are
+/// matched in order of occurrence, which gives the fewest inversions. 5 for the identity,
+/// 0 for the reversal of distinct words; 5 when n < 2. Throws std::invalid_argument when the
+/// two are not permutations of each other.
+double sts_order_score(const std::vector<std::string>& original,
+                       const std::vector<std::string>& permuted);
+
+}  // namespace experiments

@@ -1,0 +1,235 @@
+// Loading of experiment files (see experiment.h). The pretraining part is read by the same
+// loader as `tupe pretrain` configs, so both report errors the same way.
+#include "experiments/experiment.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "experiments/config_loader.h"
+
+namespace experiments {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::vector<std::string> kExperimentKeys = {"name",    "variants", "grid",     "checkpoints",
+                                                  "glue",    "finetune", "database", "runs_dir",
+                                                  "jobs"};
+const std::vector<std::string> kGlueKeys = {"data", "tasks", "synthetic_train", "synthetic_dev"};
+const std::vector<std::string> kFinetuneKeys = {"lrs",          "seeds",        "batch_size",
+                                                "epochs",       "warmup_ratio", "weight_decay",
+                                                "max_seq_len"};
+const std::vector<std::string> kVariantKeys = {"name", "preset", "set"};
+
+long line_of(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().line + 1; }
+long col_of(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().column + 1; }
+
+class Reader {
+  public:
+    explicit Reader(std::string path) : path_(std::move(path)) {}
+
+    [[noreturn]] void fail(const YAML::Node& at, const std::string& key,
+                           const std::string& message) const {
+        throw ConfigError(path_, line_of(at), col_of(at), key, message);
+    }
+
+    void check_keys(const YAML::Node& map, const std::string& section,
+                    const std::vector<std::string>& allowed) const {
+        if (!map.IsMap()) fail(map, section, "expected a mapping");
+        for (const auto& e : map) {
+            const std::string k = e.first.as<std::string>();
+            if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
+                const std::string near = nearest_key(k, allowed);
+                fail(e.first, section.empty() ? k : section + "." + k,
+                     "unknown key" + (near.empty() ? "" : ", did you mean '" + near + "'?"));
+            }
+        }
+    }
+
+    template <typename T>
+    T scalar(const YAML::Node& n, const std::string& key, const char* what) const {
+        if (!n.IsScalar()) fail(n, key, std::string("expected ") + what);
+        try {
+            return n.as<T>();
+        } catch (const YAML::Exception&) {
+            fail(n, key, std::string("expected ") + what + ", got '" + n.Scalar() + "'");
+        }
+    }
+
+    template <typename T>
+    std::vector<T> list(const YAML::Node& n, const std::string& key, const char* what) const {
+        std::vector<T> out;
+        if (n.IsScalar()) {
+            out.push_back(scalar<T>(n, key, what));
+            return out;
+        }
+        if (!n.IsSequence() || n.size() == 0)
+            fail(n, key, std::string("expected a non-empty list of ") + what);
+        for (const auto& item : n) out.push_back(scalar<T>(item, key, what));
+        return out;
+    }
+
+    const std::string& path() const { return path_; }
+
+  private:
+    std::string path_;
+};
+
+std::string value_text(const YAML::Node& n) { return n.IsScalar() ? n.Scalar() : ""; }
+
+// "model.shared_pos_term" -> "shared_pos_term", for variant names.
+std::string short_key(const std::string& key) {
+    const auto dot = key.rfind('.');
+    return dot == std::string::npos ? key : key.substr(dot + 1);
+}
+
+}  // namespace
+
+std::vector<int64_t> ExperimentSpec::checkpoint_steps(const Variant& v) const {
+    std::set<int64_t> steps;
+    for (double f : checkpoints)
+        steps.insert(std::max<int64_t>(1, std::llround(f * static_cast<double>(v.config.train.steps))));
+    return {steps.begin(), steps.end()};
+}
+
+ExperimentSpec load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
+    ExperimentSpec spec;
+    spec.path = path;
+    {
+        std::ifstream in(path, std::ios::binary);
+        if (!in) throw ConfigError(path, 0, 0, "", "cannot open experiment file");
+        std::ostringstream text;
+        text << in.rdbuf();
+        spec.yaml_text = text.str();
+    }
+    YAML::Node root;
+    try {
+        root = YAML::Load(spec.yaml_text);
+    } catch (const YAML::Exception& e) {
+        throw ConfigError(path, e.mark.line + 1, e.mark.column + 1, "", "malformed YAML: " + e.msg);
+    }
+    Reader r(path);
+    if (!root.IsMap()) r.fail(root, "", "expected a mapping at the top level");
+    if (root["out_dir"]) r.fail(root["out_dir"], "out_dir", "not used in experiments: runs go to runs_dir/<variant>");
+
+    spec.name = root["name"] ? r.scalar<std::string>(root["name"], "name", "a name")
+                             : fs::path(path).stem().string();
+    if (root["database"]) spec.database = r.scalar<std::string>(root["database"], "database", "a path");
+    spec.runs_dir = root["runs_dir"] ? r.scalar<std::string>(root["runs_dir"], "runs_dir", "a path")
+                                     : (fs::path("runs") / spec.name).string();
+    if (root["jobs"]) {
+        spec.jobs = r.scalar<int64_t>(root["jobs"], "jobs", "an integer");
+        if (spec.jobs < 1) r.fail(root["jobs"], "jobs", "must be >= 1");
+    }
+    if (root["checkpoints"]) {
+        spec.checkpoints = r.list<double>(root["checkpoints"], "checkpoints", "fractions in (0, 1]");
+        for (double f : spec.checkpoints)
+            if (!(f > 0 && f <= 1)) r.fail(root["checkpoints"], "checkpoints", "fractions must be in (0, 1]");
+    }
+    if (const auto g = root["glue"]) {
+        r.check_keys(g, "glue", kGlueKeys);
+        if (g["data"]) spec.glue.data = r.scalar<std::string>(g["data"], "glue.data", "builtin or a folder");
+        if (g["tasks"]) spec.glue.tasks = r.list<std::string>(g["tasks"], "glue.tasks", "task names");
+        if (g["synthetic_train"])
+            spec.glue.synthetic_train = r.scalar<int64_t>(g["synthetic_train"], "glue.synthetic_train", "an integer");
+        if (g["synthetic_dev"])
+            spec.glue.synthetic_dev = r.scalar<int64_t>(g["synthetic_dev"], "glue.synthetic_dev", "an integer");
+    }
+    if (const auto f = root["finetune"]) {
+        r.check_keys(f, "finetune", kFinetuneKeys);
+        auto& p = spec.finetune;
+        if (f["lrs"]) p.lrs = r.list<double>(f["lrs"], "finetune.lrs", "learning rates");
+        if (f["seeds"]) p.seeds = r.list<uint64_t>(f["seeds"], "finetune.seeds", "non-negative integers");
+        if (f["batch_size"]) p.batch_size = r.scalar<int64_t>(f["batch_size"], "finetune.batch_size", "an integer");
+        if (f["epochs"]) p.epochs = r.scalar<int64_t>(f["epochs"], "finetune.epochs", "an integer");
+        if (f["warmup_ratio"]) p.warmup_ratio = r.scalar<double>(f["warmup_ratio"], "finetune.warmup_ratio", "a number");
+        if (f["weight_decay"]) p.weight_decay = r.scalar<double>(f["weight_decay"], "finetune.weight_decay", "a number");
+        if (f["max_seq_len"]) p.max_seq_len = r.scalar<int64_t>(f["max_seq_len"], "finetune.max_seq_len", "an integer");
+        if (p.batch_size < 1) r.fail(f["batch_size"], "finetune.batch_size", "must be >= 1");
+        if (p.epochs < 0) r.fail(f["epochs"], "finetune.epochs", "must be >= 0 (0 = the task's default)");
+    }
+
+    // Variants: a list (preset names or {name, preset, set}) and/or a grid (cartesian product).
+    struct Pending {
+        std::string name;
+        std::vector<std::string> overrides;
+        YAML::Node at;
+    };
+    std::vector<Pending> pending;
+    if (const auto vs = root["variants"]) {
+        if (!vs.IsSequence()) r.fail(vs, "variants", "expected a list of presets or {name, preset, set}");
+        for (const auto& v : vs) {
+            Pending p;
+            p.at = static_cast<const YAML::Node&>(v);
+            if (v.IsScalar()) {
+                p.name = v.Scalar();
+                p.overrides.push_back("model.preset=" + v.Scalar());
+            } else {
+                r.check_keys(v, "variants", kVariantKeys);
+                if (v["preset"]) p.overrides.push_back("model.preset=" + r.scalar<std::string>(v["preset"], "variants.preset", "a preset"));
+                if (const auto set = v["set"]) {
+                    if (!set.IsMap()) r.fail(set, "variants.set", "expected a mapping of key: value");
+                    for (const auto& kv : set)
+                        p.overrides.push_back(kv.first.as<std::string>() + "=" + value_text(kv.second));
+                }
+                p.name = v["name"] ? r.scalar<std::string>(v["name"], "variants.name", "a name")
+                                   : (v["preset"] ? v["preset"].Scalar() : "");
+                if (p.name.empty()) r.fail(v, "variants", "a variant needs a name or a preset");
+            }
+            pending.push_back(p);
+        }
+    }
+    if (const auto grid = root["grid"]) {
+        if (!grid.IsMap() || grid.size() == 0) r.fail(grid, "grid", "expected a mapping of key: [values]");
+        std::vector<std::pair<std::string, std::vector<std::string>>> axes;
+        for (const auto& kv : grid)
+            axes.emplace_back(kv.first.as<std::string>(),
+                              r.list<std::string>(kv.second, "grid." + kv.first.as<std::string>(), "values"));
+        std::vector<Pending> combos = {Pending{"", {}, grid}};
+        for (const auto& [key, values] : axes) {
+            std::vector<Pending> next;
+            for (const auto& c : combos)
+                for (const auto& value : values) {
+                    Pending p = c;
+                    p.overrides.push_back(key + "=" + value);
+                    const std::string part = key == "model.preset" ? value : short_key(key) + "=" + value;
+                    p.name += (p.name.empty() ? "" : ",") + part;
+                    next.push_back(p);
+                }
+            combos = next;
+        }
+        pending.insert(pending.end(), combos.begin(), combos.end());
+    }
+    if (pending.empty()) pending.push_back(Pending{"base", {}, root});
+
+    std::set<std::string> names;
+    for (const auto& p : pending) {
+        if (!names.insert(p.name).second) r.fail(p.at, "variants", "duplicate variant name '" + p.name + "'");
+        Variant v;
+        v.name = p.name;
+        v.overrides = p.overrides;
+        std::vector<std::string> all = overrides;
+        all.insert(all.end(), p.overrides.begin(), p.overrides.end());
+        try {
+            v.config = load_pretrain_config_from_node(root, path, all, kExperimentKeys);
+        } catch (const ConfigError& e) {
+            if (e.file() != path && e.line() == 0 && line_of(p.at) > 0)
+                throw ConfigError(path, line_of(p.at), col_of(p.at), e.key(),
+                                  "variant '" + p.name + "': " + e.message(), true);
+            throw;
+        }
+        v.config.out_dir = (fs::path(spec.runs_dir) / v.name).string();
+        spec.variants.push_back(std::move(v));
+    }
+    return spec;
+}
+
+}  // namespace experiments

@@ -1,0 +1,550 @@
+// The experiment runner (see runner.h): plan, pretraining with snapshots, fine-tuning with
+// GLUE-exact scoring, everything recorded in the results store.
+#include "experiments/runner.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "analysis/metrics.h"
+#include "engine/errors.h"
+#include "engine/finetune.h"
+#include "experiments/build_info.h"
+#include "experiments/glue_data.h"
+#include "experiments/result_store.h"
+#include "experiments/synthetic_tasks.h"
+
+extern char** environ;
+
+namespace experiments {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const std::vector<std::string> kBuiltinTasks = {"syn-cola", "syn-mrpc", "syn-stsb", "syn-rte"};
+// The paper's Table 1 tasks (WNLI left out), in its column order.
+const std::vector<std::string> kGlueTasks = {"mnli", "qnli", "qqp", "sst2", "cola", "mrpc", "rte", "stsb"};
+
+std::string lr_text(double lr) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", lr);
+    return buf;
+}
+
+std::string hostname() {
+    char buf[256] = {0};
+    gethostname(buf, sizeof buf - 1);
+    return buf;
+}
+
+std::vector<std::string> task_keys(const ExperimentSpec& spec) {
+    std::vector<std::string> names = spec.glue.tasks;
+    if (names.empty()) {
+        if (spec.glue.data == "builtin") return kBuiltinTasks;
+        for (const auto& key : kGlueTasks)
+            if (fs::exists(fs::path(spec.glue.data) / find_task(key).name)) names.push_back(key);
+        if (names.empty())
+            throw engine::InputError(spec.glue.data, "no GLUE task folders found (expected e.g. CoLA/, MNLI/)");
+    }
+    std::vector<std::string> keys;
+    for (const auto& n : names) keys.push_back(find_task(n).key);
+    return keys;
+}
+
+std::string glue_dir(const ExperimentSpec& spec) {
+    return spec.glue.data == "builtin" ? prepare_builtin_tasks(spec) : spec.glue.data;
+}
+
+std::string snapshot_path(const Variant& v, int64_t step) {
+    return engine::snapshot_path(v.config.out_dir, step);
+}
+
+const Variant& variant_named(const ExperimentSpec& spec, const std::string& name) {
+    for (const auto& v : spec.variants)
+        if (v.name == name) return v;
+    throw std::invalid_argument("no variant named '" + name + "' in " + spec.path);
+}
+
+RunRecord base_record(int64_t experiment_id, const Job& job) {
+    RunRecord r;
+    r.experiment_id = experiment_id;
+    r.kind = job.kind == Job::Kind::kPretrain ? "pretrain" : "finetune";
+    r.name = job.name;
+    r.variant = job.variant;
+    r.host = hostname();
+    r.torch_version = torch_version();
+    r.git_commit = git_commit();
+    return r;
+}
+
+// Converts examples to the engine's plain form with the task's fixed label order.
+std::vector<engine::LabeledText> labeled(const TaskInfo& task, const Split& split) {
+    std::vector<engine::LabeledText> out;
+    out.reserve(split.examples.size());
+    for (const auto& e : split.examples) {
+        engine::LabeledText t;
+        t.text_a = e.text_a;
+        t.text_b = e.text_b;
+        if (task.regression) {
+            t.target = std::stof(e.label);
+        } else {
+            auto it = std::find(task.labels.begin(), task.labels.end(), e.label);
+            t.label = it - task.labels.begin();
+        }
+        out.push_back(std::move(t));
+    }
+    return out;
+}
+
+std::vector<double> gold_values(const TaskInfo& task, const std::vector<engine::LabeledText>& xs) {
+    std::vector<double> out;
+    for (const auto& x : xs) out.push_back(task.regression ? x.target : static_cast<double>(x.label));
+    return out;
+}
+
+analysis::MetricKind kind_of(const TaskInfo& task) {
+    if (task.metric_kind == "mcc") return analysis::MetricKind::kMcc;
+    if (task.metric_kind == "f1_accuracy") return analysis::MetricKind::kF1Accuracy;
+    if (task.metric_kind == "pearson_spearman") return analysis::MetricKind::kPearsonSpearman;
+    return analysis::MetricKind::kAccuracy;
+}
+
+// The name a dev split is reported under: "mnli_m"/"mnli_mm" for MNLI, else the task key.
+std::string reported_task(const TaskInfo& task, const std::string& split) {
+    if (task.key == "mnli") return split == "dev_mismatched" ? "mnli_mm" : "mnli_m";
+    return task.key;
+}
+
+class Runner {
+  public:
+    Runner(const ExperimentSpec& spec, const RunnerOptions& options, const RunnerCallbacks& cb)
+        : spec_(spec), options_(options), cb_(cb),
+          store_(ResultStore::open(spec.database, OpenMode::kReadWrite)) {
+        experiment_id_ = store_.get_or_create_experiment(spec.name, spec.path, spec.yaml_text);
+    }
+
+    RunSummary run() {
+        const auto plan = make_plan(spec_);
+        RunSummary summary;
+        progress_.total = static_cast<int64_t>(plan.size());
+        // Parallel fine-tuning: children run one job each (`tupe run FILE --job NAME`).
+        const int64_t parallel = options_.jobs > 0 ? options_.jobs : spec_.jobs;
+        std::vector<const Job*> finetunes;
+        for (const auto& job : plan) {
+            if (!options_.only_job.empty() && job.name != options_.only_job) continue;
+            if (stopped()) {
+                summary.stopped = true;
+                break;
+            }
+            auto existing = store_.find_run(experiment_id_, job.name);
+            if (existing && existing->status == "finished") {
+                ++summary.skipped;
+                ++progress_.done;
+                continue;
+            }
+            if (job.kind == Job::Kind::kFinetune && parallel > 1 && options_.only_job.empty()) {
+                finetunes.push_back(&job);
+                continue;
+            }
+            run_one(job, summary);
+        }
+        if (!finetunes.empty() && !summary.stopped) run_parallel(finetunes, parallel, summary);
+        return summary;
+    }
+
+  private:
+    bool stopped() const { return cb_.stop && cb_.stop->load(); }
+    void say(const std::string& m) const { if (cb_.on_message) cb_.on_message(m); }
+
+    void report(double fraction, const std::string& status) {
+        progress_.job_fraction = fraction;
+        progress_.job_status = status;
+        const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+        const double done_work = static_cast<double>(progress_.done - skipped_at_start_) + fraction;
+        const double left = static_cast<double>(progress_.total - progress_.done) - fraction;
+        progress_.eta_seconds = done_work > 0.05 ? elapsed / done_work * left : -1;
+        if (cb_.on_progress) cb_.on_progress(progress_);
+    }
+
+    // The run's row: what it is, where it writes, its resolved config.
+    RunRecord record_for(const Job& job) {
+        const Variant& v = variant_named(spec_, job.variant);
+        RunRecord r = base_record(experiment_id_, job);
+        r.out_dir = v.config.out_dir;
+        if (job.kind == Job::Kind::kPretrain) {
+            r.config_text = engine::config_to_text(v.config);
+            r.seed = static_cast<int64_t>(v.config.train.seed);
+            return r;
+        }
+        const TaskInfo& task = find_task(job.task);
+        r.seed = static_cast<int64_t>(job.seed);
+        if (auto parent = store_.find_run(experiment_id_, v.name)) r.parent_run_id = parent->id;
+        std::ostringstream cfg;
+        cfg << "task = " << job.task << "\ncheckpoint = " << snapshot_path(v, job.checkpoint_step)
+            << "\nlr = " << job.lr << "\nseed = " << job.seed << "\nepochs = "
+            << (spec_.finetune.epochs > 0 ? spec_.finetune.epochs : task.default_epochs)
+            << "\nbatch_size = " << spec_.finetune.batch_size << "\nwarmup_ratio = "
+            << spec_.finetune.warmup_ratio << "\nweight_decay = " << spec_.finetune.weight_decay
+            << "\nmax_seq_len = " << spec_.finetune.max_seq_len << "\n";
+        r.config_text = cfg.str();
+        return r;
+    }
+
+    void run_one(const Job& job, RunSummary& summary) {
+        if (!started_) {
+            started_ = true;
+            start_ = Clock::now();
+            skipped_at_start_ = progress_.done;
+        }
+        progress_.current = job.name;
+        report(0, "starting");
+        // One upsert with every column, then the status (which stamps the start time).
+        const int64_t run_id = store_.upsert_run(record_for(job));
+        store_.set_run_status(run_id, "running");
+        try {
+            const bool done = job.kind == Job::Kind::kPretrain ? pretrain(job, run_id)
+                                                               : finetune(job, run_id);
+            if (!done) {
+                store_.set_run_status(run_id, "stopped");
+                summary.stopped = true;
+                return;
+            }
+            store_.set_run_status(run_id, "finished");
+            ++summary.finished;
+        } catch (const engine::TrainingDiverged& e) {
+            store_.set_run_status(run_id, "failed", e.what());
+            say("job " + job.name + " failed: " + e.what());
+            ++summary.failed;
+        } catch (const std::exception& e) {
+            // Anything else (bad data, bad config, store) stops the plan; the run says why.
+            store_.set_run_status(run_id, "failed", e.what());
+            throw;
+        }
+        ++progress_.done;
+        report(0, "done");
+    }
+
+    bool pretrain(const Job& job, int64_t run_id) {
+        const Variant& v = variant_named(spec_, job.variant);
+        store_.add_params(run_id, {{"variant", v.name}, {"preset", v.config.model.preset},
+                                   {"size", v.config.model.size}});
+        // A resume continues from the checkpoint; points after it (from a killed process)
+        // are dropped so no curve holds a step twice.
+        const std::string ckpt = engine::checkpoint_path(v.config.out_dir);
+        int64_t resume_step = 0;
+        if (fs::exists(ckpt)) resume_step = engine::load_checkpoint(ckpt).step;
+        store_.delete_metrics_after(run_id, resume_step);
+
+        std::vector<MetricPoint> pending;
+        auto flush = [&]() {
+            if (pending.empty()) return;
+            store_.add_metrics(run_id, pending);
+            pending.clear();
+        };
+        engine::TrainCallbacks tc;
+        tc.stop = cb_.stop;
+        tc.on_message = cb_.on_message;
+        const auto snapshots = spec_.checkpoint_steps(v);
+        tc.snapshot_steps = snapshots;
+        tc.on_step = [&](const engine::StepReport& s) {
+            const double now = unix_time_now();
+            if (s.step % std::max<int64_t>(1, v.config.train.log_interval) == 0 || s.step == s.total_steps) {
+                pending.push_back({"train/loss", s.step, s.loss, now});
+                pending.push_back({"train/lr", s.step, s.lr, now});
+                pending.push_back({"train/tokens", s.step, static_cast<double>(s.tokens_seen), now});
+                pending.push_back({"train/tokens_per_second", s.step, s.tokens_per_second, now});
+            }
+            if (pending.size() >= 200) flush();
+            char status[96];
+            std::snprintf(status, sizeof status, "step %lld/%lld  loss %.3f",
+                          static_cast<long long>(s.step), static_cast<long long>(s.total_steps), s.loss);
+            report(static_cast<double>(s.step) / static_cast<double>(s.total_steps), status);
+        };
+        tc.on_eval = [&](const engine::EvalReport& e) {
+            const double now = unix_time_now();
+            pending.push_back({"validation/loss", e.step, e.loss, now});
+            pending.push_back({"validation/accuracy", e.step, e.accuracy, now});
+            flush();
+        };
+        tc.on_checkpoint = [&](const std::string& path, int64_t step) {
+            flush();
+            store_.set_run_step(run_id, step);
+            // Only the snapshots are recorded: checkpoint.pt is overwritten as training goes on.
+            if (std::find(snapshots.begin(), snapshots.end(), step) == snapshots.end()) return;
+            CheckpointRecord c;
+            c.run_id = run_id;
+            c.step = step;
+            c.path = snapshot_path(v, step);
+            c.size = static_cast<int64_t>(fs::file_size(path));
+            store_.add_checkpoint(c);
+        };
+        auto result = engine::pretrain(v.config, tc);
+        flush();
+        return !result.stopped;
+    }
+
+    struct TaskData {
+        TaskInfo info;
+        std::vector<engine::LabeledText> train;
+        std::vector<std::string> dev_names;
+        std::vector<std::vector<engine::LabeledText>> dev;
+    };
+
+    const TaskData& task_data(const std::string& key) {
+        auto it = tasks_.find(key);
+        if (it != tasks_.end()) return it->second;
+        TaskData d;
+        d.info = find_task(key);
+        auto splits = load_task(d.info, glue_dir_cached());
+        d.train = labeled(d.info, splits.at("train"));
+        for (const auto& name : d.info.dev_splits) {
+            d.dev_names.push_back(name);
+            d.dev.push_back(labeled(d.info, splits.at(name)));
+        }
+        return tasks_.emplace(key, std::move(d)).first->second;
+    }
+
+    const std::string& glue_dir_cached() {
+        if (glue_dir_.empty()) glue_dir_ = glue_dir(spec_);
+        return glue_dir_;
+    }
+
+    bool finetune(const Job& job, int64_t run_id) {
+        const Variant& v = variant_named(spec_, job.variant);
+        const std::string snapshot = snapshot_path(v, job.checkpoint_step);
+        if (!fs::exists(snapshot))
+            throw engine::CheckpointError(snapshot, "missing: the pretraining of '" + v.name +
+                                                        "' did not reach step " +
+                                                        std::to_string(job.checkpoint_step));
+        const TaskData& data = task_data(job.task);
+        auto pretrained = engine::load_checkpoint(snapshot);
+        engine::WordPieceTokenizer tokenizer(
+            engine::Vocab::load((fs::path(v.config.out_dir) / "vocab.txt").string()),
+            v.config.data.lower_case);
+
+        engine::FinetuneConfig fc;
+        fc.num_labels = data.info.regression ? 1 : static_cast<int64_t>(data.info.labels.size());
+        fc.lr = job.lr;
+        fc.seed = job.seed;
+        fc.epochs = spec_.finetune.epochs > 0 ? spec_.finetune.epochs : data.info.default_epochs;
+        fc.batch_size = spec_.finetune.batch_size;
+        fc.warmup_ratio = spec_.finetune.warmup_ratio;
+        fc.weight_decay = spec_.finetune.weight_decay;
+        fc.max_seq_len = std::min(spec_.finetune.max_seq_len, v.config.model.max_position_embeddings);
+        fc.device = v.config.train.device;
+        fc.threads = options_.threads;
+
+        store_.delete_metrics_after(run_id, 0);  // a redone job starts its curves afresh
+
+        const auto kind = kind_of(data.info);
+        // Best epoch by the paper's selection metric on the first dev split (MNLI: matched).
+        double best = -1e300;
+        std::vector<analysis::TaskScores> best_scores;
+        engine::FinetuneCallbacks fcb;
+        fcb.stop = cb_.stop;
+        fcb.on_step = [&](int64_t step, int64_t total, double loss) {
+            char status[64];
+            std::snprintf(status, sizeof status, "step %lld/%lld  loss %.3f",
+                          static_cast<long long>(step), static_cast<long long>(total), loss);
+            report(static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, total)), status);
+        };
+        fcb.on_epoch = [&](const engine::EpochResult& e) {
+            const double now = unix_time_now();
+            std::vector<MetricPoint> points = {{"train/loss", e.epoch, e.train_loss, now}};
+            std::vector<analysis::TaskScores> scores;
+            for (size_t i = 0; i < data.dev.size(); ++i) {
+                scores.push_back(analysis::score_task(reported_task(data.info, data.dev_names[i]), kind,
+                                                      e.predictions[i], gold_values(data.info, data.dev[i])));
+                for (const auto& [metric, value] : scores.back().metrics)
+                    points.push_back({data.dev_names[i] + "/" + metric, e.epoch, value, now});
+            }
+            store_.add_metrics(run_id, points);
+            const double primary = analysis::primary_metric(kind, scores.front());
+            if (primary > best) {
+                best = primary;
+                best_scores = scores;
+            }
+        };
+        auto result = engine::finetune(pretrained.model, tokenizer, data.train, data.dev, fc, fcb);
+        if (result.stopped) return false;
+        for (size_t i = 0; i < best_scores.size(); ++i)
+            for (const auto& [metric, value] : best_scores[i].metrics) {
+                GlueResultRecord g;
+                g.run_id = run_id;
+                g.task = reported_task(data.info, data.dev_names[i]);
+                g.split = data.dev_names[i];
+                g.metric = metric;
+                g.value = value;
+                g.checkpoint_step = job.checkpoint_step;
+                g.lr = job.lr;
+                g.seed = static_cast<int64_t>(job.seed);
+                store_.add_glue_result(g);
+            }
+        return true;
+    }
+
+    void run_parallel(const std::vector<const Job*>& jobs, int64_t parallel, RunSummary& summary) {
+        TORCH_CHECK(!options_.self_exe.empty(), "parallel jobs need the path of tupe");
+        say("running " + std::to_string(jobs.size()) + " fine-tuning jobs, " +
+            std::to_string(parallel) + " at a time");
+        std::map<pid_t, const Job*> running;
+        size_t next = 0;
+        const int64_t threads = std::max<int64_t>(1, (options_.threads > 0 ? options_.threads : 2) / parallel);
+        if (!started_) {
+            started_ = true;
+            start_ = Clock::now();
+            skipped_at_start_ = progress_.done;
+        }
+        while (next < jobs.size() || !running.empty()) {
+            while (next < jobs.size() && static_cast<int64_t>(running.size()) < parallel && !stopped()) {
+                const Job* job = jobs[next++];
+                std::vector<std::string> args = {options_.self_exe, "run", spec_.path, "--job", job->name,
+                                                 "--threads", std::to_string(threads), "--quiet"};
+                std::vector<char*> argv;
+                for (auto& a : args) argv.push_back(a.data());
+                argv.push_back(nullptr);
+                pid_t pid = 0;
+                if (posix_spawn(&pid, options_.self_exe.c_str(), nullptr, nullptr, argv.data(), environ) != 0)
+                    throw std::runtime_error("cannot start " + options_.self_exe);
+                running[pid] = job;
+                progress_.current = job->name;
+                report(0, std::to_string(running.size()) + " running");
+            }
+            if (running.empty()) break;
+            int status = 0;
+            const pid_t pid = waitpid(-1, &status, 0);
+            if (pid <= 0) continue;
+            auto it = running.find(pid);
+            if (it == running.end()) continue;
+            const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            if (ok) ++summary.finished;
+            else {
+                ++summary.failed;
+                say("job " + it->second->name + " failed (see `tupe status`)");
+            }
+            running.erase(it);
+            ++progress_.done;
+            report(0, std::to_string(running.size()) + " running");
+        }
+        if (stopped()) summary.stopped = true;
+    }
+
+    const ExperimentSpec& spec_;
+    RunnerOptions options_;
+    RunnerCallbacks cb_;
+    ResultStore store_;
+    int64_t experiment_id_ = 0;
+    PlanProgress progress_;
+    bool started_ = false;
+    Clock::time_point start_;
+    int64_t skipped_at_start_ = 0;
+    std::string glue_dir_;
+    std::map<std::string, TaskData> tasks_;
+};
+
+}  // namespace
+
+std::vector<Job> make_plan(const ExperimentSpec& spec) {
+    std::vector<Job> plan;
+    for (const auto& v : spec.variants) {
+        Job j;
+        j.kind = Job::Kind::kPretrain;
+        j.name = v.name;
+        j.variant = v.name;
+        plan.push_back(j);
+    }
+    const auto tasks = task_keys(spec);
+    for (const auto& v : spec.variants)
+        for (int64_t step : spec.checkpoint_steps(v))
+            for (const auto& task : tasks)
+                for (double lr : spec.finetune.lrs)
+                    for (uint64_t seed : spec.finetune.seeds) {
+                        Job j;
+                        j.kind = Job::Kind::kFinetune;
+                        j.variant = v.name;
+                        j.checkpoint_step = step;
+                        j.task = task;
+                        j.lr = lr;
+                        j.seed = seed;
+                        j.name = v.name + "/step" + std::to_string(step) + "/" + task + "/lr" +
+                                 lr_text(lr) + "/seed" + std::to_string(seed);
+                        plan.push_back(j);
+                    }
+    return plan;
+}
+
+RunSummary run_experiment(const ExperimentSpec& spec, const RunnerOptions& options,
+                          const RunnerCallbacks& callbacks) {
+    Runner runner(spec, options, callbacks);
+    return runner.run();
+}
+
+std::string experiment_status(const ExperimentSpec& spec) {
+    const auto plan = make_plan(spec);
+    std::map<std::string, RunRecord> runs;
+    if (fs::exists(spec.database)) {
+        auto store = ResultStore::open(spec.database, OpenMode::kReadOnly);
+        if (auto e = store.find_experiment(spec.name))
+            for (auto& r : store.list_runs(e->id)) runs[r.name] = r;
+    }
+    std::map<std::string, int> counts;
+    std::ostringstream os;
+    for (const auto& job : plan) {
+        auto it = runs.find(job.name);
+        const std::string status = it == runs.end() ? "pending" : it->second.status;
+        ++counts[status];
+        if (job.kind == Job::Kind::kPretrain || status == "failed" || status == "running") {
+            os << "  " << status << std::string(10 - std::min<size_t>(9, status.size()), ' ') << job.name;
+            if (it != runs.end() && job.kind == Job::Kind::kPretrain)
+                os << "  (step " << it->second.step << ")";
+            if (it != runs.end() && !it->second.error_message.empty())
+                os << "  " << it->second.error_message;
+            os << "\n";
+        }
+    }
+    std::ostringstream head;
+    head << spec.name << ": " << plan.size() << " jobs (" << spec.variants.size()
+         << " pretraining, " << plan.size() - spec.variants.size() << " fine-tuning) in "
+         << spec.database << "\n ";
+    for (const auto& [status, n] : counts) head << " " << status << " " << n;
+    head << "\n";
+    return head.str() + os.str();
+}
+
+std::string prepare_builtin_tasks(const ExperimentSpec& spec) {
+    const auto& data = spec.variants.front().config.data;
+    const fs::path dir = fs::path(spec.runs_dir) / "builtin_tasks";
+    std::ostringstream stamp;
+    stamp << "corpus=" << data.corpus << " fraction=" << data.validation_fraction
+          << " train=" << spec.glue.synthetic_train << " dev=" << spec.glue.synthetic_dev << "\n";
+    const fs::path stamp_path = dir / "SOURCE.txt";
+    {
+        std::ifstream in(stamp_path);
+        std::stringstream have;
+        have << in.rdbuf();
+        if (in && have.str() == stamp.str()) return dir.string();
+    }
+    // Sentences of the pretraining validation documents only: fine-tuning text the model
+    // never saw during pretraining.
+    SyntheticOptions options;
+    options.train_size = spec.glue.synthetic_train;
+    options.dev_size = spec.glue.synthetic_dev;
+    options.validation_fraction = data.validation_fraction;
+    write_synthetic_tasks(data.corpus, dir.string(), options);
+    std::ofstream(stamp_path) << stamp.str();
+    return dir.string();
+}
+
+}  // namespace experiments

@@ -1,0 +1,258 @@
+// Experiment files (variants as a list or a grid, protocol, errors with positions), the plan,
+// the Table 1 report layout, and the runner end to end on a tiny study: idempotent reruns and
+// a `tupe run` child process killed with SIGKILL and resumed with nothing lost or duplicated.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "experiments/config_loader.h"
+#include "experiments/experiment.h"
+#include "experiments/report.h"
+#include "experiments/result_store.h"
+#include "experiments/runner.h"
+
+using namespace experiments;
+namespace fs = std::filesystem;
+
+namespace {
+
+class ExperimentTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        dir_ = fs::temp_directory_path() /
+               ("tupe_exp_" + std::to_string(::getpid()) + "_" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(dir_);
+        fs::create_directories(dir_);
+        // Twenty documents of varied sentences: enough for tiny pretraining and the
+        // built-in tasks (which use the held-out documents).
+        const char* words[] = {"the", "a", "old", "red", "cat", "dog", "man", "house", "saw",
+                               "liked", "found", "near", "river", "with", "small", "bird"};
+        std::ofstream corpus(dir_ / "corpus.txt");
+        unsigned state = 7;
+        auto next = [&]() { return state = state * 1103515245u + 12345u, (state >> 16) % 16; };
+        for (int d = 0; d < 20; ++d) {
+            for (int s = 0; s < 30; ++s) {
+                const int n = 7 + static_cast<int>(next() % 6);
+                for (int w = 0; w < n; ++w) corpus << (w ? " " : "") << words[next()];
+                corpus << " .\n";
+            }
+            corpus << "\n";
+        }
+        std::ofstream vocab(dir_ / "vocab.txt");
+        for (const char* t : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."}) vocab << t << "\n";
+        for (const char* w : words) vocab << w << "\n";
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+
+    fs::path write(const std::string& name, const std::string& text) const {
+        std::ofstream(dir_ / name) << text;
+        return dir_ / name;
+    }
+
+    std::string tiny_study(int steps = 12) const {
+        return "name: tiny\nvariants: [bert-a, tupe-a]\n"
+               "model: {size: tiny, max_position_embeddings: 32}\n"
+               "data: {corpus: " + (dir_ / "corpus.txt").string() + ", vocab: " +
+               (dir_ / "vocab.txt").string() + ", cache_dir: " + (dir_ / "cache").string() +
+               ", max_seq_len: 32, validation_fraction: 0.25}\n"
+               "train: {steps: " + std::to_string(steps) + ", batch_size: 8, eval_interval: 6, "
+               "checkpoint_interval: 4, log_interval: 2, threads: 1}\n"
+               "checkpoints: [0.5, 1.0]\n"
+               "glue: {data: builtin, tasks: [syn-cola, syn-stsb], synthetic_train: 40, synthetic_dev: 20}\n"
+               "finetune: {lrs: [1.0e-3], seeds: [1, 2], batch_size: 8, epochs: 1, max_seq_len: 32}\n"
+               "database: " + (dir_ / "db.sqlite").string() + "\nruns_dir: " + (dir_ / "runs").string() + "\n";
+    }
+
+    fs::path dir_;
+};
+
+}  // namespace
+
+TEST_F(ExperimentTest, ListAndGridVariants) {
+    auto path = write("e.yaml",
+                      "variants:\n  - bert-a\n  - name: tupe-a-per-layer\n    preset: tupe-a\n"
+                      "    set: {model.shared_pos_term: false}\n"
+                      "grid:\n  model.preset: [tupe-r, bert-r]\n  train.lr: [1.0e-4, 2.0e-4]\n"
+                      "model: {hidden_size: 16}\n");
+    auto spec = load_experiment(path.string());
+    EXPECT_EQ(spec.name, "e");
+    ASSERT_EQ(spec.variants.size(), 6u);
+    EXPECT_EQ(spec.variants[0].config.model.preset, "bert-a");
+    EXPECT_EQ(spec.variants[1].name, "tupe-a-per-layer");
+    EXPECT_FALSE(spec.variants[1].config.model.shared_pos_term);
+    EXPECT_TRUE(spec.variants[1].config.model.untie_cls);
+    EXPECT_EQ(spec.variants[1].config.model.hidden_size, 16);  // base keys kept per variant
+    EXPECT_EQ(spec.variants[2].name, "tupe-r,lr=1.0e-4");
+    EXPECT_DOUBLE_EQ(spec.variants[5].config.train.lr, 2e-4);
+    EXPECT_EQ(spec.variants[5].config.model.preset, "bert-r");
+    EXPECT_EQ(spec.variants[0].config.out_dir, (fs::path("runs") / "e" / "bert-a").string());
+    // Defaults: the paper's protocol.
+    EXPECT_EQ(spec.finetune.lrs.size(), 4u);
+    EXPECT_EQ(spec.finetune.seeds.size(), 5u);
+    EXPECT_EQ(spec.finetune.batch_size, 32);
+}
+
+TEST_F(ExperimentTest, ErrorsNameKeyAndPosition) {
+    auto expect_error = [&](const std::string& text, const std::string& needle) {
+        auto path = write("bad.yaml", text);
+        try {
+            load_experiment(path.string());
+            FAIL() << "no error for: " << text;
+        } catch (const ConfigError& e) {
+            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("bad.yaml"), std::string::npos) << e.what();
+        }
+    };
+    expect_error("finetune:\n  lr: [1]\n", "bad.yaml:2:3: finetune.lr: unknown key, did you mean 'lrs'?");
+    expect_error("checkpoints: [0.3, 1.5]\n", "fractions must be in (0, 1]");
+    expect_error("variants:\n  - tupe-z\n", "bad.yaml:2");
+    expect_error("finetune: {seeds: [a]}\n", "finetune.seeds");
+    expect_error("varients: [bert-a]\n", "did you mean 'variants'");
+    expect_error("variants: [bert-a, bert-a]\n", "duplicate variant name");
+    expect_error("out_dir: x\n", "runs_dir");
+    expect_error("variants: [\n", "malformed YAML");
+}
+
+TEST_F(ExperimentTest, PlanCoversVariantsCheckpointsTasksLrsSeeds) {
+    auto spec = load_experiment(write("t.yaml", tiny_study(10)).string());
+    EXPECT_EQ(spec.checkpoint_steps(spec.variants[0]), (std::vector<int64_t>{5, 10}));
+    auto plan = make_plan(spec);
+    // 2 pretraining + 2 variants x 2 checkpoints x 2 tasks x 1 lr x 2 seeds.
+    ASSERT_EQ(plan.size(), 2u + 16u);
+    EXPECT_EQ(plan[0].kind, Job::Kind::kPretrain);
+    EXPECT_EQ(plan[2].name, "bert-a/step5/syn-cola/lr0.001/seed1");
+    std::set<std::string> names;
+    for (const auto& j : plan) EXPECT_TRUE(names.insert(j.name).second) << j.name;
+}
+
+TEST(Report, TupeRuleMedianOverSeedsThenBestLr) {
+    std::vector<GlueResultRecord> rs;
+    auto add = [&](const std::string& variant, int64_t step, const std::string& task,
+                   const std::string& metric, double lr, int64_t seed, double v) {
+        GlueResultRecord r;
+        r.variant = variant, r.checkpoint_step = step, r.task = task, r.metric = metric;
+        r.lr = lr, r.seed = seed, r.value = v;
+        rs.push_back(r);
+    };
+    // bert-a cola: lr 1 -> seeds {50, 60, 10} median 50; lr 2 -> {55, 54, 0} median 54.
+    for (auto [lr, s, v] : std::vector<std::tuple<double, int, double>>{
+             {1, 1, 50}, {1, 2, 60}, {1, 3, 10}, {2, 1, 55}, {2, 2, 54}, {2, 3, 0}})
+        add("bert-a", 100, "cola", "mcc", lr, s, v);
+    add("bert-a", 100, "cola", "accuracy", 1, 1, 99);  // not the selection metric: ignored
+    add("bert-a", 100, "stsb", "pearson", 1, 1, 80);
+    add("tupe-a", 100, "cola", "mcc", 1, 1, 58);
+    add("tupe-a", 100, "stsb", "pearson", 1, 1, 85);
+    auto report = build_report("x", rs);
+    ASSERT_EQ(report.rows.size(), 2u);
+    EXPECT_EQ(report.columns, (std::vector<std::string>{"cola", "stsb"}));
+    const auto& cola = report.rows[0].cells.at("cola");
+    EXPECT_DOUBLE_EQ(cola.median, 54);
+    EXPECT_DOUBLE_EQ(cola.best_lr, 2);
+    EXPECT_EQ(cola.n, 3);
+    EXPECT_NEAR(cola.mean, 109.0 / 3, 1e-9);
+    EXPECT_DOUBLE_EQ(report.rows[0].average, (54 + 80) / 2.0);
+    EXPECT_NE(report.average_rule.find("not a GLUE average"), std::string::npos);
+    const auto md = render_report(report, ReportFormat::kMarkdown);
+    EXPECT_NE(md.find("| tupe-a @ 100 | **58.00 (+4.00)** | **85.00 (+5.00)** | 71.50 |"), std::string::npos) << md;
+    const auto csv = render_report(report, ReportFormat::kCsv);
+    EXPECT_NE(csv.find("model,CoLA,STS,Avg"), std::string::npos) << csv;
+    EXPECT_NE(render_report(report, ReportFormat::kLatex).find("\\textbf{58.00}"), std::string::npos);
+    EXPECT_NE(render_report(report, ReportFormat::kJson).find("\"best_lr\": 2.0"), std::string::npos);
+}
+
+TEST(Report, PaperRowsAndTheTupeAverage) {
+    auto report = build_report("x", {});
+    add_paper_rows(report, std::string(TUPE_SOURCE_DIR) + "/resources/paper_table1.tsv");
+    ASSERT_EQ(report.rows.size(), 8u);
+    EXPECT_EQ(report.columns.size(), 9u);
+    EXPECT_EQ(report.rows[0].label, "BERT-A (paper, 1M)");
+    EXPECT_DOUBLE_EQ(report.rows[3].cells.at("cola").median, 63.56);
+    EXPECT_EQ(report.rows[4].label, "TUPE-A (paper, 300k)");
+    double sum = 0;
+    for (const auto& [k, c] : report.rows[0].cells) sum += c.median;
+    EXPECT_NEAR(sum / 9, report.rows[0].average, 0.005);  // the paper's Avg is the mean of 9
+}
+
+TEST_F(ExperimentTest, RunnerRecordsEverythingAndRerunsSkipFinishedJobs) {
+    auto spec = load_experiment(write("t.yaml", tiny_study()).string());
+    RunnerOptions options;
+    auto first = run_experiment(spec, options, {});
+    EXPECT_EQ(first.failed, 0);
+    EXPECT_EQ(first.finished, static_cast<int64_t>(make_plan(spec).size()));
+    auto again = run_experiment(spec, options, {});
+    EXPECT_EQ(again.finished, 0);
+    EXPECT_EQ(again.skipped, first.finished);
+
+    auto store = ResultStore::open(spec.database, OpenMode::kReadOnly);
+    auto exp = store.find_experiment("tiny");
+    ASSERT_TRUE(exp.has_value());
+    auto runs = store.list_runs(exp->id);
+    EXPECT_EQ(runs.size(), make_plan(spec).size());
+    for (const auto& r : runs) {
+        EXPECT_EQ(r.status, "finished") << r.name;
+        EXPECT_FALSE(r.git_commit.empty());
+    }
+    auto pre = store.find_run(exp->id, "tupe-a");
+    ASSERT_TRUE(pre.has_value());
+    auto val = store.metrics(pre->id, "validation/loss");
+    ASSERT_EQ(val.size(), 3u);  // steps 0, 6, 12
+    EXPECT_EQ(val.back().step, 12);
+    // The snapshots at 50% and 100% of the steps, the files fine-tuning starts from.
+    ASSERT_EQ(store.checkpoints(pre->id).size(), 2u);
+    EXPECT_EQ(store.checkpoints(pre->id)[0].path, (fs::path(spec.runs_dir) / "tupe-a" / "checkpoint-6.pt").string());
+    EXPECT_TRUE(fs::exists(fs::path(spec.runs_dir) / "tupe-a" / "checkpoint-6.pt"));
+    auto results = store.glue_results(exp->id);
+    // 2 variants x 2 checkpoints x 2 seeds x (syn-cola: mcc; syn-stsb: pearson, spearman).
+    EXPECT_EQ(results.size(), 2u * 2 * 2 * 3);
+    auto report = build_report("tiny", results);
+    EXPECT_EQ(report.rows.size(), 4u);
+    EXPECT_TRUE(report.synthetic);
+    EXPECT_NE(experiment_status(spec).find("finished 18"), std::string::npos) << experiment_status(spec);
+}
+
+TEST_F(ExperimentTest, KilledRunnerProcessResumesWithNothingLostOrDuplicated) {
+    auto path = write("t.yaml", tiny_study(40));
+    const std::string tupe = TUPE_CLI;
+    const pid_t pid = fork();
+    if (pid == 0) {
+        int devnull = ::open("/dev/null", O_WRONLY);
+        dup2(devnull, 2);
+        execl(tupe.c_str(), tupe.c_str(), "run", path.c_str(), "--quiet", static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    // Kill -9 once the first pretraining wrote a checkpoint and went on.
+    const auto ckpt = dir_ / "runs" / "bert-a" / "checkpoint.pt";
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (!fs::exists(ckpt) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(fs::exists(ckpt));
+
+    auto spec = load_experiment(path.string());
+    auto summary = run_experiment(spec, {}, {});
+    EXPECT_EQ(summary.failed, 0);
+    auto store = ResultStore::open(spec.database, OpenMode::kReadOnly);
+    auto exp = store.find_experiment("tiny");
+    auto run = store.find_run(exp->id, "bert-a");
+    ASSERT_TRUE(run.has_value());
+    EXPECT_EQ(run->status, "finished");
+    EXPECT_EQ(run->step, 40);
+    auto loss = store.metrics(run->id, "train/loss");
+    std::set<int64_t> steps;
+    for (const auto& p : loss) EXPECT_TRUE(steps.insert(p.step).second) << "step " << p.step << " twice";
+    EXPECT_EQ(loss.size(), 20u);  // every 2 steps, 2..40
+    for (const auto& r : store.list_runs(exp->id)) EXPECT_EQ(r.status, "finished") << r.name;
+}
