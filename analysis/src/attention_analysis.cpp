@@ -3,6 +3,7 @@
 // term spreads, TUPE's positional correlation (Fig. 6), [CLS] attention, the head taxonomy, and
 // the import of HF BertForMaskedLM checkpoints (transformers' modeling_bert names).
 // Everything runs without gradients in eval mode; results are float32 CPU tensors or doubles.
+#include "engine/eval_mode.h"
 #include "analysis/attention_analysis.h"
 
 #include <algorithm>
@@ -35,21 +36,7 @@ std::string shape_string(c10::IntArrayRef sizes) {
     return os.str();
 }
 
-/// Puts the module back into its previous train/eval mode, also when a forward pass throws.
-class EvalModeGuard {
-  public:
-    explicit EvalModeGuard(torch::nn::Module& module)
-        : module_(module), was_training_(module.is_training()) {
-        module_.eval();
-    }
-    ~EvalModeGuard() { module_.train(was_training_); }
-    EvalModeGuard(const EvalModeGuard&) = delete;
-    EvalModeGuard& operator=(const EvalModeGuard&) = delete;
-
-  private:
-    torch::nn::Module& module_;
-    bool was_training_;
-};
+using engine::EvalModeGuard;
 
 torch::Tensor to_cpu_float(const torch::Tensor& t) {
     return t.detach().to(torch::kCPU, torch::kFloat);

@@ -1,5 +1,6 @@
 // Attention inspection: one text through the encoder with output_attentions on, the maps
 // copied to the CPU as float32, and their .npy export (one file per layer and kind).
+#include "engine/eval_mode.h"
 #include "analysis/inspect.h"
 
 #include <cerrno>
@@ -17,21 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// Puts the model back into its previous train/eval mode, also when the forward pass throws.
-class EvalModeGuard {
-  public:
-    explicit EvalModeGuard(torch::nn::Module& module)
-        : module_(module), was_training_(module.is_training()) {
-        module_.eval();
-    }
-    ~EvalModeGuard() { module_.train(was_training_); }
-    EvalModeGuard(const EvalModeGuard&) = delete;
-    EvalModeGuard& operator=(const EvalModeGuard&) = delete;
-
-  private:
-    torch::nn::Module& module_;
-    bool was_training_;
-};
+using engine::EvalModeGuard;
 
 torch::Tensor to_long_tensor(const std::vector<int64_t>& values) {
     return torch::tensor(values, torch::TensorOptions().dtype(torch::kLong));

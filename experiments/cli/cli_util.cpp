@@ -118,9 +118,13 @@ void ProgressBar::update(long long done, const std::string& status) {
                   << "] " << line.str() << "\033[K" << std::flush;
         last_draw_ = now;
         drawn_ = true;
-    } else if (done % plain_every_ == 0 || done >= total_) {
+    } else if ((done % plain_every_ == 0 && done != last_done_) || done >= total_ ||
+               now - last_draw_ >= std::chrono::seconds(15)) {
+        // Logs and CI: a line every plain_every updates, and at least every 15 seconds.
         std::cerr << line.str() << "\n";
+        last_draw_ = now;
     }
+    last_done_ = done;
 }
 
 void ProgressBar::finish() {

@@ -43,7 +43,7 @@ std::string format_duration(double seconds);
 std::string format_count(double value);
 
 /// A one-line progress bar on stderr when it is a terminal; otherwise a plain line every
-/// `plain_every` updates (logs and CI stay readable).
+/// `plain_every` steps and at least every 15 seconds (logs and CI stay readable).
 class ProgressBar {
   public:
     ProgressBar(long long total, long long plain_every = 10);
@@ -56,6 +56,7 @@ class ProgressBar {
     std::chrono::steady_clock::time_point start_;
     std::chrono::steady_clock::time_point last_draw_{};
     bool drawn_ = false;
+    long long last_done_ = -1;
 };
 
 /// While alive, SIGINT and SIGTERM set a flag instead of killing the process, so a long
