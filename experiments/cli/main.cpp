@@ -44,6 +44,14 @@ const std::map<std::string, Command>& commands() {
         {"inspect",
          {cli::cmd_inspect, "inspect CHECKPOINT --text TEXT [--text-b TEXT] --out DIR [--vocab FILE]",
           "tokens and per-layer attention logits/probabilities as .npy"}},
+        {"analyze",
+         {cli::cmd_analyze,
+          "analyze CHECKPOINT (--text TEXT | --corpus FILE [--sentences N]) --out DIR "
+          "[--compare CHECKPOINT2] [--vocab FILE] [--max-tokens T] [--head H] [--batch B] "
+          "[--threads N] [--cased] [--no-figures]\n  CHECKPOINT: a checkpoint.pt (vocab.txt beside it), an HF "
+          "BERT folder, or init:PRESET[:SIZE] (fresh weights, needs --vocab)",
+          "the paper's attention maps and figures (Fig. 2 terms, TUPE Fig. 6, [CLS]) as "
+          ".npy/.csv/.png"}},
         {"run",
          {cli::cmd_run, "run EXPERIMENT.yaml [--set key=value ...] [--jobs N] [--threads N]",
           "run an ablation study: pretrain every variant, fine-tune every task/lr/seed"}},

@@ -192,3 +192,37 @@ TEST_F(CliTest, BadCheckpointsAndTextAreOneLine) {
                   " --set model.preset=bert-a --out " + quote((dir_ / "run").string()));
     expect_one_line_error(r, "model.preset");
 }
+
+TEST_F(CliTest, AnalyzeWritesMapsFiguresAndIndex) {
+    const std::string ckpt = pretrained();  // tupe-r, tiny, 32 positions
+    const fs::path out = dir_ / "analysis";
+    // The trained TUPE-R against a freshly initialised BERT-A (the same vocabulary).
+    auto r = tupe("analyze " + quote(ckpt) + " --corpus " + quote((dir_ / "corpus.txt").string()) +
+                  " --sentences 6 --out " + quote(out.string()) + " --compare init:bert-a:tiny" +
+                  " --vocab " + quote((dir_ / "vocab.txt").string()));
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.err, "");  // no Qt chatter on stderr
+    EXPECT_NE(r.out.find("tupe-r, 6 sentence(s)"), std::string::npos) << r.out;
+    const std::string index = slurp(out / "index.json");
+    for (const char* f : {"tupe/total_h0.npy", "tupe/total_h1.csv", "cls/from_cls_h0.csv",
+                          "figures/fig6_tupe_correlation.png", "figures/cls_heatmaps.png",
+                          "figures/cls_from_lines.png", "figures/compare_cls.png"}) {
+        EXPECT_TRUE(fs::exists(out / f)) << f;
+        EXPECT_NE(index.find(std::string("\"") + f + "\""), std::string::npos) << f;
+    }
+    EXPECT_NE(index.find("unties positions"), std::string::npos);  // why there are no terms
+    EXPECT_FALSE(fs::exists(out / "terms"));
+    const std::string compare = slurp(out / "compare" / "index.json");
+    EXPECT_NE(compare.find("\"variant\": \"bert-a\""), std::string::npos) << compare.substr(0, 300);
+    for (const char* f : {"terms/word_pos_h0.npy", "terms/pos_word_h1.csv",
+                          "figures/fig2_terms_head0.png", "figures/fig2_terms_all_heads.png"})
+        EXPECT_TRUE(fs::exists(out / "compare" / f)) << f;
+    EXPECT_FALSE(fs::exists(out / "compare" / "tupe"));
+
+    std::string long_text;
+    for (int i = 0; i < 40; ++i) long_text += "the cat ";
+    expect_one_line_error(tupe("analyze " + quote(ckpt) + " --text " + quote(long_text) +
+                               " --out " + quote((dir_ / "x").string())),
+                          "32");
+    EXPECT_EQ(tupe("analyze " + quote(ckpt) + " --text a --corpus b --out x").status, 2);
+}

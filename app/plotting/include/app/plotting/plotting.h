@@ -1,0 +1,91 @@
+// Offscreen PNG figures from plain data: heatmaps (colour scale, token or position tick labels,
+// a symmetric diverging range for signed maps), line plots, and grids of either, drawn with
+// QCustomPlot (its colour-map demo). The structs and this header are plain C++ with no Qt or
+// torch, so torch code (the `tupe` CLI) can fill them and the desktop app can draw the same
+// structs on screen. Matrices are row-major: values[r * cols + c], row 0 drawn at the top.
+#pragma once
+
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+class QApplication;
+
+namespace app::plotting {
+
+/// A matrix to draw as a colour map. Row r, column c is values[r * cols + c]; row 0 at the top.
+struct Heatmap {
+    std::string title;
+    int rows = 0, cols = 0;
+    std::vector<double> values;  ///< row-major, rows * cols; NaN cells are left blank (grey)
+    std::vector<std::string> row_labels;  ///< empty: 0, 1, 2, ...; else exactly `rows` labels
+    std::vector<std::string> col_labels;  ///< empty: 0, 1, 2, ...; else exactly `cols` labels
+    /// Signed map: range [-m, m] with m = max |value|, diverging blue-white-red (0 is white).
+    /// Otherwise [min, max] on a sequential (viridis-like) scale.
+    bool symmetric = false;
+    std::string x_label, y_label;
+    std::string value_label;  ///< label of the colour scale, e.g. "logit"
+    /// Fixed colour range (e.g. shared by panels that are compared); NaN = from the data.
+    double range_min = std::numeric_limits<double>::quiet_NaN();
+    double range_max = std::numeric_limits<double>::quiet_NaN();
+};
+
+/// One curve of a LinePlot; x and y have the same length.
+struct Series {
+    std::string name;
+    std::vector<double> x, y;
+};
+
+/// Curves on shared axes; a legend appears when there is more than one named series.
+struct LinePlot {
+    std::string title;
+    std::string x_label, y_label;
+    std::vector<Series> series;
+    /// Text labels for x = 0, 1, 2, ... (e.g. tokens); empty = numeric ticks.
+    std::vector<std::string> x_tick_labels;
+    double y_min = std::numeric_limits<double>::quiet_NaN();  ///< NaN = from the data
+    double y_max = std::numeric_limits<double>::quiet_NaN();
+};
+
+/// Makes rendering possible in a process without a GUI (CLI, tests). When no Qt application
+/// exists it sets QT_QPA_PLATFORM=offscreen (unless the variable is set: the user's choice
+/// wins) and creates a QApplication; it destroys only what it created. Offscreen whether or not
+/// DISPLAY is set: the PNGs look the same, no window ever opens, and a stale DISPLAY (ssh)
+/// cannot abort the process. While it lives, Qt's XDG_RUNTIME_DIR notice stays off stderr.
+/// Create one on the main thread before any save_* call and keep it alive while drawing.
+class OffscreenSession {
+  public:
+    OffscreenSession();
+    ~OffscreenSession();
+    OffscreenSession(const OffscreenSession&) = delete;
+    OffscreenSession& operator=(const OffscreenSession&) = delete;
+
+  private:
+    std::unique_ptr<QApplication> app_;
+    bool installed_handler_ = false;
+};
+
+/// Renders `map` at width x height pixels to a PNG. Throws std::invalid_argument for
+/// inconsistent sizes (values, labels), std::logic_error without a QApplication (see
+/// OffscreenSession), std::runtime_error naming the path when the file cannot be written.
+void save_heatmap_png(const Heatmap& map, const std::string& path, int width = 640,
+                      int height = 560);
+
+/// Renders `maps` as a grid with `columns` panels per row, each cell_width x cell_height
+/// pixels, under an optional overall title (one or more lines, 22 pixels each plus 16). Each panel
+/// keeps its own colour scale unless its range is fixed. Errors as save_heatmap_png.
+void save_heatmap_grid_png(const std::vector<Heatmap>& maps, int columns, const std::string& path,
+                           int cell_width = 420, int cell_height = 380,
+                           const std::string& title = {});
+
+/// Renders `plot` at width x height pixels to a PNG. Errors as save_heatmap_png.
+void save_line_plot_png(const LinePlot& plot, const std::string& path, int width = 720,
+                        int height = 420);
+
+/// Renders `plots` as a grid with `columns` panels per row. Errors as save_heatmap_png.
+void save_line_plot_grid_png(const std::vector<LinePlot>& plots, int columns,
+                             const std::string& path, int cell_width = 520, int cell_height = 340,
+                             const std::string& title = {});
+
+}  // namespace app::plotting

@@ -1,0 +1,544 @@
+// `tupe analyze`: the paper's attention figures for a model (Ke, He, Liu, ICLR 2021, Fig. 2 and
+// Fig. 6, plus [CLS] attention): analysis::analyze_model computes, write_analysis exports the
+// matrices, and this file turns tensors into app::plotting's plain structs for the PNGs. The
+// plotting header is torch- and Qt-free, so this torch file never sees a Qt header.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "analysis/analyze.h"
+#include "analysis/attention_analysis.h"
+#include "app/plotting/plotting.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "engine/errors.h"
+#include "engine/trainer.h"
+
+namespace cli {
+
+namespace fs = std::filesystem;
+namespace plt = app::plotting;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// A model to analyse with its tokenizer.
+struct LoadedModel {
+    engine::BertForMaskedLM model{nullptr};
+    std::unique_ptr<engine::WordPieceTokenizer> tokenizer;
+    std::string name;
+};
+
+engine::Vocab load_vocab_checked(const std::string& path, int64_t model_vocab) {
+    engine::Vocab vocab = engine::Vocab::load(path);
+    if (vocab.size() != model_vocab)
+        throw engine::InputError(path, "has " + std::to_string(vocab.size()) +
+                                           " tokens but the model has " +
+                                           std::to_string(model_vocab));
+    return vocab;
+}
+
+/// CHECKPOINT is a pretraining checkpoint (vocab.txt beside it, as `tupe inspect`), an HF
+/// BertForMaskedLM folder, or init:PRESET[:SIZE] (a freshly initialised model, seed 1, size
+/// base by default). --vocab overrides the first model's vocabulary; the --compare model keeps
+/// its own and falls back to --vocab only when it has none (or is an init: model).
+LoadedModel load_model(const std::string& spec, const std::string& vocab_flag, bool cased,
+                       bool primary) {
+    LoadedModel out;
+    out.name = spec;
+    if (spec.rfind("init:", 0) == 0) {
+        const std::string rest = spec.substr(5);
+        const auto colon = rest.find(':');
+        const std::string preset = rest.substr(0, colon);
+        const std::string size = colon == std::string::npos ? "base" : rest.substr(colon + 1);
+        if (vocab_flag.empty()) throw UsageError(spec + " needs --vocab FILE");
+        engine::Vocab vocab = engine::Vocab::load(vocab_flag);
+        engine::ModelConfig config = engine::make_model_config(preset, size);
+        config.vocab_size = vocab.size();
+        torch::manual_seed(1);
+        out.model = engine::BertForMaskedLM(config);
+        out.model->eval();
+        out.tokenizer = std::make_unique<engine::WordPieceTokenizer>(std::move(vocab), !cased);
+        return out;
+    }
+    if (fs::is_directory(spec)) {
+        out.model = analysis::import_hf_bert(spec);
+        engine::Vocab vocab = primary && !vocab_flag.empty()
+                                  ? load_vocab_checked(vocab_flag, out.model->config().vocab_size)
+                                  : analysis::import_hf_vocab(spec, out.model->config());
+        out.tokenizer = std::make_unique<engine::WordPieceTokenizer>(std::move(vocab), !cased);
+        return out;
+    }
+    auto ckpt = engine::load_checkpoint(spec);
+    // The run directory keeps a copy of its vocabulary beside the checkpoint.
+    const std::string beside = (fs::path(spec).parent_path() / "vocab.txt").string();
+    std::string vocab = primary && !vocab_flag.empty() ? vocab_flag
+                        : fs::exists(beside)           ? beside
+                        : !vocab_flag.empty()          ? vocab_flag
+                                                       : ckpt.config.data.vocab;
+    out.model = ckpt.model;
+    out.tokenizer = std::make_unique<engine::WordPieceTokenizer>(
+        load_vocab_checked(vocab, ckpt.config.model.vocab_size),
+        ckpt.config.data.lower_case && !cased);
+    return out;
+}
+
+// ---- tensors -> plotting structs ---------------------------------------------------------------
+
+std::vector<double> to_values(const torch::Tensor& t) {
+    auto c = t.detach().to(torch::kCPU, torch::kDouble).contiguous();
+    return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+}
+
+std::string fmt(double v, int digits = 3) {
+    if (!std::isfinite(v)) return "n/a";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    return buf;
+}
+
+plt::Heatmap heatmap(const torch::Tensor& m, const std::string& title, bool symmetric) {
+    TORCH_CHECK(m.dim() == 2, "heatmap: expected a matrix, got ", m.sizes());
+    plt::Heatmap h;
+    h.title = title;
+    h.rows = static_cast<int>(m.size(0));
+    h.cols = static_cast<int>(m.size(1));
+    h.values = to_values(m);
+    h.symmetric = symmetric;
+    return h;
+}
+
+/// Positions drawn in position-indexed figures: those reached by at least half of the
+/// sentences. Beyond them an averaged cell rests on one or two sentences and its noise would
+/// dominate the picture; the files keep every position.
+int64_t shown_positions(const analysis::AnalysisOutput& out) {
+    const int64_t T = out.cls.token_count.size(0);
+    const double need = std::ceil(static_cast<double>(out.tokens.size()) / 2.0);
+    for (int64_t t = T; t > 1; --t)
+        if (out.cls.token_count[t - 1].item<double>() >= need) return t;
+    return T;
+}
+
+/// "" when every position is drawn, else a line for the figure title.
+std::string shown_phrase(const analysis::AnalysisOutput& out) {
+    const int64_t shown = shown_positions(out), T = out.cls.token_count.size(0);
+    if (shown == T) return {};
+    return "\npositions 0-" + std::to_string(shown - 1) +
+           ", reached by at least half of the sentences (the files hold all " + std::to_string(T) +
+           ")";
+}
+
+/// A T x T map with query rows and key columns labelled by token (one sentence) or position,
+/// cut to the first `shown` positions (0 = all).
+plt::Heatmap square_map(const analysis::AnalysisOutput& out, const torch::Tensor& m,
+                        const std::string& title, bool symmetric, const std::string& unit,
+                        int64_t shown = 0) {
+    const int64_t n = shown > 0 ? std::min(shown, m.size(0)) : m.size(0);
+    plt::Heatmap h = heatmap(m.slice(0, 0, n).slice(1, 0, n), title, symmetric);
+    if (!out.axis_labels.empty())
+        h.row_labels = h.col_labels =
+            std::vector<std::string>(out.axis_labels.begin(), out.axis_labels.begin() + n);
+    const bool tokens = !out.axis_labels.empty();
+    h.x_label = tokens ? "key" : "key position (0 = [CLS])";
+    h.y_label = tokens ? "query" : "query position";
+    h.value_label = unit;
+    return h;
+}
+
+/// An L x T map: rows are layers, columns tokens or positions (the first shown_positions).
+plt::Heatmap layer_map(const analysis::AnalysisOutput& out, const torch::Tensor& m,
+                       const std::string& title, const std::string& x_label) {
+    const int64_t n = std::min(shown_positions(out), m.size(1));
+    plt::Heatmap h = heatmap(m.slice(1, 0, n), title, false);
+    for (int l = 0; l < h.rows; ++l) h.row_labels.push_back("layer " + std::to_string(l));
+    if (!out.axis_labels.empty())
+        h.col_labels =
+            std::vector<std::string>(out.axis_labels.begin(), out.axis_labels.begin() + n);
+    h.x_label = out.axis_labels.empty() ? x_label + " position (0 = [CLS])" : x_label;
+    h.value_label = "attention";
+    return h;
+}
+
+/// Heights that keep T x T cells about square in a grid panel.
+constexpr int kCellW = 420, kCellH = 380;
+
+std::string sentences_phrase(const analysis::AnalysisOutput& out) {
+    const size_t n = out.tokens.size();
+    return n == 1 ? "1 sentence" : "mean over " + std::to_string(n) + " sentences";
+}
+
+std::string model_title(const analysis::AnalysisOutput& out) {
+    return out.config.preset + " (" + out.model_name + ")";
+}
+
+/// Collects figure files and their index entries.
+struct Figures {
+    fs::path dir;
+    std::vector<analysis::IndexEntry> entries;
+
+    std::string path(const std::string& name) const { return (dir / "figures" / name).string(); }
+    void add(const std::string& name, const std::string& description, int64_t layer = -1,
+             int64_t head = -1) {
+        analysis::IndexEntry e;
+        e.file = "figures/" + name;
+        e.what = "figure";
+        e.description = description;
+        e.layer = layer;
+        e.head = head;
+        entries.push_back(std::move(e));
+    }
+};
+
+void term_figures(const analysis::AnalysisOutput& out, int64_t head, Figures& figs) {
+    const analysis::TermMaps& t = *out.terms;
+    const int64_t H = t.word_word.size(0);
+    struct Term {
+        const char* name;
+        const char* label;
+        const torch::Tensor* map;
+        double analysis::TermSpread::*field;
+    };
+    const Term terms[] = {
+        {"word_word", "word \u2192 word", &t.word_word, &analysis::TermSpread::word_word},
+        {"word_pos", "word \u2192 position", &t.word_pos, &analysis::TermSpread::word_pos},
+        {"pos_word", "position \u2192 word", &t.pos_word, &analysis::TermSpread::pos_word},
+        {"pos_pos", "position \u2192 position", &t.pos_pos, &analysis::TermSpread::pos_pos},
+    };
+    auto panel = [&](const Term& term, int64_t h, bool with_head) {
+        const auto hs = static_cast<size_t>(h);
+        const double u = t.stats.spread[hs].*term.field;
+        const double rel = t.stats.relative[hs].*term.field;
+        std::string title = (with_head ? "head " + std::to_string(h) + ": " : std::string()) +
+                            term.label + "\nuniformity " + fmt(u);
+        if (term.field != &analysis::TermSpread::word_word)
+            title += " (" + fmt(rel, 2) + " \u00d7 word-word)";
+        return square_map(out, (*term.map)[h], title, true, "logit", shown_positions(out));
+    };
+    std::vector<plt::Heatmap> one;
+    for (const Term& term : terms) one.push_back(panel(term, head, false));
+    const std::string name = "fig2_terms_head" + std::to_string(head) + ".png";
+    plt::save_heatmap_grid_png(one, 2, figs.path(name), 520, 480,
+                               model_title(out) + ": layer-0 terms of head " +
+                                   std::to_string(head) + ", " + sentences_phrase(out) +
+                                   shown_phrase(out));
+    figs.add(name,
+             "Fig. 2: the four layer-0 terms of one head (word-word, word-position, "
+             "position-word, position-position), " +
+                 sentences_phrase(out) + ", uniformity in the titles",
+             0, head);
+
+    std::vector<plt::Heatmap> all;
+    for (int64_t h = 0; h < H; ++h)
+        for (const Term& term : terms) all.push_back(panel(term, h, true));
+    plt::save_heatmap_grid_png(all, 4, figs.path("fig2_terms_all_heads.png"), kCellW, kCellH,
+                               model_title(out) + ": layer-0 terms per head (rows), " +
+                                   sentences_phrase(out) + shown_phrase(out));
+    figs.add("fig2_terms_all_heads.png",
+             "Fig. 2 for every head: one row per head, columns word-word, word-position, "
+             "position-word, position-position",
+             0);
+}
+
+void tupe_figures(const analysis::AnalysisOutput& out, Figures& figs) {
+    const analysis::TupeMaps& tupe = *out.tupe;
+    const auto& corr = tupe.correlation;
+    const size_t groups = corr.groups.size();
+    const std::string what = std::string("positional correlation after the [CLS] reset") +
+                             (corr.relative.defined() ? ", relative bias included" : "") +
+                             (corr.cls_reset ? "" : " (tie-cls: no reset)");
+    // The taxonomy and theta belong to positions, not sentences: tick labels are positions.
+    analysis::AnalysisOutput positions_only;
+    for (size_t g = 0; g < groups; ++g) {
+        const auto& group = corr.groups[g];
+        const int64_t H = group.total.size(0);
+        const std::string scope = groups > 1 ? "layer " + std::to_string(g) : "all layers";
+        const std::string stem = groups > 1 ? "_layer" + std::to_string(g) : "";
+        const int64_t layer = groups > 1 ? static_cast<int64_t>(g) : -1;
+        std::vector<plt::Heatmap> totals, probs;
+        for (int64_t h = 0; h < H; ++h) {
+            std::string label;
+            if (g < tupe.patterns.size())
+                label = std::string(": ") +
+                        analysis::to_string(tupe.patterns[g][static_cast<size_t>(h)]);
+            const std::string theta = "\u03b81 = " + fmt(group.theta1[h].item<double>()) +
+                                      ", \u03b82 = " + fmt(group.theta2[h].item<double>());
+            totals.push_back(square_map(positions_only, group.total[h],
+                                        "head " + std::to_string(h) + label + "\n" + theta, true,
+                                        "logit"));
+            probs.push_back(square_map(positions_only, group.probs[h],
+                                       "head " + std::to_string(h) + label, false, "probability"));
+            const std::string one =
+                "fig6_tupe_correlation" + stem + "_head" + std::to_string(h) + ".png";
+            plt::save_heatmap_png(totals.back(), figs.path(one), 560, 520);
+            figs.add(one,
+                     "Fig. 6, one head: " + what + " (" + scope +
+                         "), taxonomy label and "
+                         "theta1/theta2 in the title",
+                     layer, h);
+        }
+        const int cols = static_cast<int>(std::min<int64_t>(H, 4));
+        const std::string grid = "fig6_tupe_correlation" + stem + ".png";
+        plt::save_heatmap_grid_png(totals, cols, figs.path(grid), kCellW, kCellH + 20,
+                                   model_title(out) + ": " + what + " (" + scope + ")");
+        figs.add(grid,
+                 "Fig. 6: " + what + " per head (" + scope +
+                     "), each titled with its taxonomy label and theta1/theta2",
+                 layer);
+        const std::string pgrid = "tupe_probs" + stem + ".png";
+        plt::save_heatmap_grid_png(probs, cols, figs.path(pgrid), kCellW, kCellH,
+                                   model_title(out) +
+                                       ": row softmax of the positional "
+                                       "correlation (" +
+                                       scope + ")");
+        figs.add(pgrid,
+                 "row softmax of the positional correlation per head (what positions alone "
+                 "would attend to; the taxonomy is computed on these)",
+                 layer);
+    }
+}
+
+void cls_figures(const analysis::AnalysisOutput& out, Figures& figs) {
+    const analysis::ClsAttention& cls = out.cls;
+    const int64_t L = cls.from_cls.size(0), H = cls.from_cls.size(1);
+    const int64_t T = shown_positions(out);
+    const int panel_h = static_cast<int>(std::clamp<int64_t>(140 + 26 * L, 260, 640));
+    const int panel_w = static_cast<int>(std::clamp<int64_t>(300 + 8 * T, 620, 1100));
+    const std::string mean = ", mean over heads, " + sentences_phrase(out);
+    plt::save_heatmap_grid_png(
+        {layer_map(out, cls.from_cls.mean(1), "attention from [CLS] to each key" + mean, "key"),
+         layer_map(out, cls.to_cls.mean(1), "attention from each query to [CLS]" + mean, "query")},
+        1, figs.path("cls_heatmaps.png"), panel_w, panel_h,
+        model_title(out) + ": [CLS] attention" + shown_phrase(out));
+    figs.add("cls_heatmaps.png",
+             "[CLS] attention per layer x position, mean over heads: from "
+             "[CLS] (top) and to [CLS] (bottom)");
+
+    std::vector<plt::Heatmap> per_head;
+    for (int64_t h = 0; h < H; ++h) {
+        per_head.push_back(layer_map(out, cls.from_cls.select(1, h),
+                                     "head " + std::to_string(h) + ": from [CLS]", "key"));
+        per_head.push_back(layer_map(out, cls.to_cls.select(1, h),
+                                     "head " + std::to_string(h) + ": to [CLS]", "query"));
+    }
+    plt::save_heatmap_grid_png(
+        per_head, 2, figs.path("cls_heatmaps_heads.png"), panel_w, panel_h,
+        model_title(out) + ": [CLS] attention per head (rows)" + shown_phrase(out));
+    figs.add("cls_heatmaps_heads.png",
+             "[CLS] attention per layer x position for each head: from [CLS] (left), to [CLS] "
+             "(right)");
+
+    for (const bool from : {true, false}) {
+        const torch::Tensor& m = from ? cls.from_cls : cls.to_cls;
+        std::vector<plt::LinePlot> plots;
+        for (int64_t l = 0; l < L; ++l) {
+            plt::LinePlot p;
+            p.title = "layer " + std::to_string(l);
+            p.x_label = from ? "key position" : "query position";
+            p.y_label = from ? "attention from [CLS]" : "attention to [CLS]";
+            if (!out.axis_labels.empty())
+                p.x_tick_labels.assign(out.axis_labels.begin(), out.axis_labels.begin() + T);
+            p.y_min = 0;
+            for (int64_t h = 0; h < H; ++h) {
+                plt::Series s;
+                s.name = "head " + std::to_string(h);
+                for (int64_t j = 0; j < T; ++j) s.x.push_back(static_cast<double>(j));
+                s.y = to_values(m[l][h].slice(0, 0, T));
+                p.series.push_back(std::move(s));
+            }
+            plots.push_back(std::move(p));
+        }
+        const std::string name = from ? "cls_from_lines.png" : "cls_to_lines.png";
+        plt::save_line_plot_grid_png(plots, static_cast<int>(std::min<int64_t>(L, 3)),
+                                     figs.path(name), 560, 380,
+                                     model_title(out) +
+                                         (from ? ": attention from [CLS], one "
+                                                 "curve per head"
+                                               : ": attention to [CLS], one "
+                                                 "curve per head") +
+                                         shown_phrase(out));
+        figs.add(name, std::string("attention ") + (from ? "from" : "to") +
+                           " [CLS] against position, one panel per layer, one curve per head");
+    }
+
+    auto stat_map = [&](const torch::Tensor& m, const std::string& title, const std::string& unit) {
+        plt::Heatmap h = heatmap(m, title, false);
+        for (int l = 0; l < h.rows; ++l) h.row_labels.push_back("layer " + std::to_string(l));
+        h.x_label = "head";
+        h.value_label = unit;
+        return h;
+    };
+    plt::save_heatmap_grid_png(
+        {stat_map(cls.entropy, "entropy of the [CLS] row", "nats"),
+         stat_map(cls.mean_distance, "mean key position from [CLS]", "tokens"),
+         stat_map(cls.first_k_mass,
+                  "[CLS] mass on the first " + std::to_string(cls.k) + " positions",
+                  "probability")},
+        3, figs.path("cls_statistics.png"), 460, std::max(300, 120 + 30 * static_cast<int>(L)),
+        model_title(out) + ": [CLS] statistics per layer and head");
+    figs.add("cls_statistics.png",
+             "[CLS] row statistics per layer (rows) and head (columns): entropy, mean key "
+             "position, first-k mass");
+}
+
+Figures model_figures(const analysis::AnalysisOutput& out, const fs::path& dir, int64_t head) {
+    Figures figs{dir, {}};
+    if (out.terms) term_figures(out, head, figs);
+    if (out.tupe) tupe_figures(out, figs);
+    cls_figures(out, figs);
+    return figs;
+}
+
+/// The two models' [CLS] maps side by side, each row on one colour scale.
+void compare_figure(const analysis::AnalysisOutput& a, const analysis::AnalysisOutput& b,
+                    Figures& figs) {
+    std::vector<plt::Heatmap> maps;
+    for (const bool from : {true, false}) {
+        const torch::Tensor ma = (from ? a.cls.from_cls : a.cls.to_cls).mean(1);
+        const torch::Tensor mb = (from ? b.cls.from_cls : b.cls.to_cls).mean(1);
+        const double hi = std::max(ma.max().item<double>(), mb.max().item<double>());
+        const std::string what = from ? "from [CLS]" : "to [CLS]";
+        for (const auto* out : {&a, &b}) {
+            plt::Heatmap h =
+                layer_map(*out, out == &a ? ma : mb,
+                          model_title(*out) + "\nattention " + what + ", mean over heads",
+                          from ? "key" : "query");
+            h.range_min = 0;
+            h.range_max = hi;
+            maps.push_back(std::move(h));
+        }
+    }
+    const int64_t L = std::max(a.cls.from_cls.size(0), b.cls.from_cls.size(0));
+    const int64_t T = std::max(shown_positions(a), shown_positions(b));
+    plt::save_heatmap_grid_png(maps, 2, figs.path("compare_cls.png"),
+                               static_cast<int>(std::clamp<int64_t>(300 + 8 * T, 620, 1000)),
+                               static_cast<int>(std::clamp<int64_t>(160 + 26 * L, 280, 640)),
+                               "[CLS] attention: " + a.config.preset + " vs " + b.config.preset +
+                                   " (shared colour scale per row)" + shown_phrase(a));
+    figs.add("compare_cls.png",
+             "[CLS] attention of both models side by side (left: this model, "
+             "right: compare/), from [CLS] (top) and to [CLS] (bottom), one "
+             "colour scale per row");
+}
+
+struct Timing {
+    double analysis = 0, files = 0, figures = 0;
+};
+
+/// Analyses one model, writes its files and figures under dir; returns the analysis.
+analysis::AnalysisOutput analyze_one(const std::string& spec, const Args& args,
+                                     const std::vector<std::string>& sentences,
+                                     const analysis::AnalyzeOptions& options, const fs::path& dir,
+                                     bool primary, Timing& timing,
+                                     std::vector<analysis::IndexEntry>& entries) {
+    LoadedModel m = load_model(spec, args.get("vocab"), args.has("cased"), primary);
+    auto t0 = Clock::now();
+    analysis::AnalysisOutput out =
+        analysis::analyze_model(m.model, *m.tokenizer, sentences, options);
+    out.model_name = m.name;
+    timing.analysis += seconds_since(t0);
+    // Checked before anything is written: the head of the single-head Fig. 2 figure.
+    const int64_t head = args.get_int("head", 0), H = out.config.num_attention_heads;
+    if (head < 0 || head >= H)
+        throw UsageError("--head " + std::to_string(head) + " outside 0.." + std::to_string(H - 1));
+    t0 = Clock::now();
+    entries = analysis::write_analysis(out, dir.string());
+    timing.files += seconds_since(t0);
+    if (!args.has("no-figures")) {
+        t0 = Clock::now();
+        Figures figs = model_figures(out, dir, head);
+        entries.insert(entries.end(), figs.entries.begin(), figs.entries.end());
+        analysis::write_analysis_index(out, dir.string(), entries);
+        timing.figures += seconds_since(t0);
+    }
+    return out;
+}
+
+void print_summary(const analysis::AnalysisOutput& out, const fs::path& dir,
+                   const std::vector<analysis::IndexEntry>& entries) {
+    size_t figures = 0;
+    for (const auto& e : entries) figures += e.what == "figure";
+    std::cout << "wrote " << dir.string() << ": " << out.config.preset << ", " << out.tokens.size()
+              << " sentence(s) x " << out.input_ids.size(1) << " tokens, "
+              << entries.size() - figures << " data files, " << figures << " figures, "
+              << out.forward_passes << " forward pass(es)\n";
+    for (const auto& note : out.notes) std::cout << "  note: " << note << "\n";
+    for (const auto& s : out.skipped)
+        std::cout << "  skipped " << s.what << ": " << s.reason << "\n";
+}
+
+}  // namespace
+
+int cmd_analyze(const Argv& argv) {
+    Args args(argv,
+              {"text", "corpus", "sentences", "compare", "vocab", "out", "batch", "head", "threads",
+               "max-tokens"},
+              {"cased", "no-figures"});
+    if (args.positionals().size() != 1) throw UsageError("expected one CHECKPOINT");
+    const std::string spec = args.positionals()[0];
+    const fs::path dir = args.required("out");
+    if (args.has("text") == args.has("corpus"))
+        throw UsageError("give exactly one of --text and --corpus");
+    if (args.has("sentences") && !args.has("corpus"))
+        throw UsageError("--sentences goes with --corpus");
+    if (args.has("threads")) at::set_num_threads(static_cast<int>(args.get_int("threads", 0)));
+
+    analysis::AnalyzeOptions options;
+    options.batch_size = args.get_int("batch", 32);
+    if (options.batch_size < 1) throw UsageError("--batch must be >= 1");
+    options.max_tokens = args.get_int("max-tokens", 0);
+    if (options.max_tokens < 0 || (args.has("max-tokens") && options.max_tokens < 2))
+        throw UsageError("--max-tokens must be >= 2 ([CLS] and [SEP])");
+    std::vector<std::string> sentences;
+    if (args.has("text")) {
+        sentences = {args.get("text")};
+        options.truncate = false;
+        options.source = "--text";
+    } else {
+        const long long n = args.get_int("sentences", 32);
+        if (n < 1) throw UsageError("--sentences must be >= 1");
+        sentences = analysis::read_sentences(args.get("corpus"), n);
+        options.source = args.get("corpus");
+    }
+
+    // Qt needs an application object for QCustomPlot; offscreen, created once for all figures.
+    std::unique_ptr<plt::OffscreenSession> session;
+    if (!args.has("no-figures")) session = std::make_unique<plt::OffscreenSession>();
+
+    const auto start = Clock::now();
+    Timing timing;
+    std::vector<analysis::IndexEntry> entries;
+    analysis::AnalysisOutput first =
+        analyze_one(spec, args, sentences, options, dir, true, timing, entries);
+    print_summary(first, dir, entries);
+    if (args.has("compare")) {
+        std::vector<analysis::IndexEntry> compare_entries;
+        analysis::AnalysisOutput second =
+            analyze_one(args.get("compare"), args, sentences, options, dir / "compare", false,
+                        timing, compare_entries);
+        print_summary(second, dir / "compare", compare_entries);
+        if (!args.has("no-figures")) {
+            const auto t0 = Clock::now();
+            Figures figs{dir, {}};
+            compare_figure(first, second, figs);
+            entries.insert(entries.end(), figs.entries.begin(), figs.entries.end());
+            analysis::write_analysis_index(first, dir.string(), entries);
+            timing.figures += seconds_since(t0);
+        }
+    }
+    std::cout << "time: analysis " << fmt(timing.analysis) << " s, files " << fmt(timing.files)
+              << " s, figures " << fmt(timing.figures) << " s, total " << fmt(seconds_since(start))
+              << " s (" << at::get_num_threads()
+              << " threads, model loading included in the total)\n";
+    return 0;
+}
+
+}  // namespace cli

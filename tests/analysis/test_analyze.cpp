@@ -1,0 +1,304 @@
+// Tests of analysis/analyze.h on tiny models and a hand-made vocabulary: batch-averaged terms,
+// pooled uniformity and [CLS] maps equal the microscope run once on the whole padded batch and do
+// not depend on batching; each variant gets only its maps (the rest skipped with a reason); long
+// sentences are truncated with a note or refused; write_analysis leaves exactly the files
+// index.json lists, with the shapes it states, readable with read_npy.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "analysis/analyze.h"
+#include "analysis/npy.h"
+#include "engine/bert.h"
+#include "engine/config.h"
+#include "engine/errors.h"
+#include "engine/tokenizer.h"
+
+namespace fs = std::filesystem;
+using namespace analysis;
+
+namespace {
+
+constexpr int64_t kMaxPositions = 12;
+
+engine::WordPieceTokenizer tokenizer() {
+    return engine::WordPieceTokenizer(
+        engine::Vocab::from_tokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat",
+                                    "sat", "on", "mat", ".", "dog", "ran", "a", "##s"}));
+}
+
+engine::BertForMaskedLM tiny_model(const std::string& preset, uint64_t seed = 3) {
+    engine::ModelConfig c = engine::make_model_config(preset, "tiny");
+    c.vocab_size = 15;
+    c.max_position_embeddings = kMaxPositions;
+    c.hidden_size = 16;
+    c.intermediate_size = 32;
+    torch::manual_seed(seed);
+    engine::BertForMaskedLM model(c);
+    // Larger weights than the N(0, 0.02) init, so every map is far from zero and uniform.
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->parameters()) p.normal_(0.0, 0.4);
+    return model;
+}
+
+/// Three sentences of different lengths (8, 4 and 9 tokens with [CLS]/[SEP]).
+const std::vector<std::string> kSentences = {"the cat sat on a mat", "a dog",
+                                             "the dogs ran on a mat"};
+
+void expect_close(const torch::Tensor& a, const torch::Tensor& b, double tol = 1e-5) {
+    ASSERT_EQ(a.sizes(), b.sizes());
+    EXPECT_LT((a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>(), tol);
+}
+
+bool skipped(const AnalysisOutput& out, const std::string& what_prefix, const std::string& reason) {
+    for (const auto& s : out.skipped)
+        if (s.what.rfind(what_prefix, 0) == 0 && s.reason.find(reason) != std::string::npos)
+            return true;
+    return false;
+}
+
+class AnalyzeTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        dir_ = fs::temp_directory_path() /
+               ("tupe_analyze_" + std::to_string(::getpid()) + "_" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(dir_);
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+    fs::path dir_;
+};
+
+}  // namespace
+
+TEST(Analyze, PadsSentencesAndKeepsTheirTokens) {
+    auto model = tiny_model("bert-a");
+    const AnalysisOutput out = analyze_model(model, tokenizer(), kSentences);
+    ASSERT_EQ(out.input_ids.sizes(), (std::vector<int64_t>{3, 9}));
+    const torch::Tensor lengths = out.attention_mask.sum(1);
+    EXPECT_EQ(lengths[0].item<int64_t>(), 8);
+    EXPECT_EQ(lengths[1].item<int64_t>(), 4);
+    EXPECT_EQ(lengths[2].item<int64_t>(), 9);
+    EXPECT_EQ(out.input_ids[1][4].item<int64_t>(), 0);  // [PAD] after "[CLS] a dog [SEP]"
+    EXPECT_EQ(out.tokens[1], (std::vector<std::string>{"[CLS]", "a", "dog", "[SEP]"}));
+    EXPECT_TRUE(out.axis_labels.empty());  // several sentences: positions, not tokens
+    EXPECT_EQ(out.forward_passes, 2);      // one batch: the [CLS] pass and the terms' pass
+    EXPECT_FALSE(out.notes.empty());       // padding is explained
+}
+
+TEST(Analyze, TermMapsAreTheMaskedBatchMeanOfTheMicroscope) {
+    auto model = tiny_model("bert-a");
+    const AnalysisOutput out = analyze_model(model, tokenizer(), kSentences);
+    ASSERT_TRUE(out.terms.has_value());
+    const FourTerms terms = decompose_first_layer(model->bert, out.input_ids, out.attention_mask);
+    // By hand: the mean over the sentences that have both a query i and a key j.
+    auto m = out.attention_mask.to(torch::kDouble);
+    auto pair = (m.unsqueeze(2) * m.unsqueeze(1)).unsqueeze(1);  // (B, 1, T, T)
+    auto mean = [&](const torch::Tensor& t) {
+        return (t.to(torch::kDouble) * pair).sum(0) / pair.sum(0).clamp_min(1.0);
+    };
+    expect_close(out.terms->word_word, mean(terms.word_word));
+    expect_close(out.terms->word_pos, mean(terms.word_pos));
+    expect_close(out.terms->pos_word, mean(terms.pos_word));
+    expect_close(out.terms->pos_pos, mean(terms.pos_pos));
+    expect_close(out.terms->rest, mean(terms.rest));
+    EXPECT_FALSE(out.terms->bias.defined());  // bert-a has no logit bias
+    EXPECT_TRUE(skipped(out, "terms/bias", "no logit bias"));
+    // Position (8, 8) exists only in the third sentence: the mean is that sentence's value.
+    EXPECT_NEAR(out.terms->word_word[0][8][8].item<double>(),
+                terms.word_word[2][0][8][8].item<double>(), 1e-5);
+    const TermStats stats = term_statistics(terms);
+    for (size_t h = 0; h < stats.spread.size(); ++h) {
+        EXPECT_NEAR(out.terms->stats.spread[h].word_pos, stats.spread[h].word_pos, 1e-9);
+        EXPECT_NEAR(out.terms->stats.relative[h].pos_word, stats.relative[h].pos_word, 1e-9);
+    }
+}
+
+TEST(Analyze, BatchingDoesNotChangeAnyMap) {
+    auto model = tiny_model("bert-r");
+    AnalyzeOptions one_batch, small_batches;
+    small_batches.batch_size = 2;
+    const AnalysisOutput a = analyze_model(model, tokenizer(), kSentences, one_batch);
+    const AnalysisOutput b = analyze_model(model, tokenizer(), kSentences, small_batches);
+    EXPECT_EQ(b.forward_passes, 4);  // two batches, two passes each
+    ASSERT_TRUE(a.terms && b.terms);
+    ASSERT_TRUE(b.terms->bias.defined());  // bert-r: the relative bias is a term of its own
+    expect_close(a.terms->word_word, b.terms->word_word);
+    expect_close(a.terms->pos_pos, b.terms->pos_pos);
+    expect_close(a.terms->bias, b.terms->bias);
+    for (size_t h = 0; h < a.terms->stats.spread.size(); ++h) {
+        // The uniformity pools exactly across batches (u^2 weighted by rows).
+        EXPECT_NEAR(a.terms->stats.spread[h].word_word, b.terms->stats.spread[h].word_word, 1e-6);
+        EXPECT_NEAR(a.terms->stats.spread[h].bias, b.terms->stats.spread[h].bias, 1e-6);
+    }
+    expect_close(a.cls.from_cls, b.cls.from_cls);
+    expect_close(a.cls.to_cls, b.cls.to_cls);
+    expect_close(a.cls.entropy, b.cls.entropy);
+    expect_close(a.cls.first_k_mass, b.cls.first_k_mass);
+    expect_close(a.cls.token_count, b.cls.token_count);
+}
+
+TEST(Analyze, ClsMapsEqualClsAttentionOfOneForwardPass) {
+    auto model = tiny_model("bert-ad");
+    const AnalysisOutput out = analyze_model(model, tokenizer(), kSentences);
+    ASSERT_TRUE(out.terms.has_value());  // decoupled positions have the four terms too
+    torch::NoGradGuard no_grad;
+    model->eval();
+    auto enc = model->bert->forward(out.input_ids, out.attention_mask, {}, true);
+    const ClsAttention direct = cls_attention(enc.attention_probs, out.attention_mask);
+    ASSERT_EQ(out.cls.from_cls.sizes(), (std::vector<int64_t>{2, 2, 9}));  // (L, H, T)
+    expect_close(out.cls.from_cls, direct.from_cls);
+    expect_close(out.cls.to_cls, direct.to_cls);
+    expect_close(out.cls.mean_distance, direct.mean_distance);
+}
+
+TEST(Analyze, TupeGetsItsCorrelationAndTaxonomyButNoCrossTerms) {
+    auto model = tiny_model("tupe-r");
+    const AnalysisOutput out = analyze_model(model, tokenizer(), kSentences);
+    EXPECT_FALSE(out.terms.has_value());
+    EXPECT_TRUE(skipped(out, "terms", "unties positions"));
+    ASSERT_TRUE(out.tupe.has_value());
+    const PositionalCorrelation direct = tupe_positional_correlation(model->bert, 9);
+    ASSERT_EQ(out.tupe->correlation.groups.size(), 1u);
+    expect_close(out.tupe->correlation.groups[0].total, direct.groups[0].total);
+    EXPECT_TRUE(out.tupe->correlation.relative.defined());
+    ASSERT_EQ(out.tupe->patterns.size(), 1u);
+    EXPECT_EQ(out.tupe->patterns[0].size(), 2u);
+    EXPECT_EQ(out.forward_passes, 1);  // no terms: the [CLS] pass only
+
+    auto bert = tiny_model("bert-a");
+    const AnalysisOutput no_tupe = analyze_model(bert, tokenizer(), kSentences);
+    EXPECT_FALSE(no_tupe.tupe.has_value());
+    EXPECT_TRUE(skipped(no_tupe, "tupe", "absolute_position = input"));
+}
+
+TEST(Analyze, LongSentencesAreTruncatedWithANoteOrRefused) {
+    auto model = tiny_model("tupe-a");
+    const std::string long_text = "the cat sat on the mat . the dog ran on a mat .";  // 15 tokens
+    AnalyzeOptions options;
+    options.source = "corpus.txt";
+    const AnalysisOutput out = analyze_model(model, tokenizer(), {long_text, "a cat"}, options);
+    EXPECT_EQ(out.input_ids.size(1), kMaxPositions);
+    EXPECT_EQ(out.tokens[0].back(), "[SEP]");
+    ASSERT_FALSE(out.notes.empty());
+    EXPECT_NE(out.notes[0].find("truncated to 12"), std::string::npos) << out.notes[0];
+    EXPECT_NE(out.notes[0].find("corpus.txt"), std::string::npos);
+
+    options.max_tokens = 6;  // a limit of one's own, below the position table
+    const AnalysisOutput cut = analyze_model(model, tokenizer(), {long_text, "a cat"}, options);
+    EXPECT_EQ(cut.input_ids.size(1), 6);
+    ASSERT_FALSE(cut.notes.empty());
+    EXPECT_NE(cut.notes[0].find("--max-tokens"), std::string::npos) << cut.notes[0];
+    options.max_tokens = kMaxPositions + 1;
+    EXPECT_THROW(analyze_model(model, tokenizer(), {"a cat"}, options), std::invalid_argument);
+    options.max_tokens = 0;
+
+    options.truncate = false;
+    options.source = "--text";
+    try {
+        analyze_model(model, tokenizer(), {long_text}, options);
+        FAIL() << "expected InputError";
+    } catch (const engine::InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("--text"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("12"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(analyze_model(model, tokenizer(), {}), std::invalid_argument);
+}
+
+TEST(Analyze, OneSentenceLabelsTheAxesWithItsTokens) {
+    auto model = tiny_model("tupe-a");
+    const AnalysisOutput out = analyze_model(model, tokenizer(), {"the cats"});
+    EXPECT_EQ(out.axis_labels, (std::vector<std::string>{"[CLS]", "the", "cat", "##s", "[SEP]"}));
+}
+
+TEST_F(AnalyzeTest, ReadSentencesTakesTheFirstNonEmptyLines) {
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "c.txt") << "\n  first line \n\n\nsecond\nthird\n";
+    EXPECT_EQ(read_sentences((dir_ / "c.txt").string(), 2),
+              (std::vector<std::string>{"first line", "second"}));
+    EXPECT_EQ(read_sentences((dir_ / "c.txt").string(), 0).size(), 3u);
+    std::ofstream(dir_ / "empty.txt") << "\n \n";
+    EXPECT_THROW(read_sentences((dir_ / "empty.txt").string(), 5), engine::InputError);
+    try {
+        read_sentences((dir_ / "missing.txt").string(), 5);
+        FAIL();
+    } catch (const engine::InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("missing.txt"), std::string::npos);
+    }
+}
+
+TEST_F(AnalyzeTest, IndexListsEveryFileWithItsShape) {
+    for (const std::string preset : {"bert-r", "tupe-r"}) {
+        SCOPED_TRACE(preset);
+        auto model = tiny_model(preset);
+        AnalysisOutput out = analyze_model(model, tokenizer(), kSentences);
+        out.model_name = "tiny " + preset;
+        const fs::path dir = dir_ / preset;
+        const std::vector<IndexEntry> entries = write_analysis(out, dir.string());
+
+        std::ifstream in(dir / "index.json");
+        ASSERT_TRUE(in.good());
+        const nlohmann::json index = nlohmann::json::parse(in);
+        EXPECT_EQ(index["variant"], preset);
+        EXPECT_EQ(index["model"], "tiny " + preset);
+        EXPECT_EQ(index["sentences"], 3);
+        EXPECT_EQ(index["tokens"], 9);
+        ASSERT_EQ(index["files"].size(), entries.size());
+
+        std::set<std::string> listed;
+        for (const auto& f : index["files"]) {
+            const std::string file = f["file"];
+            listed.insert(file);
+            ASSERT_TRUE(fs::exists(dir / file)) << file;
+            if (file.size() > 4 && file.substr(file.size() - 4) == ".npy") {
+                const torch::Tensor t = read_npy((dir / file).string());
+                EXPECT_EQ(t.sizes().vec(), f["shape"].get<std::vector<int64_t>>()) << file;
+            }
+        }
+        // Nothing on disk that the index does not describe.
+        for (const auto& p : fs::recursive_directory_iterator(dir))
+            if (p.is_regular_file() && p.path().filename() != "index.json")
+                EXPECT_TRUE(listed.count(fs::relative(p.path(), dir).string()))
+                    << p.path().string();
+
+        EXPECT_FALSE(index["skipped"].empty());
+        for (const auto& s : index["skipped"]) EXPECT_FALSE(s["reason"].get<std::string>().empty());
+        if (preset == "bert-r") {
+            EXPECT_TRUE(listed.count("terms/word_pos_h1.csv"));
+            EXPECT_TRUE(listed.count("terms/bias_h0.npy"));
+            EXPECT_FALSE(listed.count("tupe/total_h0.npy"));
+            const torch::Tensor wp = read_npy((dir / "terms/word_pos_h1.npy").string());
+            expect_close(wp, out.terms->word_pos[1]);
+            for (const auto& f : index["files"])
+                if (f["file"] == "terms/word_pos_h1.npy") {
+                    EXPECT_EQ(f["layer"], 0);
+                    EXPECT_EQ(f["head"], 1);
+                    EXPECT_NEAR(f["statistics"]["uniformity"].get<double>(),
+                                out.terms->stats.spread[1].word_pos, 1e-9);
+                }
+        } else {
+            EXPECT_FALSE(listed.count("terms/word_word_h0.npy"));
+            EXPECT_TRUE(listed.count("tupe/total_h1.csv"));
+            EXPECT_TRUE(listed.count("tupe/relative.npy"));
+            for (const auto& f : index["files"])
+                if (f["file"] == "tupe/total_h1.npy") {
+                    EXPECT_TRUE(f["head"] == 1);
+                    EXPECT_TRUE(f["layer"].is_null());  // shared by all layers
+                    EXPECT_FALSE(f["label"].get<std::string>().empty());
+                    EXPECT_TRUE(f["statistics"].contains("theta1"));
+                    EXPECT_TRUE(f["statistics"].contains("theta2"));
+                }
+        }
+        EXPECT_TRUE(listed.count("cls/from_cls_h1.csv"));
+        EXPECT_TRUE(listed.count("input/tokens.txt"));
+        const torch::Tensor from = read_npy((dir / "cls/from_cls.npy").string());
+        expect_close(from, out.cls.from_cls);
+    }
+}
