@@ -19,6 +19,7 @@
 
 #include "analysis/npy.h"
 #include "engine/errors.h"
+#include "engine/eval_mode.h"
 
 namespace analysis {
 
@@ -26,21 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// Puts the module back into its previous train/eval mode, also when a forward pass throws.
-class EvalModeGuard {
-  public:
-    explicit EvalModeGuard(torch::nn::Module& module)
-        : module_(module), was_training_(module.is_training()) {
-        module_.eval();
-    }
-    ~EvalModeGuard() { module_.train(was_training_); }
-    EvalModeGuard(const EvalModeGuard&) = delete;
-    EvalModeGuard& operator=(const EvalModeGuard&) = delete;
-
-  private:
-    torch::nn::Module& module_;
-    bool was_training_;
-};
+using engine::EvalModeGuard;
 
 std::string trim(const std::string& s) {
     const char* ws = " \t\r\n\f\v";
