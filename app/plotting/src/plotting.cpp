@@ -8,6 +8,7 @@
 #include <QPainter>
 #include <QPixmap>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -59,34 +60,27 @@ void check_size(int width, int height) {
                 " outside 16..20000 pixels");
 }
 
-/// Diverging blue-white-red (ColorBrewer RdBu): 0 is white, so the sign reads at a glance.
-QCPColorGradient diverging_gradient() {
+/// A five-stop RGB gradient with grey for NaN.
+QCPColorGradient five_stop_gradient(const std::array<QColor, 5>& stops) {
     QCPColorGradient g;
     g.clearColorStops();
-    g.setColorStopAt(0.0, QColor(33, 102, 172));
-    g.setColorStopAt(0.25, QColor(103, 169, 207));
-    g.setColorStopAt(0.5, QColor(247, 247, 247));
-    g.setColorStopAt(0.75, QColor(239, 138, 98));
-    g.setColorStopAt(1.0, QColor(178, 24, 43));
+    for (size_t i = 0; i < stops.size(); ++i) g.setColorStopAt(0.25 * static_cast<double>(i), stops[i]);
     g.setColorInterpolation(QCPColorGradient::ciRGB);
     g.setNanHandling(QCPColorGradient::nhNanColor);
     g.setNanColor(QColor(190, 190, 190));
     return g;
 }
 
+/// Diverging blue-white-red (ColorBrewer RdBu): 0 is white, so the sign reads at a glance.
+QCPColorGradient diverging_gradient() {
+    return five_stop_gradient({QColor(33, 102, 172), QColor(103, 169, 207), QColor(247, 247, 247),
+                               QColor(239, 138, 98), QColor(178, 24, 43)});
+}
+
 /// Sequential, perceptually ordered (matplotlib's viridis at five stops).
 QCPColorGradient sequential_gradient() {
-    QCPColorGradient g;
-    g.clearColorStops();
-    g.setColorStopAt(0.0, QColor(68, 1, 84));
-    g.setColorStopAt(0.25, QColor(59, 82, 139));
-    g.setColorStopAt(0.5, QColor(33, 145, 140));
-    g.setColorStopAt(0.75, QColor(94, 201, 98));
-    g.setColorStopAt(1.0, QColor(253, 231, 37));
-    g.setColorInterpolation(QCPColorGradient::ciRGB);
-    g.setNanHandling(QCPColorGradient::nhNanColor);
-    g.setNanColor(QColor(190, 190, 190));
-    return g;
+    return five_stop_gradient({QColor(68, 1, 84), QColor(59, 82, 139), QColor(33, 145, 140),
+                               QColor(94, 201, 98), QColor(253, 231, 37)});
 }
 
 /// Smallest power-of-two stride (1, 2, 4, 8, ...) that keeps n labels at least min_px apart on
