@@ -16,6 +16,7 @@
 #include "engine/corpus.h"
 #include "engine/errors.h"
 #include "engine/tokenizer.h"
+#include "engine/train_step.h"
 #include "optim_util.h"
 
 namespace engine {
@@ -57,22 +58,6 @@ double lr_at(const TrainConfig& t, int64_t step) {
 torch::optim::AdamW make_optimizer(BertForMaskedLM& model, const TrainConfig& t) {
     return detail::make_adamw(
         *model, {t.lr, t.adam_beta1, t.adam_beta2, t.adam_eps, t.weight_decay});
-}
-
-struct Batch {
-    torch::Tensor input_ids, attention_mask, labels;
-    int64_t real_tokens = 0;
-};
-
-Batch to_tensors(const MlmBatch& b, torch::Device device) {
-    Batch out;
-    const std::vector<int64_t> shape = {b.batch_size, b.seq_len};
-    out.input_ids = torch::tensor(b.input_ids, torch::kLong).view(shape).to(device);
-    out.labels = torch::tensor(b.labels, torch::kLong).view(shape).to(device);
-    std::vector<int64_t> mask(b.attention_mask.begin(), b.attention_mask.end());
-    for (auto m : mask) out.real_tokens += m;
-    out.attention_mask = torch::tensor(mask, torch::kLong).view(shape).to(device);
-    return out;
 }
 
 // Appends metric rows; on resume rows after the checkpoint's step are dropped first, so a run
@@ -373,7 +358,6 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
 
     model->train();
     if (step == 0 && !data.validation.empty()) record_eval();  // the curve starts at step 0
-    std::vector<torch::Tensor> params = model->parameters();
     while (step < t.steps) {
         if (cb.stop && cb.stop->load()) {
             result.stopped = true;
@@ -382,13 +366,9 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         const auto s0 = Clock::now();
         const double lr = lr_at(t, step);
         detail::set_lr(optimizer, lr);
-        optimizer.zero_grad();
-        double step_loss = 0;
-        int64_t step_tokens = 0;
         // Sample g of the run is block order(g / N)[g % N], masked with epoch g / N: every
         // batch is a pure function of (seed, step), which makes resume exact.
-        std::vector<MlmBatch> micro_batches;
-        int64_t step_masked = 0;
+        std::vector<MlmTensors> micro_batches;
         for (int64_t m = 0; m < t.grad_accum; ++m) {
             std::vector<uint64_t> idx, epochs;
             const uint64_t first = static_cast<uint64_t>(step * t.batch_size + m * micro);
@@ -397,38 +377,22 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
                 idx.push_back(block_at(first + static_cast<uint64_t>(i), epoch));
                 epochs.push_back(epoch);
             }
-            micro_batches.push_back(make_mlm_batch(data.train, idx, epochs, vocab, config.data, t.seed));
-            for (auto l : micro_batches.back().labels) step_masked += l != -100;
+            micro_batches.push_back(to_tensors(
+                make_mlm_batch(data.train, idx, epochs, vocab, config.data, t.seed), device));
         }
-        for (const auto& mb : micro_batches) {
-            Batch b = to_tensors(mb, device);
-            torch::Tensor loss;
-            int64_t masked = 0;
-            {
-                detail::AutocastGuard autocast(t.dtype, device);
-                auto out = model->forward(b.input_ids, b.attention_mask, b.labels);
-                loss = out.loss;
-                masked = out.num_masked;
-            }
-            const double value = loss.item<double>();
-            if (!std::isfinite(value)) {
-                throw TrainingDiverged(
-                    "step " + std::to_string(step + 1) + ": MLM loss is " + std::to_string(value) +
-                    (result.checkpoint.empty() ? std::string("; no checkpoint was written yet")
-                                               : "; last good checkpoint kept at " + ckpt) +
-                    " (try a lower train.lr or train.clip_norm)");
-            }
-            // Weighted by masked tokens, so accumulation equals the mean over the whole batch.
-            const double weight = static_cast<double>(masked) / static_cast<double>(std::max<int64_t>(1, step_masked));
-            (loss * weight).backward();
-            step_loss += value * weight;
-            step_tokens += b.real_tokens;
+        MlmStepOptions step_options;
+        step_options.dtype = t.dtype;
+        step_options.clip_norm = t.clip_norm;
+        const MlmStepResult sr = mlm_train_step(model, optimizer, micro_batches, step_options);
+        if (!sr.finite) {
+            throw TrainingDiverged(
+                "step " + std::to_string(step + 1) + ": MLM loss is " + std::to_string(sr.loss) +
+                (result.checkpoint.empty() ? std::string("; no checkpoint was written yet")
+                                           : "; last good checkpoint kept at " + ckpt) +
+                " (try a lower train.lr or train.clip_norm)");
         }
-        double grad_norm = 0;
-        if (t.clip_norm > 0) {
-            grad_norm = torch::nn::utils::clip_grad_norm_(params, t.clip_norm);
-        }
-        optimizer.step();
+        const double step_loss = sr.loss, grad_norm = sr.grad_norm;
+        const int64_t step_tokens = sr.real_tokens;
         ++step;
         tokens_seen += step_tokens;
 

@@ -11,6 +11,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "engine/bert.h"
+#include "engine/train_step.h"
 
 namespace cli {
 
@@ -40,23 +41,23 @@ BenchResult bench_variant(const std::string& preset, const std::string& size, in
     model->train();
     torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-4));
     // A fixed synthetic batch: [CLS] + random ids, 15% of positions as MLM targets.
-    auto ids = torch::randint(5, vocab, {batch, seq}, torch::kLong);
-    ids.select(1, 0).fill_(2);
+    engine::MlmTensors batch_t;
+    batch_t.input_ids = torch::randint(5, vocab, {batch, seq}, torch::kLong);
+    batch_t.input_ids.select(1, 0).fill_(2);
     auto chosen = torch::rand({batch, seq}) < 0.15;
     chosen.select(1, 0).fill_(false);
-    auto labels = torch::where(chosen, ids, torch::full_like(ids, -100));
-    auto mask = torch::ones({batch, seq}, torch::kLong);
-    auto params = model->parameters();
+    batch_t.labels = torch::where(chosen, batch_t.input_ids, torch::full_like(batch_t.input_ids, -100));
+    batch_t.attention_mask = torch::ones({batch, seq}, torch::kLong);
+    batch_t.real_tokens = batch * seq;
+    batch_t.masked_tokens = chosen.sum().item<int64_t>();
+    engine::MlmStepOptions options;
+    options.dtype = dtype;
+    options.clip_norm = 1.0;
     std::vector<double> times;
     const int64_t warmup = 2;
     for (int64_t i = 0; i < warmup + steps; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
-        optimizer.zero_grad();
-        torch::Tensor loss;
-        loss = model->forward(ids, mask, labels).loss;
-        loss.backward();
-        torch::nn::utils::clip_grad_norm_(params, 1.0);
-        optimizer.step();
+        engine::mlm_train_step(model, optimizer, {batch_t}, options);
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (i >= warmup) times.push_back(s);
     }
