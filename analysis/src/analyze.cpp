@@ -1,6 +1,6 @@
 // `tupe analyze`'s computations and files: sentences encoded and padded into batches, per batch
-// one forward pass for the [CLS] maps of every layer plus decompose_first_layer for the four
-// terms (Fig. 2), TUPE's correlation and taxonomy (Fig. 6) from the parameters alone, and the
+// one forward pass with the maps on, feeding the [CLS] maps of every layer and
+// decompose_first_layer's four terms (Fig. 2), TUPE's correlation and taxonomy (Fig. 6) from the parameters alone, and the
 // export of every matrix (.npy + .csv) with an index.json that says what each file holds.
 #include "analysis/analyze.h"
 
@@ -84,22 +84,21 @@ Encoded encode_all(const engine::WordPieceTokenizer& tokenizer,
 
 torch::Tensor dbl(const torch::Tensor& t) { return t.detach().to(torch::kCPU, torch::kDouble); }
 
-/// Sums of FourTerms over batches, for the masked batch mean and the pooled spread.
+/// Sums of FourTerms over batches, for the masked batch mean and the pooled spread. Every
+/// array runs over the six parts in term_fields() order.
 struct TermAccumulator {
-    std::array<torch::Tensor, 6> sums;  // word_word, word_pos, pos_word, pos_pos, bias, rest
-    torch::Tensor pair_count;           // (T, T)
+    std::array<torch::Tensor, 6> sums;           // (H, T, T) each
+    torch::Tensor pair_count;                    // (T, T)
     std::vector<std::array<double, 6>> squared;  // per head: sum over batches of u^2 * rows
     double rows = 0;
 
     void add(const FourTerms& terms) {
+        const auto& fields = term_fields();
         auto m = dbl(terms.attention_mask);           // (B, T)
         auto pair = m.unsqueeze(2) * m.unsqueeze(1);  // (B, T, T): both are tokens
         auto weight = pair.unsqueeze(1);              // (B, 1, T, T)
-        const std::array<const torch::Tensor*, 6> parts = {&terms.word_word, &terms.word_pos,
-                                                           &terms.pos_word,  &terms.pos_pos,
-                                                           &terms.bias,      &terms.rest};
-        for (size_t k = 0; k < parts.size(); ++k) {
-            auto s = (dbl(*parts[k]) * weight).sum(0);  // (B, H, T, T) -> (H, T, T)
+        for (size_t k = 0; k < fields.size(); ++k) {
+            auto s = (dbl(terms.*fields[k].tensor) * weight).sum(0);  // (B, H, T, T) -> (H, T, T)
             sums[k] = sums[k].defined() ? sums[k] + s : s;
         }
         auto count = pair.sum(0);  // (T, T)
@@ -109,34 +108,32 @@ struct TermAccumulator {
         const TermStats stats = term_statistics(terms);
         const double batch_rows = m.sum().item<double>();
         squared.resize(stats.spread.size(), {0, 0, 0, 0, 0, 0});
-        for (size_t h = 0; h < stats.spread.size(); ++h) {
-            const TermSpread& s = stats.spread[h];
-            const std::array<double, 6> u = {s.word_word, s.word_pos, s.pos_word,
-                                             s.pos_pos,   s.bias,     s.rest};
-            for (size_t k = 0; k < 6; ++k) squared[h][k] += u[k] * u[k] * batch_rows;
-        }
+        for (size_t h = 0; h < stats.spread.size(); ++h)
+            for (size_t k = 0; k < fields.size(); ++k) {
+                const double u = stats.spread[h].*fields[k].spread;
+                squared[h][k] += u * u * batch_rows;
+            }
         rows += batch_rows;
     }
 
     TermMaps finish(bool has_bias) const {
+        // TermMaps' tensors in term_fields() order.
+        static const std::array<torch::Tensor TermMaps::*, 6> maps = {
+            &TermMaps::word_word, &TermMaps::word_pos, &TermMaps::pos_word,
+            &TermMaps::pos_pos,   &TermMaps::bias,     &TermMaps::rest};
+        const auto& fields = term_fields();
         auto n = pair_count.clamp_min(1.0).unsqueeze(0);  // (1, T, T)
-        auto mean = [&](size_t k) { return (sums[k] / n).to(torch::kFloat).contiguous(); };
         TermMaps out;
-        out.word_word = mean(0);
-        out.word_pos = mean(1);
-        out.pos_word = mean(2);
-        out.pos_pos = mean(3);
-        if (has_bias) out.bias = mean(4);
-        out.rest = mean(5);
-        const double nan = std::numeric_limits<double>::quiet_NaN();
+        for (size_t k = 0; k < fields.size(); ++k) {
+            if (fields[k].tensor == &FourTerms::bias && !has_bias) continue;
+            out.*maps[k] = (sums[k] / n).to(torch::kFloat).contiguous();
+        }
         for (const auto& sq : squared) {
-            std::array<double, 6> u{};
-            for (size_t k = 0; k < 6; ++k) u[k] = rows > 0 ? std::sqrt(sq[k] / rows) : 0.0;
-            TermSpread s{u[0], u[1], u[2], u[3], u[4], u[5]};
-            auto rel = [&](double v) { return u[0] > 0 ? v / u[0] : nan; };
-            TermSpread r{rel(u[0]), rel(u[1]), rel(u[2]), rel(u[3]), rel(u[4]), rel(u[5])};
+            TermSpread s;
+            for (size_t k = 0; k < fields.size(); ++k)
+                s.*fields[k].spread = rows > 0 ? std::sqrt(sq[k] / rows) : 0.0;
             out.stats.spread.push_back(s);
-            out.stats.relative.push_back(r);
+            out.stats.relative.push_back(relative_to_word_word(s));
         }
         return out;
     }
@@ -278,17 +275,13 @@ AnalysisOutput analyze_model(engine::BertForMaskedLM& model,
         const int64_t b1 = std::min(N, b0 + options.batch_size);
         auto ids = out.input_ids.slice(0, b0, b1);        // (B, T)
         auto mask = out.attention_mask.slice(0, b0, b1);  // (B, T)
-        if (with_terms) {
-            term_acc.add(decompose_first_layer(model->bert, ids, mask));
-            ++out.forward_passes;  // decompose_first_layer's own check pass
-        }
-        ClsAttention cls;
-        {
-            engine::EncoderOutput enc_out = model->bert->forward(ids.to(device), mask.to(device),
-                                                                 {}, /*output_attentions=*/true);
-            ++out.forward_passes;
-            cls = cls_attention(enc_out.attention_probs, mask, options.cls_k);
-        }
+        // One forward pass per batch, maps on: the [CLS] maps of every layer and the layer-0
+        // logits against which the decomposition is exact.
+        engine::EncoderOutput encoded =
+            model->bert->forward(ids.to(device), mask.to(device), {}, /*output_attentions=*/true);
+        ++out.forward_passes;
+        if (with_terms) term_acc.add(decompose_first_layer(model->bert, ids, mask, encoded));
+        ClsAttention cls = cls_attention(encoded.attention_probs, mask, options.cls_k);
         cls_acc.add(cls, static_cast<double>(b1 - b0));
     }
     if (with_terms) out.terms = term_acc.finish(has_bias);
@@ -433,12 +426,14 @@ void write_terms(Writer& w, const TermMaps& terms) {
     const int64_t H = terms.word_word.size(0);
     auto spread = torch::zeros({H, 6}, torch::kDouble),
          relative = torch::zeros({H, 6}, torch::kDouble);
+    const auto& fields = term_fields();
     for (int64_t h = 0; h < H; ++h) {
         const auto& s = terms.stats.spread[static_cast<size_t>(h)];
         const auto& r = terms.stats.relative[static_cast<size_t>(h)];
-        const double sv[] = {s.word_word, s.word_pos, s.pos_word, s.pos_pos, s.bias, s.rest};
-        const double rv[] = {r.word_word, r.word_pos, r.pos_word, r.pos_pos, r.bias, r.rest};
-        for (int k = 0; k < 6; ++k) spread[h][k] = sv[k], relative[h][k] = rv[k];
+        for (size_t k = 0; k < fields.size(); ++k) {
+            spread[h][static_cast<int64_t>(k)] = s.*fields[k].spread;
+            relative[h][static_cast<int64_t>(k)] = r.*fields[k].spread;
+        }
     }
     const std::string columns =
         "; rows = heads, columns = word_word, word_pos, pos_word, pos_pos, bias, rest";

@@ -89,7 +89,7 @@ TEST(Analyze, PadsSentencesAndKeepsTheirTokens) {
     EXPECT_EQ(out.input_ids[1][4].item<int64_t>(), 0);  // [PAD] after "[CLS] a dog [SEP]"
     EXPECT_EQ(out.tokens[1], (std::vector<std::string>{"[CLS]", "a", "dog", "[SEP]"}));
     EXPECT_TRUE(out.axis_labels.empty());  // several sentences: positions, not tokens
-    EXPECT_EQ(out.forward_passes, 2);      // one batch: the [CLS] pass and the terms' pass
+    EXPECT_EQ(out.forward_passes, 1);      // one batch: one pass feeds the terms and [CLS]
     EXPECT_FALSE(out.notes.empty());       // padding is explained
 }
 
@@ -127,7 +127,7 @@ TEST(Analyze, BatchingDoesNotChangeAnyMap) {
     small_batches.batch_size = 2;
     const AnalysisOutput a = analyze_model(model, tokenizer(), kSentences, one_batch);
     const AnalysisOutput b = analyze_model(model, tokenizer(), kSentences, small_batches);
-    EXPECT_EQ(b.forward_passes, 4);  // two batches, two passes each
+    EXPECT_EQ(b.forward_passes, 2);  // two batches, one pass each
     ASSERT_TRUE(a.terms && b.terms);
     ASSERT_TRUE(b.terms->bias.defined());  // bert-r: the relative bias is a term of its own
     expect_close(a.terms->word_word, b.terms->word_word);

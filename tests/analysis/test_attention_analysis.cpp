@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -200,7 +201,67 @@ TEST(FourTerms, RestoresTrainingModeAndRejectsLongInput) {
     EXPECT_THROW(decompose_first_layer(model, too_long), std::invalid_argument);
 }
 
+TEST(FourTerms, OneForwardPassGivesTheSameTermsAsTheStandaloneCall) {
+    // The overload takes the logits of the caller's own pass (e.g. the [CLS] maps' pass) and
+    // runs none itself: its terms equal the standalone call's and still add up.
+    for (const std::string preset : {"bert-a", "bert-r", "bert-ad"}) {
+        engine::BertModel model(tiny_config(preset));
+        randomize(*model, 21);
+        auto batch = make_batch(11);
+        const FourTerms own = decompose_first_layer(model, batch.ids, batch.mask);
+        torch::NoGradGuard no_grad;
+        model->eval();
+        const engine::EncoderOutput encoded = model->forward(batch.ids, batch.mask, {}, true);
+        const FourTerms shared = decompose_first_layer(model, batch.ids, batch.mask, encoded);
+        EXPECT_TRUE(torch::equal(shared.logits, encoded.attention_logits[0])) << preset;
+        for (const TermField& f : term_fields())
+            EXPECT_TRUE(torch::equal(shared.*f.tensor, own.*f.tensor)) << preset << " " << f.name;
+        EXPECT_TRUE(torch::equal(shared.logits, own.logits)) << preset;
+        expect_close(shared.sum(), shared.logits, 2e-5 * std::max(1.0, max_abs(shared.logits)),
+                     preset);
+    }
+}
+
+TEST(FourTerms, OneForwardPassRejectsAnEncoderOutputWithoutMaps) {
+    engine::BertModel model(tiny_config("bert-a"));
+    auto batch = make_batch(8);
+    torch::NoGradGuard no_grad;
+    model->eval();
+    const engine::EncoderOutput plain = model->forward(batch.ids, batch.mask, {}, false);
+    try {
+        decompose_first_layer(model, batch.ids, batch.mask, plain);
+        ADD_FAILURE() << "no attention logits accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("output_attentions"), std::string::npos) << e.what();
+    }
+    // A pass over other input (fewer tokens) does not fit these input_ids.
+    const engine::EncoderOutput shorter =
+        model->forward(batch.ids.slice(1, 0, 6), batch.mask.slice(1, 0, 6), {}, true);
+    try {
+        decompose_first_layer(model, batch.ids, batch.mask, shorter);
+        ADD_FAILURE() << "mis-shaped logits accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("(2, 2, 8, 8)"), std::string::npos) << e.what();
+    }
+}
+
 // ---- uniformity -------------------------------------------------------------------------------
+
+TEST(TermFields, CoverEveryTermOnceInTableOrder) {
+    const auto& fields = term_fields();
+    const std::vector<std::string> names = {"word_word", "word_pos", "pos_word",
+                                            "pos_pos",   "bias",     "rest"};
+    TermSpread s{1, 2, 3, 4, 5, 6};
+    for (size_t k = 0; k < fields.size(); ++k) {
+        EXPECT_EQ(fields[k].name, names[k]);
+        EXPECT_EQ(s.*fields[k].spread, static_cast<double>(k + 1));
+    }
+    const TermSpread r = relative_to_word_word(TermSpread{2, 1, 4, 0, 6, 8});
+    EXPECT_DOUBLE_EQ(r.word_word, 1.0);
+    EXPECT_DOUBLE_EQ(r.word_pos, 0.5);
+    EXPECT_DOUBLE_EQ(r.rest, 4.0);
+    EXPECT_TRUE(std::isnan(relative_to_word_word(TermSpread{}).pos_pos));
+}
 
 TEST(Uniformity, ConstantMapIsZeroAndBandIsLarger) {
     const int64_t T = 12;
@@ -753,4 +814,90 @@ TEST(HfImport, PytorchModelBinFromPython) {
     write_text(fx.dir / "pytorch_model.bin", "not a zip");
     auto msg = checkpoint_error([&] { import_hf_bert(fx.dir.string()); });
     EXPECT_TRUE(has(msg, "pytorch_model.bin")) << msg;
+}
+
+// ---- HF export (tupe export DIR) ------------------------------------------------------------
+
+TEST(HfExport, EveryVariantRoundTripsThroughTheImporter) {
+    auto dir = temp_dir("hf_export");
+    engine::Vocab::from_tokens(vocab_tokens()).save((dir / "vocab-src.txt").string());
+    std::vector<engine::ModelConfig> configs;
+    for (const std::string preset : engine::model_presets()) configs.push_back(tiny_config(preset));
+    auto pre_ln = tiny_config("bert-a");
+    pre_ln.pre_layernorm = true;  // BERT-A, but not what transformers' BertForMaskedLM computes
+    configs.push_back(pre_ln);
+    auto per_layer = tiny_config("tupe-r");
+    per_layer.shared_pos_term = false;
+    configs.push_back(per_layer);
+    for (const auto& config : configs) {
+        const std::string what = config.preset + (config.pre_layernorm ? " pre-LN" : "") +
+                                 (config.shared_pos_term ? "" : " per-layer");
+        engine::BertForMaskedLM model(config);
+        randomize(*model, 41);
+        model->eval();
+        const fs::path out = dir / "out";
+        fs::remove_all(out);
+        export_hf_bert(model, (dir / "vocab-src.txt").string(), false, out.string());
+        const auto j = nlohmann::json::parse(std::ifstream(out / "config.json"));
+        const bool plain_bert = config.preset == "bert-a" && !config.pre_layernorm;
+        EXPECT_EQ(j["model_type"], plain_bert ? "bert" : "tupe") << what;
+        EXPECT_EQ(j["tupe_workbench"]["preset"], config.preset) << what;
+        EXPECT_FALSE(read_hf_lower_case(out.string(), true)) << what;
+
+        auto imported = import_hf_bert(out.string());
+        const auto& c = imported->config();
+        EXPECT_EQ(c.preset, config.preset) << what;
+        EXPECT_EQ(c.absolute_position, config.absolute_position) << what;
+        EXPECT_EQ(c.rel_pos, config.rel_pos) << what;
+        EXPECT_EQ(c.untie_cls, config.untie_cls) << what;
+        EXPECT_EQ(c.shared_pos_term, config.shared_pos_term) << what;
+        EXPECT_EQ(c.pre_layernorm, config.pre_layernorm) << what;
+        EXPECT_EQ(c.attention_scale_factor, config.attention_scale_factor) << what;
+        EXPECT_TRUE(torch::equal(mlm_logits(imported), mlm_logits(model))) << what;
+        EXPECT_EQ(import_hf_vocab(out.string(), c).tokens(), vocab_tokens()) << what;
+        // model.safetensors holds every parameter once under its HF name, and no decoder copy.
+        const auto stored = read_safetensors((out / "model.safetensors").string());
+        EXPECT_EQ(stored.size(), model->named_parameters().size()) << what;
+        for (const auto& [name, tensor] : stored)
+            EXPECT_NE(name, "cls.predictions.decoder.weight") << what;
+    }
+    fs::remove_all(dir);
+}
+
+TEST(HfExport, ConfigBlockErrorsNameTheFileAndKey) {
+    auto dir = temp_dir("hf_export_bad");
+    engine::Vocab::from_tokens(vocab_tokens()).save((dir / "vocab-src.txt").string());
+    engine::BertForMaskedLM model(tiny_config("tupe-r"));
+    export_hf_bert(model, (dir / "vocab-src.txt").string(), true, (dir / "m").string());
+    EXPECT_TRUE(read_hf_lower_case((dir / "m").string(), false));
+    const std::string cfg = (dir / "m" / "config.json").string();
+    const auto good = nlohmann::json::parse(std::ifstream(cfg));
+
+    auto with = [&](const std::function<void(nlohmann::json&)>& edit) {
+        auto j = good;
+        edit(j);
+        write_text(cfg, j.dump(2));
+        return checkpoint_error([&] { read_hf_bert_config(cfg); });
+    };
+    // transformers' model_type with a TUPE block would silently mean another function.
+    auto msg = with([](nlohmann::json& j) { j["model_type"] = "bert"; });
+    EXPECT_TRUE(has(msg, cfg) && has(msg, "tupe-r") && has(msg, "untied")) << msg;
+    msg = with([](nlohmann::json& j) { j.erase("tupe_workbench"); });
+    EXPECT_TRUE(has(msg, "tupe_workbench")) << msg;
+    msg = with([](nlohmann::json& j) { j["tupe_workbench"]["rel_pos_binz"] = 3; });
+    EXPECT_TRUE(has(msg, "unknown key 'rel_pos_binz'")) << msg;
+    msg = with([](nlohmann::json& j) { j["tupe_workbench"]["rel_pos"] = "yes"; });
+    EXPECT_TRUE(has(msg, "tupe_workbench\".rel_pos")) << msg;
+    msg = with([](nlohmann::json& j) { j["tupe_workbench"]["absolute_position"] = "sideways"; });
+    EXPECT_TRUE(has(msg, "sideways")) << msg;
+
+    // A vocabulary larger than the model is refused before anything is written.
+    std::vector<std::string> big = vocab_tokens();
+    big.push_back("extra");
+    engine::Vocab::from_tokens(big).save((dir / "big.txt").string());
+    msg = checkpoint_error(
+        [&] { export_hf_bert(model, (dir / "big.txt").string(), true, (dir / "n").string()); });
+    EXPECT_TRUE(has(msg, "big.txt") && has(msg, "vocab_size")) << msg;
+    EXPECT_FALSE(fs::exists(dir / "n"));
+    fs::remove_all(dir);
 }

@@ -66,7 +66,7 @@ struct AnalysisOutput {
     std::vector<std::string> axis_labels;
     std::vector<std::string> notes;  ///< truncations and other things a reader should know
     std::vector<SkippedMap> skipped;
-    int64_t forward_passes = 0;     ///< model forward passes run (per batch: 1, or 2 with terms)
+    int64_t forward_passes = 0;     ///< model forward passes run (one per batch)
     std::optional<TermMaps> terms;  ///< BERT-A/R (input positions) and BERT-Ad only
     std::optional<TupeMaps> tupe;   ///< untied (TUPE) models only
     ClsAttention cls;
@@ -79,8 +79,9 @@ std::vector<std::string> read_sentences(const std::string& path, int64_t n);
 
 /// Runs `sentences` through `model` in batches of options.batch_size ([CLS] s [SEP], padded to
 /// the longest) and computes every map that fits the variant; the rest go to `skipped` with the
-/// reason. Per batch: one forward pass with attention maps on (the [CLS] maps of every layer)
-/// and, for input/decoupled positions, decompose_first_layer (which runs its own pass). Eval
+/// reason. Per batch: one forward pass with attention maps on, which gives the [CLS] maps of
+/// every layer and, for input/decoupled positions, the logits that decompose_first_layer's
+/// terms add up to (no second pass). Eval
 /// mode without gradients; the training flag is restored. Throws std::invalid_argument for no
 /// sentences and engine::InputError(options.source, ...) for a sentence that is too long
 /// when options.truncate is false.

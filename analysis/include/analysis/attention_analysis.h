@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -67,8 +68,18 @@ struct FourTerms {
 /// training flag is restored). Token type 0 everywhere. Supports absolute_position kInput
 /// (BERT-A, BERT-R), kDecoupled (BERT-Ad), kUntied (TUPE) and kNone, post- and pre-LN.
 /// input_ids (B, T) int64; attention_mask (B, T) or undefined (all tokens).
+/// Runs one forward pass of its own for FourTerms::logits; when the caller already has that
+/// pass (e.g. for the [CLS] maps), the overload below avoids the second one.
 FourTerms decompose_first_layer(engine::BertModel& model, const torch::Tensor& input_ids,
                                 const torch::Tensor& attention_mask = {});
+
+/// As above, with FourTerms::logits taken from `encoded`, the model's forward pass over the
+/// same input_ids and attention_mask in eval mode with output_attentions = true (the terms
+/// are computed from the parameters, so no further pass runs). Throws std::invalid_argument
+/// when `encoded` has no attention logits or its layer-0 logits are not (B, H, T, T).
+FourTerms decompose_first_layer(engine::BertModel& model, const torch::Tensor& input_ids,
+                                const torch::Tensor& attention_mask,
+                                const engine::EncoderOutput& encoded);
 
 // ---- how uniform a term looks -----------------------------------------------------------------
 
@@ -83,6 +94,19 @@ double uniformity(const torch::Tensor& term, const torch::Tensor& attention_mask
 struct TermSpread {
     double word_word = 0, word_pos = 0, pos_word = 0, pos_pos = 0, bias = 0, rest = 0;
 };
+
+/// One of the six parts of FourTerms and its TermSpread field, for code that loops over them.
+struct TermField {
+    const char* name;                  ///< "word_word", "word_pos", ..., "bias", "rest"
+    torch::Tensor FourTerms::*tensor;  ///< e.g. &FourTerms::word_pos
+    double TermSpread::*spread;        ///< e.g. &TermSpread::word_pos
+};
+
+/// word_word, word_pos, pos_word, pos_pos, bias, rest: the order of every table of terms.
+const std::array<TermField, 6>& term_fields();
+
+/// Each field of `spread` divided by spread.word_word (NaN for all when word_word is 0).
+TermSpread relative_to_word_word(const TermSpread& spread);
 
 /// Per head, the spread of each term, absolute and relative to the word->word term. The paper's
 /// Fig. 2 claim ("the cross terms look uniform") reads as relative.word_pos and
@@ -203,7 +227,10 @@ double mean_attention_distance(const torch::Tensor& probs);
 
 // ---- HF import --------------------------------------------------------------------------------
 
-/// Reads an HF BertConfig config.json into a BERT-A ModelConfig (preset "bert-a", size "hf").
+/// Reads an HF BertConfig config.json into a BERT-A ModelConfig (preset "bert-a", size "hf"),
+/// or, with model_type "tupe" or a "tupe_workbench" block (see hf_config_for), into the
+/// variant that block describes (model_type "bert" with a block of a non-BERT variant is
+/// refused).
 /// Required keys: vocab_size, hidden_size, num_hidden_layers, num_attention_heads,
 /// intermediate_size, max_position_embeddings; optional: type_vocab_size (2), layer_norm_eps
 /// (1e-12), hidden_act ("gelu", the erf form; anything else is refused), hidden/attention
@@ -224,6 +251,27 @@ NamedTensors read_hf_state_dict(const std::string& dir);
 /// ignored. Throws engine::CheckpointError naming the file for a missing, unexpected or
 /// mis-shaped tensor and for a config the engine cannot represent.
 engine::BertForMaskedLM import_hf_bert(const std::string& dir);
+
+/// The config.json text that export_hf_bert writes for `config`: HF BertConfig keys, plus a
+/// "tupe_workbench" block with the variant's positional fields (preset, size,
+/// absolute_position, rel_pos, rel_pos_bins, max_rel_pos, untie_cls, shared_pos_term,
+/// attention_scale_factor, pre_layernorm). model_type is "bert" when transformers'
+/// BertForMaskedLM computes the same function (BERT-A, post-LN, no relative bias, no [CLS]
+/// reset, scale 1), else "tupe", which read_hf_bert_config accepts and transformers refuses.
+std::string hf_config_for(const engine::ModelConfig& config);
+
+/// Writes `model` as an HF folder that import_hf_bert reads back to the same function:
+/// dir/config.json (hf_config_for), dir/model.safetensors (every parameter under its HF name,
+/// float32; the tied decoder is not stored twice), dir/vocab.txt (the tokens of vocab_path),
+/// dir/tokenizer_config.json (do_lower_case = lower_case). Creates dir; each file is written
+/// atomically. Throws engine::CheckpointError / engine::InputError naming the file, e.g. for a
+/// vocabulary larger than config.vocab_size (checked before anything is written).
+void export_hf_bert(engine::BertForMaskedLM& model, const std::string& vocab_path,
+                    bool lower_case, const std::string& dir);
+
+/// dir/tokenizer_config.json's do_lower_case, or `fallback` when the file or key is absent.
+/// Throws engine::CheckpointError naming the file for malformed JSON or a non-boolean value.
+bool read_hf_lower_case(const std::string& dir, bool fallback);
 
 /// dir/vocab.txt, checked against the model: more tokens than config.vocab_size would produce
 /// ids outside the embedding table. Throws engine::InputError / engine::CheckpointError.

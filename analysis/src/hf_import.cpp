@@ -1,0 +1,395 @@
+// HF BertForMaskedLM folders (transformers' modeling_bert names), both ways. Import: config.json
+// into a ModelConfig, the weights from model.safetensors or pytorch_model.bin (both read by
+// analysis/safetensors), and vocab.txt, so the microscope can look at published BERT weights.
+// Export: any engine model as config.json + model.safetensors + vocab.txt; a variant that
+// transformers cannot represent gets model_type "tupe" and a "tupe_workbench" block that only
+// this importer reads. Every error is an engine::CheckpointError naming the file.
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "analysis/attention_analysis.h"
+#include "analysis/safetensors.h"
+#include "engine/errors.h"
+#include "tensor_util.h"
+
+namespace analysis {
+
+namespace fs = std::filesystem;
+using detail::shape_string;
+
+namespace {
+
+std::string read_text(const std::string& path) {
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) throw engine::CheckpointError(path, "no such file");
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream os;
+    os << in.rdbuf();
+    if (!in) throw engine::CheckpointError(path, "read failed");
+    return os.str();
+}
+
+/// Old TF-converted checkpoints call LayerNorm parameters gamma/beta.
+std::string canonical_hf_name(std::string name) {
+    auto ends_with = [&](const std::string& suffix) {
+        return name.size() >= suffix.size() &&
+               name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (name.find("LayerNorm.") != std::string::npos) {
+        if (ends_with(".gamma")) return name.substr(0, name.size() - 6) + ".weight";
+        if (ends_with(".beta")) return name.substr(0, name.size() - 5) + ".bias";
+    }
+    return name;
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+    return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+/// HF tensors the engine has no place for and that carry nothing it needs.
+bool ignored_hf_name(const std::string& name) {
+    return starts_with(name, "bert.pooler.") || starts_with(name, "cls.seq_relationship.") ||
+           name == "bert.embeddings.position_ids" || name == "cls.predictions.decoder.bias" ||
+           name == "cls.predictions.decoder.weight";
+}
+
+constexpr const char* kTupeModelType = "tupe";
+constexpr const char* kWorkbenchKey = "tupe_workbench";
+
+/// Whether transformers' BertForMaskedLM computes what the engine computes for `c`.
+bool hf_representable(const engine::ModelConfig& c) {
+    return c.absolute_position == engine::AbsolutePosition::kInput && !c.rel_pos &&
+           !c.untie_cls && c.attention_scale_factor == 1.0 && !c.pre_layernorm;
+}
+
+/// Reads {"preset", "size", "absolute_position", "rel_pos", "rel_pos_bins", "max_rel_pos",
+/// "untie_cls", "shared_pos_term", "attention_scale_factor", "pre_layernorm"} into c; every key
+/// is optional except absolute_position, unknown keys are refused.
+void read_workbench_block(const std::string& path, const nlohmann::json& block,
+                          engine::ModelConfig& c) {
+    const std::string where = std::string("\"") + kWorkbenchKey + "\"";
+    if (!block.is_object()) throw engine::CheckpointError(path, where + " must be an object");
+    auto fail = [&](const std::string& key, const std::string& what) {
+        throw engine::CheckpointError(path, where + "." + key + " " + what + ", got " +
+                                                block[key].dump());
+    };
+    for (const auto& [key, value] : block.items()) {
+        if (key == "preset" || key == "size" || key == "absolute_position") {
+            if (!value.is_string()) fail(key, "must be a string");
+        } else if (key == "rel_pos" || key == "untie_cls" || key == "shared_pos_term" ||
+                   key == "pre_layernorm") {
+            if (!value.is_boolean()) fail(key, "must be true or false");
+        } else if (key == "rel_pos_bins" || key == "max_rel_pos") {
+            if (!value.is_number_integer()) fail(key, "must be an integer");
+        } else if (key == "attention_scale_factor") {
+            if (!value.is_number()) fail(key, "must be a number");
+        } else {
+            throw engine::CheckpointError(path, where + ": unknown key '" + key + "'");
+        }
+    }
+    if (!block.contains("absolute_position"))
+        throw engine::CheckpointError(path, where + ": missing key 'absolute_position'");
+    try {
+        c.absolute_position =
+            engine::absolute_position_from_string(block["absolute_position"].get<std::string>());
+    } catch (const std::invalid_argument& e) {
+        throw engine::CheckpointError(path, where + "." + e.what());
+    }
+    c.preset = block.value("preset", c.preset);
+    c.size = block.value("size", c.size);
+    c.rel_pos = block.value("rel_pos", c.rel_pos);
+    c.rel_pos_bins = block.value("rel_pos_bins", c.rel_pos_bins);
+    c.max_rel_pos = block.value("max_rel_pos", c.max_rel_pos);
+    c.untie_cls = block.value("untie_cls", c.untie_cls);
+    c.shared_pos_term = block.value("shared_pos_term", c.shared_pos_term);
+    c.attention_scale_factor = block.value("attention_scale_factor", c.attention_scale_factor);
+    c.pre_layernorm = block.value("pre_layernorm", c.pre_layernorm);
+}
+
+/// Writes `text` to path atomically (temporary file + rename).
+void write_text_file(const fs::path& path, const std::string& text) {
+    const fs::path tmp = path.string() + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+        f << text;
+        f.flush();
+        if (!f) throw engine::CheckpointError(path.string(), "cannot write");
+    }
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec) throw engine::CheckpointError(path.string(), "cannot write: " + ec.message());
+}
+
+}  // namespace
+
+engine::ModelConfig read_hf_bert_config(const std::string& path) {
+    const std::string bytes = read_text(path);
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(bytes.begin(), bytes.end());
+    } catch (const nlohmann::json::exception& e) {
+        throw engine::CheckpointError(path, std::string("malformed JSON: ") + e.what());
+    }
+    if (!j.is_object()) throw engine::CheckpointError(path, "not a JSON object");
+
+    auto get_int = [&](const char* key, int64_t& field, bool required) {
+        if (!j.contains(key)) {
+            if (required)
+                throw engine::CheckpointError(path, std::string("missing key '") + key + "'");
+            return;
+        }
+        if (!j[key].is_number_integer()) {
+            throw engine::CheckpointError(
+                path, std::string("key '") + key + "' must be an integer, got " + j[key].dump());
+        }
+        field = j[key].get<int64_t>();
+    };
+    auto get_double = [&](const char* key, double& field) {
+        if (!j.contains(key) || j[key].is_null()) return;
+        if (!j[key].is_number()) {
+            throw engine::CheckpointError(
+                path, std::string("key '") + key + "' must be a number, got " + j[key].dump());
+        }
+        field = j[key].get<double>();
+    };
+    auto require_string = [&](const char* key, const char* allowed) {
+        if (!j.contains(key)) return;
+        if (!j[key].is_string() || j[key].get<std::string>() != allowed) {
+            throw engine::CheckpointError(
+                path, std::string("key '") + key + "' is " + j[key].dump() +
+                          "; the engine's BERT-A supports only \"" + allowed + "\"");
+        }
+    };
+
+    engine::ModelConfig c = engine::make_model_config("bert-a", "tiny");
+    c.size = "hf";
+    get_int("vocab_size", c.vocab_size, true);
+    get_int("hidden_size", c.hidden_size, true);
+    get_int("num_hidden_layers", c.num_hidden_layers, true);
+    get_int("num_attention_heads", c.num_attention_heads, true);
+    get_int("intermediate_size", c.intermediate_size, true);
+    get_int("max_position_embeddings", c.max_position_embeddings, true);
+    c.type_vocab_size = 2;
+    get_int("type_vocab_size", c.type_vocab_size, false);
+    c.layer_norm_eps = 1e-12;
+    get_double("layer_norm_eps", c.layer_norm_eps);
+    get_double("hidden_dropout_prob", c.hidden_dropout_prob);
+    get_double("attention_probs_dropout_prob", c.attention_probs_dropout_prob);
+    get_double("initializer_range", c.initializer_range);
+    if (j.contains("pad_token_id") && !j["pad_token_id"].is_null())
+        get_int("pad_token_id", c.pad_token_id, false);
+    // HF "gelu" is the erf form, as the engine's BertIntermediate; gelu_new (tanh) is not.
+    require_string("hidden_act", "gelu");
+    if (j.contains("is_decoder") && j["is_decoder"].is_boolean() && j["is_decoder"].get<bool>())
+        throw engine::CheckpointError(path, "is_decoder = true: only encoders are supported");
+    const bool tupe_family = j.contains("model_type") && j["model_type"] == kTupeModelType;
+    if (!tupe_family) {
+        require_string("position_embedding_type", "absolute");
+        require_string("model_type", "bert");
+    }
+    // The workbench's own block (written by export_hf_bert): the variant's positional fields.
+    // Required for model_type "tupe"; for "bert" it may only restate BERT-A.
+    if (j.contains(kWorkbenchKey)) {
+        read_workbench_block(path, j[kWorkbenchKey], c);
+    } else if (tupe_family) {
+        throw engine::CheckpointError(path, std::string("model_type \"") + kTupeModelType +
+                                                "\" needs the \"" + kWorkbenchKey + "\" block");
+    }
+    if (!tupe_family && !hf_representable(c))
+        throw engine::CheckpointError(
+            path, std::string("model_type \"bert\" but the \"") + kWorkbenchKey +
+                      "\" block describes " + c.preset + " (absolute_position = " +
+                      engine::to_string(c.absolute_position) + "); expected model_type \"" +
+                      kTupeModelType + "\"");
+    try {
+        c.validate();
+    } catch (const std::exception& e) {
+        throw engine::CheckpointError(path,
+                                      std::string("config does not fit the engine: ") + e.what());
+    }
+    return c;
+}
+
+NamedTensors read_hf_state_dict(const std::string& dir) {
+    const fs::path d(dir);
+    std::error_code ec;
+    if (fs::exists(d / "model.safetensors", ec))
+        return read_safetensors((d / "model.safetensors").string());
+    if (fs::exists(d / "pytorch_model.bin", ec))
+        return read_torch_state_dict((d / "pytorch_model.bin").string());
+    if (fs::exists(d / "model.safetensors.index.json", ec) ||
+        fs::exists(d / "pytorch_model.bin.index.json", ec))
+        throw engine::CheckpointError(dir,
+                                      "sharded checkpoints are not supported; merge the shards");
+    throw engine::CheckpointError(dir, "neither model.safetensors nor pytorch_model.bin found");
+}
+
+engine::BertForMaskedLM import_hf_bert(const std::string& dir) {
+    const fs::path d(dir);
+    const engine::ModelConfig config = read_hf_bert_config((d / "config.json").string());
+    std::error_code ec;
+    const std::string weights_file = fs::exists(d / "model.safetensors", ec)
+                                         ? (d / "model.safetensors").string()
+                                         : (d / "pytorch_model.bin").string();
+    NamedTensors state = read_hf_state_dict(dir);
+
+    std::unordered_map<std::string, torch::Tensor> by_name;
+    bool has_bert_prefix = false;
+    for (auto& [raw, tensor] : state) {
+        const std::string name = canonical_hf_name(raw);
+        has_bert_prefix = has_bert_prefix || starts_with(name, "bert.");
+        if (!by_name.emplace(name, tensor).second)
+            throw engine::CheckpointError(weights_file, "tensor '" + name + "' appears twice");
+    }
+    if (!has_bert_prefix) {
+        throw engine::CheckpointError(
+            weights_file,
+            "no 'bert.*' tensors: not a BertForMaskedLM checkpoint (a bare "
+            "BertModel has no MLM head to import)");
+    }
+
+    engine::BertForMaskedLM model(config);
+    torch::NoGradGuard no_grad;
+    std::set<std::string> used;
+    for (auto& item : model->named_parameters(/*recurse=*/true)) {
+        const std::string& name = item.key();
+        auto found = by_name.find(name);
+        if (found == by_name.end()) {
+            throw engine::CheckpointError(
+                weights_file, "missing tensor '" + name + "' (config.json says " +
+                                  std::to_string(config.num_hidden_layers) + " layers)");
+        }
+        auto& param = item.value();
+        const auto& src = found->second;
+        if (!src.is_floating_point() || src.sizes() != param.sizes()) {
+            throw engine::CheckpointError(
+                weights_file, "tensor '" + name + "' is " + shape_string(src.sizes()) + " " +
+                                  c10::toString(src.scalar_type()) + ", the model (from " +
+                                  "config.json) expects " + shape_string(param.sizes()) + " float");
+        }
+        param.copy_(src.to(param.scalar_type()));
+        used.insert(name);
+    }
+    for (const auto& [name, tensor] : by_name) {
+        if (used.count(name)) continue;
+        if (!ignored_hf_name(name)) {
+            throw engine::CheckpointError(
+                weights_file,
+                "unexpected tensor '" + name + "' (does config.json fit this checkpoint?)");
+        }
+    }
+    // The engine ties the decoder to the word embeddings, as HF does; an untied decoder would be
+    // silently replaced, so refuse it.
+    auto decoder = by_name.find("cls.predictions.decoder.weight");
+    if (decoder != by_name.end()) {
+        const auto& words = model->bert->embeddings->word_embeddings->weight;
+        if (decoder->second.sizes() != words.sizes() ||
+            !torch::equal(decoder->second.to(words.scalar_type()), words)) {
+            throw engine::CheckpointError(weights_file,
+                                          "cls.predictions.decoder.weight differs from the word "
+                                          "embeddings; untied decoders are not supported");
+        }
+    }
+    model->eval();
+    return model;
+}
+
+engine::Vocab import_hf_vocab(const std::string& dir, const engine::ModelConfig& config) {
+    const std::string path = (fs::path(dir) / "vocab.txt").string();
+    engine::Vocab vocab = engine::Vocab::load(path);
+    if (vocab.size() > config.vocab_size) {
+        throw engine::CheckpointError(path, std::to_string(vocab.size()) +
+                                                " tokens, more than the model's vocab_size = " +
+                                                std::to_string(config.vocab_size));
+    }
+    return vocab;
+}
+
+std::string hf_config_for(const engine::ModelConfig& c) {
+    nlohmann::json j = {
+        {"architectures", {hf_representable(c) ? "BertForMaskedLM" : "TupeForMaskedLM"}},
+        {"model_type", hf_representable(c) ? "bert" : kTupeModelType},
+        {"vocab_size", c.vocab_size},
+        {"hidden_size", c.hidden_size},
+        {"num_hidden_layers", c.num_hidden_layers},
+        {"num_attention_heads", c.num_attention_heads},
+        {"intermediate_size", c.intermediate_size},
+        {"max_position_embeddings", c.max_position_embeddings},
+        {"type_vocab_size", c.type_vocab_size},
+        {"layer_norm_eps", c.layer_norm_eps},
+        {"hidden_act", "gelu"},
+        {"hidden_dropout_prob", c.hidden_dropout_prob},
+        {"attention_probs_dropout_prob", c.attention_probs_dropout_prob},
+        {"initializer_range", c.initializer_range},
+        {"pad_token_id", c.pad_token_id},
+    };
+    if (hf_representable(c)) j["position_embedding_type"] = "absolute";
+    j[kWorkbenchKey] = {{"preset", c.preset},
+                        {"size", c.size},
+                        {"absolute_position", engine::to_string(c.absolute_position)},
+                        {"rel_pos", c.rel_pos},
+                        {"rel_pos_bins", c.rel_pos_bins},
+                        {"max_rel_pos", c.max_rel_pos},
+                        {"untie_cls", c.untie_cls},
+                        {"shared_pos_term", c.shared_pos_term},
+                        {"attention_scale_factor", c.attention_scale_factor},
+                        {"pre_layernorm", c.pre_layernorm}};
+    return j.dump(2) + "\n";
+}
+
+void export_hf_bert(engine::BertForMaskedLM& model, const std::string& vocab_path,
+                    bool lower_case, const std::string& dir) {
+    const engine::ModelConfig& config = model->config();
+    // Checked before anything is written: the vocabulary must fit the embedding table.
+    const engine::Vocab vocab = engine::Vocab::load(vocab_path);
+    if (vocab.size() > config.vocab_size)
+        throw engine::CheckpointError(vocab_path, std::to_string(vocab.size()) +
+                                                      " tokens, more than the model's vocab_size = " +
+                                                      std::to_string(config.vocab_size));
+    const fs::path d(dir);
+    std::error_code ec;
+    fs::create_directories(d, ec);
+    if (ec) throw engine::CheckpointError(dir, "cannot create the directory: " + ec.message());
+
+    // Parameters only, under their HF names; the decoder is tied to the word embeddings and,
+    // as in transformers' own safetensors files, not stored twice.
+    NamedTensors tensors;
+    for (const auto& item : model->named_parameters(/*recurse=*/true))
+        tensors.emplace_back(item.key(), item.value().detach().to(torch::kCPU, torch::kFloat));
+    write_safetensors((d / "model.safetensors").string(), tensors,
+                      {{"format", "pt"}, {"producer", "tupe export"}});
+    write_text_file(d / "config.json", hf_config_for(config));
+    std::string tokens;
+    for (const auto& t : vocab.tokens()) tokens += t + "\n";
+    write_text_file(d / "vocab.txt", tokens);
+    const nlohmann::json tokenizer = {{"do_lower_case", lower_case},
+                                      {"model_max_length", config.max_position_embeddings},
+                                      {"tokenizer_class", "BertTokenizer"}};
+    write_text_file(d / "tokenizer_config.json", tokenizer.dump(2) + "\n");
+}
+
+bool read_hf_lower_case(const std::string& dir, bool fallback) {
+    const fs::path path = fs::path(dir) / "tokenizer_config.json";
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) return fallback;
+    const std::string bytes = read_text(path.string());
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(bytes.begin(), bytes.end());
+    } catch (const nlohmann::json::exception& e) {
+        throw engine::CheckpointError(path.string(), std::string("malformed JSON: ") + e.what());
+    }
+    if (!j.is_object() || !j.contains("do_lower_case")) return fallback;
+    if (!j["do_lower_case"].is_boolean())
+        throw engine::CheckpointError(path.string(), "do_lower_case must be true or false, got " +
+                                                         j["do_lower_case"].dump());
+    return j["do_lower_case"].get<bool>();
+}
+
+}  // namespace analysis
