@@ -193,6 +193,14 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
         for (const auto& kv : grid)
             axes.emplace_back(kv.first.as<std::string>(),
                               r.list<std::string>(kv.second, "grid." + kv.first.as<std::string>(), "values"));
+        // The product is checked before expanding: a few long axes would otherwise make
+        // millions of variants (found by tests/fuzz/fuzz_experiment_yaml: a hang, then OOM).
+        constexpr size_t kMaxGridVariants = 1000;
+        size_t count = 1;
+        for (const auto& axis : axes)
+            if ((count *= axis.second.size()) > kMaxGridVariants)
+                r.fail(grid, "grid", "more than " + std::to_string(kMaxGridVariants) +
+                                         " variants (the product of the value counts)");
         std::vector<Pending> combos = {Pending{"", {}, grid}};
         for (const auto& [key, values] : axes) {
             std::vector<Pending> next;
