@@ -2,11 +2,14 @@
 // API was renamed in LibTorch 2.4; both spellings are supported here and only here.
 #include "optim_util.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
 #include <torch/version.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace engine::detail {
@@ -81,6 +84,91 @@ torch::optim::AdamW make_adamw(torch::nn::Module& module, const AdamWSettings& s
 void set_lr(torch::optim::AdamW& optimizer, double lr) {
     for (auto& group : optimizer.param_groups())
         static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+}
+
+namespace {
+
+// The optimizer's state map is keyed by the parameter's TensorImpl: as a string in LibTorch
+// 1.13, as the pointer itself in later releases.
+template <typename Map>
+typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
+    if constexpr (std::is_same_v<typename Map::key_type, std::string>)
+        return c10::guts::to_string(p.unsafeGetTensorImpl());
+    else
+        return p.unsafeGetTensorImpl();
+}
+
+bool fusable(const torch::Tensor& t) {
+    return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat &&
+           t.is_contiguous() && !t.is_sparse();
+}
+
+}  // namespace
+
+bool fused_adamw_step(torch::optim::AdamW& optimizer, double grad_scale) {
+    auto& state = optimizer.state();
+    // Check everything first, so that the step is either fused for all parameters or left to
+    // torch for all of them.
+    for (auto& group : optimizer.param_groups()) {
+        const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+        if (o.amsgrad()) return false;
+        for (auto& p : group.params()) {
+            if (!p.grad().defined()) continue;
+            if (!fusable(p) || !fusable(p.grad())) return false;
+            auto it = state.find(state_key(state, p));
+            if (it != state.end()) {
+                auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
+                if (!fusable(s.exp_avg()) || !fusable(s.exp_avg_sq())) return false;
+            }
+        }
+    }
+    torch::NoGradGuard no_grad;
+    for (auto& group : optimizer.param_groups()) {
+        const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+        const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+        for (auto& p : group.params()) {
+            if (!p.grad().defined()) continue;
+            const auto key = state_key(state, p);
+            auto it = state.find(key);
+            if (it == state.end()) {
+                auto fresh = std::make_unique<torch::optim::AdamWParamState>();
+                fresh->step(0);
+                fresh->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+                fresh->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
+                it = state.emplace(key, std::move(fresh)).first;
+            }
+            auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
+            s.step(s.step() + 1);
+            const double bias1 = 1 - std::pow(beta1, static_cast<double>(s.step()));
+            const double bias2 = 1 - std::pow(beta2, static_cast<double>(s.step()));
+            // The same constants, rounded to float, as torch's tensor ops use.
+            const float decay = static_cast<float>(1 - o.lr() * o.weight_decay());
+            const float b1 = static_cast<float>(beta1), c1 = static_cast<float>(1 - beta1);
+            const float b2 = static_cast<float>(beta2), c2 = static_cast<float>(1 - beta2);
+            const float sqrt_bias2 = static_cast<float>(std::sqrt(bias2));
+            const float eps = static_cast<float>(o.eps());
+            const float step_size = static_cast<float>(-(o.lr() / bias1));
+            const float scale = static_cast<float>(grad_scale);
+            const bool decayed = o.weight_decay() != 0, scaled = grad_scale != 1.0;
+            float* pw = p.data_ptr<float>();
+            const float* gw = p.grad().data_ptr<float>();
+            float* mw = s.exp_avg().data_ptr<float>();
+            float* vw = s.exp_avg_sq().data_ptr<float>();
+            at::parallel_for(0, p.numel(), 16384, [&](int64_t begin, int64_t end) {
+                for (int64_t i = begin; i < end; ++i) {
+                    const float g = scaled ? gw[i] * scale : gw[i];
+                    float w = decayed ? pw[i] * decay : pw[i];
+                    const float m = mw[i] * b1 + g * c1;
+                    const float v = vw[i] * b2 + g * g * c2;
+                    mw[i] = m;
+                    vw[i] = v;
+                    w += step_size * (m / (std::sqrt(v) / sqrt_bias2 + eps));
+                    pw[i] = w;
+                }
+            });
+        }
+    }
+    return true;
 }
 
 }  // namespace engine::detail

@@ -47,4 +47,14 @@ torch::optim::AdamW make_adamw(torch::nn::Module& module, const AdamWSettings& s
 /// Sets the learning rate of every parameter group.
 void set_lr(torch::optim::AdamW& optimizer, double lr);
 
+/// One AdamW step equal to torch::optim::AdamW::step() of LibTorch 1.13/2.x (decoupled weight
+/// decay, bias-corrected moments, eps added after the bias correction) up to fp32 rounding,
+/// with every gradient multiplied by `grad_scale` on the fly (gradient clipping without a pass
+/// over the gradients). One pass over p, grad, exp_avg and exp_avg_sq per parameter instead of
+/// about ten kernels; the moments live in the optimizer's own state, so checkpoints
+/// (optimizer.save/load) are unchanged. Returns false and does nothing when it cannot apply
+/// (amsgrad, or a parameter, gradient or moment that is not a contiguous fp32 CPU tensor): the
+/// caller then scales the gradients and calls optimizer.step().
+bool fused_adamw_step(torch::optim::AdamW& optimizer, double grad_scale);
+
 }  // namespace engine::detail

@@ -31,7 +31,12 @@ MlmStepResult mlm_train_step(BertForMaskedLM& model, torch::optim::Optimizer& op
     denominator = std::max<int64_t>(1, denominator);
     const torch::Device device = micro_batches.empty() ? torch::Device(torch::kCPU)
                                                        : micro_batches.front().input_ids.device();
-    optimizer.zero_grad();
+    std::vector<torch::Tensor> params;
+    for (const auto& group : optimizer.param_groups())
+        for (const auto& p : group.params()) params.push_back(p);
+    // Undefined gradients: the first backward then stores its gradient instead of adding it
+    // to a zero-filled buffer (LibTorch 1.13's zero_grad() fills with zeros).
+    for (auto& p : params) p.mutable_grad() = torch::Tensor();
     for (const auto& b : micro_batches) {
         torch::Tensor loss;
         int64_t masked = 0;
@@ -55,13 +60,33 @@ MlmStepResult mlm_train_step(BertForMaskedLM& model, torch::optim::Optimizer& op
         r.real_tokens += b.real_tokens;
         r.masked_tokens += masked;
     }
+    // A parameter outside this step's graph gets a zero gradient, as zero_grad() would have
+    // left it: the data-parallel hook all-reduces every gradient.
+    for (auto& p : params)
+        if (p.requires_grad() && !p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
     if (options.after_backward) options.after_backward();
-    if (options.clip_norm > 0) {
-        std::vector<torch::Tensor> params;
-        for (const auto& group : optimizer.param_groups())
-            for (const auto& p : group.params()) params.push_back(p);
-        r.grad_norm = torch::nn::utils::clip_grad_norm_(params, options.clip_norm);
+
+    auto* adamw = options.fused_adamw ? dynamic_cast<torch::optim::AdamW*>(&optimizer) : nullptr;
+    if (adamw && options.clip_norm > 0) {
+        // clip_grad_norm_'s arithmetic (L2 norm of the per-parameter norms, coefficient
+        // max_norm / (norm + 1e-6) capped at 1), but the scale is applied inside the update.
+        torch::NoGradGuard no_grad;
+        std::vector<torch::Tensor> norms;
+        norms.reserve(params.size());
+        for (const auto& p : params)
+            if (p.grad().defined()) norms.push_back(p.grad().norm(2));
+        r.grad_norm = norms.empty() ? 0.0 : torch::stack(norms).norm(2).item<double>();
+        const double scale = std::min(1.0, options.clip_norm / (r.grad_norm + 1e-6));
+        if (detail::fused_adamw_step(*adamw, scale)) return r;
+        if (scale < 1.0)
+            for (auto& p : params)
+                if (p.grad().defined()) p.grad().mul_(scale);
+        optimizer.step();
+        return r;
     }
+    if (adamw && detail::fused_adamw_step(*adamw, 1.0)) return r;
+    if (options.clip_norm > 0)
+        r.grad_norm = torch::nn::utils::clip_grad_norm_(params, options.clip_norm);
     optimizer.step();
     return r;
 }

@@ -1,11 +1,22 @@
-// `tupe bench`: median seconds per MLM training step (forward, backward, clip, AdamW) on a
-// synthetic batch, per variant, and each variant's cost relative to the first one listed.
+// `tupe bench`: the MLM training step (engine::mlm_train_step: forward, backward, clipping,
+// AdamW) per variant on a synthetic batch: median s/step, tokens/s, achieved FLOP/s against the
+// machine's own matmul peak measured here for the same dtype, peak RSS against an analytic
+// estimate, and each variant's cost relative to the first. Shapes: B batch, T tokens, C hidden,
+// H heads, F FFN width, V vocabulary, M masked positions, N = B * T, S = B * H * T * T.
+#include <sys/resource.h>
+#include <unistd.h>
+#include <malloc.h>
+#include <sched.h>
+
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli_util.h"
@@ -17,6 +28,8 @@ namespace cli {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 std::vector<std::string> split_commas(const std::string& s) {
     std::vector<std::string> out;
     std::stringstream ss(s);
@@ -25,78 +38,369 @@ std::vector<std::string> split_commas(const std::string& s) {
     return out;
 }
 
-struct BenchResult {
-    double median_s = 0;
-    double tokens_per_s = 0;
-    int64_t params = 0;
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void synchronize(const torch::Device& device) {
+    // A CUDA step is only finished when the stream is; a zero-sized host copy forces that on
+    // LibTorch 1.13 and 2.x alike.
+    if (device.is_cuda()) torch::zeros({1}, torch::TensorOptions().device(device)).cpu();
+}
+
+// ---- FLOPs ------------------------------------------------------------------------------------
+// Counted analytically from the shapes, 2 FLOPs per multiply-add, matmuls only (embedding
+// look-ups, LayerNorm, softmax, GELU, dropout and the optimizer are O(N*C) and left out):
+//   per layer   QKV 2*N*C*3C, scores 2*N*T*C (= 2*B*H*T*T*d), context 2*N*T*C, attention
+//               output 2*N*C*C, FFN 2*N*C*F * 2
+//   positional  TUPE: p'U^Q and p'U^K 2*2*(T+1)*C*C and (H, T+1, T+1) correlations
+//               2*(T+1)^2*C, once per forward (per layer group when not shared);
+//               BERT-Ad: 2*2*T*C*C per group; the T5 bias is a look-up (0)
+//   MLM head    at the M masked positions only (that is what the engine computes):
+//               transform 2*M*C*C, decoder 2*M*C*V
+// A training step costs forward x 3: the backward pass computes two matmuls of the forward's
+// size per forward matmul (gradients of both operands).
+struct FlopCount {
+    double encoder = 0, positional = 0, head = 0;
+    double forward() const { return encoder + positional + head; }
+    double step() const { return 3.0 * forward(); }
 };
 
-BenchResult bench_variant(const std::string& preset, const std::string& size, int64_t seq,
-                          int64_t batch, int64_t vocab, int64_t steps, const std::string& dtype) {
-    auto config = engine::make_model_config(preset, size);
-    config.vocab_size = vocab;
-    config.max_position_embeddings = std::max(config.max_position_embeddings, seq);
-    torch::manual_seed(1);
-    engine::BertForMaskedLM model(config);
-    model->train();
-    torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-4));
-    // A fixed synthetic batch: [CLS] + random ids, 15% of positions as MLM targets.
-    engine::MlmTensors batch_t;
-    batch_t.input_ids = torch::randint(5, vocab, {batch, seq}, torch::kLong);
-    batch_t.input_ids.select(1, 0).fill_(2);
-    auto chosen = torch::rand({batch, seq}) < 0.15;
-    chosen.select(1, 0).fill_(false);
-    batch_t.labels = torch::where(chosen, batch_t.input_ids, torch::full_like(batch_t.input_ids, -100));
-    batch_t.attention_mask = torch::ones({batch, seq}, torch::kLong);
-    batch_t.real_tokens = batch * seq;
-    batch_t.masked_tokens = chosen.sum().item<int64_t>();
-    engine::MlmStepOptions options;
-    options.dtype = dtype;
-    options.clip_norm = 1.0;
-    std::vector<double> times;
-    const int64_t warmup = 2;
-    for (int64_t i = 0; i < warmup + steps; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        engine::mlm_train_step(model, optimizer, {batch_t}, options);
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (i >= warmup) times.push_back(s);
+FlopCount count_flops(const engine::ModelConfig& c, int64_t B, int64_t T, int64_t M) {
+    const double N = static_cast<double>(B * T), C = static_cast<double>(c.hidden_size),
+                 F = static_cast<double>(c.intermediate_size), V = static_cast<double>(c.vocab_size),
+                 L = static_cast<double>(c.num_hidden_layers), t = static_cast<double>(T);
+    FlopCount f;
+    f.encoder = L * (2 * N * C * 3 * C + 2 * 2 * N * t * C + 2 * N * C * C + 2 * 2 * N * C * F);
+    const double groups = c.shared_pos_term ? 1.0 : L;
+    if (c.absolute_position == engine::AbsolutePosition::kUntied)
+        f.positional = groups * (2 * 2 * (t + 1) * C * C + 2 * (t + 1) * (t + 1) * C);
+    else if (c.absolute_position == engine::AbsolutePosition::kDecoupled)
+        f.positional = groups * 2 * 2 * t * C * C;
+    f.head = 2 * static_cast<double>(M) * C * C + 2 * static_cast<double>(M) * C * V;
+    return f;
+}
+
+// ---- memory -----------------------------------------------------------------------------------
+// Analytic estimate of what one training step keeps alive at its peak (bytes):
+//   parameters P*4, gradients P*4, AdamW exp_avg and exp_avg_sq 2*P*4 (fp32 master weights);
+//   under bf16 autocast also the bf16 weight copies autocast caches for the step, P*2.
+//   Activations saved for backward, per post-LN layer (e = 4 bytes fp32, 2 bf16):
+//     matmul inputs: x, the QKV buffer (3NC), q*scale, dropped probs (S), the merged context,
+//       the attention block output y, GELU output (NF):      (7NC + S + NF) * e
+//     softmax output S * e, GELU input NF * e, the two LayerNorm inputs 2NC * 4,
+//     dropout masks (S + 2NC) * 1 byte
+//   embeddings: LayerNorm input N*C*4 and a dropout mask N*C bytes;
+//   MLM head: 5 (M, C) tensors * 4, logits M*V*e, fp32 log-softmax M*V*4 (plus the fp32 copy
+//     of bf16 logits), and at the start of backward the logits' gradient M*V*4;
+//   the backward of one layer holds a few S-sized gradients at once: 2 * S * 4.
+// Not counted: the input batch, the positional term (H*T*T), allocator slack and what the
+// process held before the model was built (libraries, BLAS buffers: the "base" column).
+struct MemoryEstimate {
+    double params = 0, grads = 0, optimizer = 0, activations = 0;
+    double total() const { return params + grads + optimizer + activations; }
+};
+
+MemoryEstimate estimate_memory(const engine::ModelConfig& c, int64_t n_params, int64_t B,
+                               int64_t T, int64_t M, bool bf16) {
+    const double P = static_cast<double>(n_params), N = static_cast<double>(B * T),
+                 C = static_cast<double>(c.hidden_size), F = static_cast<double>(c.intermediate_size),
+                 V = static_cast<double>(c.vocab_size), L = static_cast<double>(c.num_hidden_layers),
+                 S = static_cast<double>(B * c.num_attention_heads * T * T),
+                 m = static_cast<double>(M);
+    const double e = bf16 ? 2.0 : 4.0;
+    MemoryEstimate est;
+    est.params = P * 4 + (bf16 ? P * 2 : 0.0);
+    est.grads = P * 4;
+    est.optimizer = 2 * P * 4;
+    const double layer = (7 * N * C + S + N * F) * e + S * e + N * F * e + 2 * N * C * 4 +
+                         (S + 2 * N * C) * 1;
+    const double head = 5 * m * C * 4 + m * V * e + m * V * 4 + (bf16 ? m * V * 4 : 0.0) +
+                        m * V * 4;
+    est.activations = L * layer + N * C * 4 + N * C + head + 2 * S * 4;
+    return est;
+}
+
+// ---- process memory ---------------------------------------------------------------------------
+
+/// A "VmXXX:   123 kB" line of /proc/self/status in bytes; -1 when unavailable.
+double proc_status_bytes(const char* key) {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    const std::string prefix = std::string(key) + ":";
+    while (std::getline(in, line))
+        if (line.compare(0, prefix.size(), prefix) == 0)
+            return std::stod(line.substr(prefix.size())) * 1024.0;
+    return -1;
+}
+
+/// Resets VmHWM to the current RSS (Linux >= 4.0: "5" > /proc/self/clear_refs). False when the
+/// kernel refuses; the peak is then the process's peak so far.
+bool reset_peak_rss() {
+    std::ofstream out("/proc/self/clear_refs");
+    if (!out) return false;
+    out << "5";
+    out.flush();
+    return static_cast<bool>(out);
+}
+
+double peak_rss_bytes() {
+    const double hwm = proc_status_bytes("VmHWM");
+    if (hwm >= 0) return hwm;
+    struct rusage u {};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_maxrss) * 1024.0;
+}
+
+// ---- matmul peak ------------------------------------------------------------------------------
+
+/// Best FLOP/s of a few matmuls at the model's own shapes ((N, C) x (C, F), (N, F) x (F, C),
+/// (N, C) x (C, 3C)) and a 1024 square, in `dtype`. Each shape runs until it has had 3 timed
+/// repetitions or 1.5 s.
+double measure_matmul_peak(const engine::ModelConfig& c, int64_t N, torch::ScalarType dtype,
+                           const torch::Device& device) {
+    torch::NoGradGuard no_grad;
+    const int64_t C = c.hidden_size, F = c.intermediate_size;
+    const std::vector<std::array<int64_t, 3>> shapes = {
+        {N, C, F}, {N, F, C}, {N, C, 3 * C}, {1024, 1024, 1024}};
+    const auto opts = torch::TensorOptions().dtype(dtype).device(device);
+    double best = 0;
+    for (const auto& s : shapes) {
+        auto a = torch::randn({s[0], s[1]}, opts), b = torch::randn({s[1], s[2]}, opts);
+        auto out = torch::empty({s[0], s[2]}, opts);
+        torch::mm_out(out, a, b);  // warm-up: BLAS buffers, oneDNN primitives
+        synchronize(device);
+        const double flops = 2.0 * static_cast<double>(s[0] * s[1] * s[2]);
+        const auto start = Clock::now();
+        for (int rep = 0; rep < 3 && (rep == 0 || seconds_since(start) < 1.5); ++rep) {
+            const auto t0 = Clock::now();
+            torch::mm_out(out, a, b);
+            synchronize(device);
+            best = std::max(best, flops / seconds_since(t0));
+        }
     }
-    std::sort(times.begin(), times.end());
-    BenchResult r;
-    r.median_s = times[times.size() / 2];
-    r.tokens_per_s = static_cast<double>(batch * seq) / r.median_s;
-    r.params = engine::parameter_groups(*model)["total"];
-    return r;
+    return best;
+}
+
+// ---- one variant ------------------------------------------------------------------------------
+
+struct Variant {
+    std::string preset;
+    engine::ModelConfig config;
+    engine::BertForMaskedLM model{nullptr};
+    std::unique_ptr<torch::optim::AdamW> optimizer;
+    engine::MlmTensors batch;
+    int64_t params = 0;
+    FlopCount flops;
+    MemoryEstimate memory;
+    double rss_base = 0, rss_peak = 0;
+    std::vector<double> times;
+    double median_s = 0;
+    double loss = 0;
+};
+
+engine::MlmTensors synthetic_batch(int64_t B, int64_t T, int64_t vocab, const torch::Device& d) {
+    // [CLS] + random ids, 15% of positions (never [CLS]) as MLM targets; no padding. The same
+    // batch (seed 1) for every variant, as bench/reference_bert.py.
+    torch::manual_seed(1);
+    engine::MlmTensors b;
+    auto ids = torch::randint(5, vocab, {B, T}, torch::kLong);
+    ids.select(1, 0).fill_(2);
+    auto chosen = torch::rand({B, T}) < 0.15;
+    chosen.select(1, 0).fill_(false);
+    b.labels = torch::where(chosen, ids, torch::full_like(ids, -100)).to(d);
+    b.input_ids = ids.to(d);
+    b.attention_mask = torch::ones({B, T}, torch::kLong).to(d);
+    b.real_tokens = B * T;
+    b.masked_tokens = chosen.sum().item<int64_t>();
+    return b;
+}
+
+std::string fmt(const char* f, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, v);
+    return buf;
+}
+
+std::string mib(double bytes) { return fmt("%.0f", bytes / (1024.0 * 1024.0)); }
+
+int available_cpus() {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+    return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
+std::string load_average() {
+    std::ifstream in("/proc/loadavg");
+    std::string a, b, c;
+    in >> a >> b >> c;
+    return in ? a + " " + b + " " + c : "?";
 }
 
 }  // namespace
 
 int cmd_bench(const Argv& argv) {
-    Args args(argv, {"preset", "size", "seq", "batch", "threads", "steps", "dtype", "vocab-size"});
+    Args args(argv, {"preset", "size", "seq", "batch", "threads", "steps", "warmup", "dtype",
+                     "vocab-size", "format", "device", "optimizer"});
     const auto presets = split_commas(args.get("preset", "bert-a,tupe-a,tupe-r"));
     const std::string size = args.get("size", "small"), dtype = args.get("dtype", "fp32");
+    const std::string format = args.get("format", "table");
+    const std::string optimizer = args.get("optimizer", "fused");
+    if (optimizer != "fused" && optimizer != "torch")
+        throw UsageError("--optimizer: expected fused or torch, got '" + optimizer + "'");
     const int64_t seq = args.get_int("seq", 128), batch = args.get_int("batch", 32);
-    const int64_t steps = args.get_int("steps", 10), vocab = args.get_int("vocab-size", 30522);
-    if (dtype != "fp32") throw UsageError("--dtype: only fp32 is benchmarked so far");
-    if (args.has("threads")) at::set_num_threads(static_cast<int>(args.get_int("threads", 0)));
-    if (seq < 2 || batch < 1 || steps < 1) throw UsageError("--seq, --batch and --steps must be positive");
+    const int64_t steps = args.get_int("steps", 10), warmup = args.get_int("warmup", 2);
+    const int64_t vocab = args.get_int("vocab-size", 30522);
+    const int threads = static_cast<int>(args.get_int("threads", available_cpus()));
+    if (dtype != "fp32" && dtype != "bf16")
+        throw UsageError("--dtype: expected fp32 or bf16, got '" + dtype + "'");
+    if (format != "table" && format != "json")
+        throw UsageError("--format: expected table or json, got '" + format + "'");
+    if (seq < 2 || batch < 1 || steps < 1 || warmup < 1 || threads < 1 || vocab < 6)
+        throw UsageError("--seq >= 2, --batch, --steps, --warmup, --threads >= 1, --vocab-size >= 6");
+    if (presets.empty()) throw UsageError("--preset: no variant given");
+    const torch::Device device(args.get("device", "cpu"));
+    if (device.is_cuda() && !torch::cuda::is_available())
+        throw UsageError("--device " + device.str() + ": this LibTorch has no usable CUDA device");
+    at::set_num_threads(threads);
+    const bool bf16 = dtype == "bf16";
+    const auto matmul_dtype = bf16 ? torch::kBFloat16 : torch::kFloat;
+
     std::cerr << "bench: size " << size << ", seq " << seq << ", batch " << batch << ", vocab "
-              << vocab << ", " << at::get_num_threads() << " threads, " << dtype << ", median of "
-              << steps << " steps after 2 warm-up steps\n";
-    std::vector<std::vector<std::string>> rows = {
-        {"variant", "params", "s/step", "tokens/s", "vs " + presets.front()}};
-    double base = 0;
+              << vocab << ", " << at::get_num_threads() << " threads, " << dtype << ", "
+              << device.str() << ", " << optimizer << " AdamW; median of " << steps << " steps after " << warmup
+              << " warm-up steps, variants interleaved step by step; load average "
+              << load_average() << "\n";
+
+    // Variants are built one after the other; each one's peak RSS is taken over its warm-up
+    // steps (VmHWM reset first, freed memory returned to the OS before the baseline).
+    std::vector<Variant> variants;
+    variants.reserve(presets.size());
+    double peak_flops = 0;
+    bool hwm_reset = true;
     for (const auto& p : presets) {
-        const auto r = bench_variant(p, size, seq, batch, vocab, steps, dtype);
-        if (base == 0) base = r.median_s;
-        char s[32], rel[32];
-        std::snprintf(s, sizeof s, "%.3f", r.median_s);
-        std::snprintf(rel, sizeof rel, "%+.1f%%", 100.0 * (r.median_s / base - 1.0));
-        rows.push_back({p, format_count(static_cast<double>(r.params)), s,
-                        format_count(r.tokens_per_s), rel});
-        std::cerr << "  " << p << " done\n";
+        Variant v;
+        v.preset = p;
+        try {
+            v.config = engine::make_model_config(p, size);
+        } catch (const std::invalid_argument& e) {
+            throw UsageError(std::string("--preset/--size: ") + e.what());
+        }
+        v.config.vocab_size = vocab;
+        if (seq > v.config.max_position_embeddings)
+            throw UsageError("--seq " + std::to_string(seq) + " exceeds max_position_embeddings " +
+                             std::to_string(v.config.max_position_embeddings) + " of size " + size);
+        if (peak_flops == 0) {
+            peak_flops = measure_matmul_peak(v.config, batch * seq, matmul_dtype, device);
+            std::cerr << "  matmul peak (" << dtype << ", best of the model's shapes): "
+                      << fmt("%.1f", peak_flops / 1e9) << " GFLOP/s\n";
+        }
+        malloc_trim(0);
+        hwm_reset = reset_peak_rss() && hwm_reset;
+        v.rss_base = proc_status_bytes("VmRSS");
+        torch::manual_seed(1);
+        v.model = engine::BertForMaskedLM(v.config);
+        v.model->to(device);
+        v.model->train();
+        // As bench/reference_bert.py: one group, lr 1e-4, weight decay 0.01, betas (0.9, 0.999).
+        v.optimizer = std::make_unique<torch::optim::AdamW>(
+            v.model->parameters(), torch::optim::AdamWOptions(1e-4).weight_decay(0.01));
+        v.batch = synthetic_batch(batch, seq, vocab, device);
+        v.params = engine::parameter_groups(*v.model)["total"];
+        v.flops = count_flops(v.config, batch, seq, v.batch.masked_tokens);
+        v.memory = estimate_memory(v.config, v.params, batch, seq, v.batch.masked_tokens, bf16);
+        engine::MlmStepOptions options;
+        options.dtype = dtype;
+        options.clip_norm = 1.0;
+        options.fused_adamw = optimizer == "fused";
+        for (int64_t i = 0; i < warmup; ++i) {
+            const auto r = engine::mlm_train_step(v.model, *v.optimizer, {v.batch}, options);
+            if (!r.finite) throw std::runtime_error(p + ": non-finite loss in warm-up");
+        }
+        synchronize(device);
+        v.rss_peak = peak_rss_bytes();
+        variants.push_back(std::move(v));
+    }
+    if (!hwm_reset)
+        std::cerr << "  note: /proc/self/clear_refs refused; peak RSS is the process's peak so "
+                     "far, not per variant\n";
+
+    // Timed steps, interleaved (A B C A B C ...) so that load from other processes falls on
+    // every variant alike and the relative costs stay meaningful on a shared machine.
+    engine::MlmStepOptions options;
+    options.dtype = dtype;
+    options.clip_norm = 1.0;
+    options.fused_adamw = optimizer == "fused";
+    for (int64_t i = 0; i < steps; ++i) {
+        for (auto& v : variants) {
+            const auto t0 = Clock::now();
+            const auto r = engine::mlm_train_step(v.model, *v.optimizer, {v.batch}, options);
+            synchronize(device);
+            v.times.push_back(seconds_since(t0));
+            v.loss = r.loss;
+        }
+    }
+    for (auto& v : variants) {
+        auto sorted = v.times;
+        std::sort(sorted.begin(), sorted.end());
+        const size_t n = sorted.size();
+        v.median_s = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    }
+
+    const double base = variants.front().median_s;
+    if (format == "json") {
+        nlohmann::json out;
+        out["size"] = size, out["seq"] = seq, out["batch"] = batch, out["vocab_size"] = vocab;
+        out["threads"] = at::get_num_threads(), out["dtype"] = dtype, out["device"] = device.str();
+        out["steps"] = steps, out["warmup"] = warmup, out["load_average"] = load_average();
+        out["optimizer"] = optimizer;
+        out["matmul_peak_flops"] = peak_flops;
+        out["peak_rss_per_variant"] = hwm_reset;
+        for (const auto& v : variants) {
+            const double achieved = v.flops.step() / v.median_s;
+            out["variants"].push_back({
+                {"variant", v.preset}, {"params", v.params},
+                {"median_s", v.median_s}, {"times_s", v.times},
+                {"tokens_per_s", static_cast<double>(batch * seq) / v.median_s},
+                {"flops_per_step", v.flops.step()},
+                {"flops_forward", {{"encoder", v.flops.encoder},
+                                   {"positional", v.flops.positional},
+                                   {"mlm_head", v.flops.head}}},
+                {"masked_tokens", v.batch.masked_tokens},
+                {"achieved_flops", achieved}, {"utilisation", achieved / peak_flops},
+                {"rss_base_bytes", v.rss_base}, {"rss_peak_bytes", v.rss_peak},
+                {"memory_estimate_bytes", {{"params", v.memory.params},
+                                           {"grads", v.memory.grads},
+                                           {"optimizer", v.memory.optimizer},
+                                           {"activations", v.memory.activations},
+                                           {"total", v.memory.total()}}},
+                {"relative_to_first", v.median_s / base},
+                {"loss", v.loss},
+            });
+        }
+        std::cout << out.dump(2) << "\n";
+        return 0;
+    }
+    std::vector<std::vector<std::string>> rows = {
+        {"variant", "params", "s/step", "tokens/s", "GFLOP/step", "GFLOP/s", "util",
+         "RSS MiB", "base", "estimate", "(RSS-base)/est", "vs " + variants.front().preset}};
+    for (const auto& v : variants) {
+        const double achieved = v.flops.step() / v.median_s;
+        rows.push_back({v.preset, format_count(static_cast<double>(v.params)),
+                        fmt("%.3f", v.median_s),
+                        format_count(static_cast<double>(batch * seq) / v.median_s),
+                        fmt("%.1f", v.flops.step() / 1e9), fmt("%.1f", achieved / 1e9),
+                        fmt("%.0f%%", 100.0 * achieved / peak_flops), mib(v.rss_peak),
+                        mib(v.rss_base), mib(v.memory.total()),
+                        fmt("%.2f", (v.rss_peak - v.rss_base) / v.memory.total()),
+                        fmt("%+.1f%%", 100.0 * (v.median_s / base - 1.0))});
     }
     std::cout << format_table(rows);
+    std::cout << "matmul peak " << fmt("%.1f", peak_flops / 1e9) << " GFLOP/s (" << dtype
+              << "); FLOPs = matmuls x 3 for forward + backward, MLM head at the "
+              << variants.front().batch.masked_tokens << " masked positions; RSS = peak over "
+              << (hwm_reset ? "the variant's warm-up steps" : "the process so far")
+              << ", base = RSS before the variant was built\n";
     return 0;
 }
 

@@ -19,6 +19,7 @@ int cmd_analyze(const Argv& args);       // cmd_analyze.cpp
 int cmd_pretrain(const Argv& args);      // cmd_pretrain.cpp
 int cmd_curves(const Argv& args);
 int cmd_bench(const Argv& args);         // cmd_bench.cpp
+int cmd_doctor(const Argv& args);        // cmd_doctor.cpp
 int cmd_run(const Argv& args);           // cmd_experiment.cpp
 int cmd_status(const Argv& args);
 int cmd_report(const Argv& args);

@@ -1,10 +1,17 @@
 // `tupe`: the headless face of TUPE Workbench (servers, clusters, CI). Every failure ends as
 // one line on stderr naming the file, key or line, and a non-zero exit status.
+#include <dlfcn.h>
+#include <unistd.h>
+
 #include <torch/torch.h>
 
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include "cli_util.h"
 #include "commands.h"
@@ -71,8 +78,14 @@ const std::map<std::string, Command>& commands() {
         {"bench",
          {cli::cmd_bench,
           "bench [--preset P[,P...]] [--size S] [--seq T] [--batch B] [--threads N] [--steps N] "
-          "[--dtype fp32|bf16] [--vocab-size V]",
-          "training-step throughput (median s/step, tokens/s) per variant"}},
+          "[--warmup N] [--dtype fp32|bf16] [--vocab-size V] [--format table|json] [--device cpu|cuda] "
+          "[--optimizer fused|torch]",
+          "training-step speed per variant: s/step, tokens/s, FLOP/s against the measured "
+          "matmul peak, peak RSS against an estimate"}},
+        {"doctor",
+         {cli::cmd_doctor, "doctor [--no-matmul]",
+          "LibTorch, CUDA, BLAS library and kernel core, threads, CPU flags, matmul GFLOP/s, "
+          "advice"}},
     };
     return table;
 }
@@ -89,9 +102,47 @@ void print_help() {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+// OpenBLAS 0.3.21 (Debian 12) does not know every CPU it runs on and then falls back to its
+// Prescott (SSE3) kernels: ~27 instead of 144-176 GFLOP/s fp32 on an AVX-512 server. When the
+// user has not chosen a core (OPENBLAS_CORETYPE unset), the loaded BLAS is a DYNAMIC_ARCH
+// OpenBLAS reporting such a fallback core, and the CPU flags allow better kernels, set
+// OPENBLAS_CORETYPE (AVX-512 -> SkylakeX, AVX2 -> Haswell) and re-exec this binary once:
+// OpenBLAS reads the variable only when it is loaded. TUPE_BLAS_REEXEC guards against loops.
+// The symbols are looked up at run time, because LibTorch links libblas.so.3 dynamically and
+// the alternatives system may point it at another BLAS.
+void fix_openblas_core(char** argv) {
+    if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("TUPE_BLAS_REEXEC")) return;
+    using StrFn = char* (*)();
+    auto core_fn = reinterpret_cast<StrFn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+    auto config_fn = reinterpret_cast<StrFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
+    if (!core_fn || !config_fn) return;
+    if (!std::strstr(config_fn(), "DYNAMIC_ARCH")) return;  // the variable would be ignored
+    std::string core = core_fn();
+    for (auto& ch : core) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (core != "prescott" && core != "generic" && core != "core2" && core != "nehalem") return;
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    std::string line, flags;
+    while (std::getline(cpuinfo, line))
+        if (line.compare(0, 5, "flags") == 0) {
+            flags = " " + line.substr(line.find(':') + 1) + " ";
+            break;
+        }
+    auto has = [&](const char* f) { return flags.find(std::string(" ") + f + " ") != std::string::npos; };
+    const char* target = nullptr;
+    if (has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq")) target = "SkylakeX";
+    else if (has("avx2") && has("fma")) target = "Haswell";
+    if (!target) return;
+    setenv("OPENBLAS_CORETYPE", target, 1);
+    setenv("TUPE_BLAS_REEXEC", core.c_str(), 1);
+    execv("/proc/self/exe", argv);
+    // exec failed (no /proc): carry on with the slow kernels; `tupe doctor` reports them.
+    unsetenv("OPENBLAS_CORETYPE");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    fix_openblas_core(argv);
     if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
         !std::strcmp(argv[1], "help")) {
         print_help();

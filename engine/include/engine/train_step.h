@@ -34,7 +34,12 @@ struct MlmStepOptions {
     /// gradients equal the mean over the global batch.
     int64_t loss_denominator = 0;
     /// Called after every backward, before clipping: the data-parallel all-reduce hook.
+    /// Every parameter has a defined gradient when it runs.
     std::function<void()> after_backward;
+    /// For a torch::optim::AdamW on fp32 CPU parameters: clip and update in one fused pass per
+    /// parameter (engine/src/optim_util.h, equal to torch's AdamW to fp32 rounding). False:
+    /// clip_grad_norm_ and optimizer.step() as LibTorch ships them.
+    bool fused_adamw = true;
 };
 
 struct MlmStepResult {
@@ -45,8 +50,9 @@ struct MlmStepResult {
     int64_t masked_tokens = 0;
 };
 
-/// zero_grad, then for each micro-batch forward + (loss * masked / denominator).backward(),
-/// then after_backward, clipping and optimizer.step(). The caller sets the learning rate.
+/// Gradients reset (to undefined, so backward writes them instead of adding to zeros), then
+/// for each micro-batch forward + (loss * masked / denominator).backward(), then after_backward,
+/// clipping and the AdamW update. The caller sets the learning rate.
 /// Stops before any update (finite = false) at the first non-finite loss.
 MlmStepResult mlm_train_step(BertForMaskedLM& model, torch::optim::Optimizer& optimizer,
                              const std::vector<MlmTensors>& micro_batches,

@@ -1,0 +1,187 @@
+// `tupe doctor`: what this build and this machine do for training speed: LibTorch version,
+// CUDA, the BLAS library and the kernel core it picked (OpenBLAS 0.3.21 falls back to Prescott
+// kernels on CPUs it does not know; the launcher in main.cpp corrects that), threads, CPU
+// flags, a quick fp32/bf16 matmul rate, and advice.
+#include <dlfcn.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <ATen/Parallel.h>
+#include <ATen/Version.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "cli_util.h"
+#include "commands.h"
+
+namespace cli {
+
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback) {
+    const char* v = std::getenv(name);
+    return v ? std::string(v) : fallback;
+}
+
+/// The first "key : value" of /proc/cpuinfo for `key`, or "".
+std::string cpuinfo_field(const std::string& key) {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.compare(0, key.size(), key) != 0) continue;
+        const auto colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        std::string v = line.substr(colon + 1);
+        v.erase(0, v.find_first_not_of(' '));
+        return v;
+    }
+    return "";
+}
+
+std::set<std::string> cpu_flags() {
+    std::set<std::string> out;
+    std::istringstream ss(cpuinfo_field("flags"));
+    std::string f;
+    while (ss >> f) out.insert(f);
+    return out;
+}
+
+double matmul_gflops(int64_t n, torch::ScalarType dtype) {
+    torch::NoGradGuard no_grad;
+    auto a = torch::randn({n, n}).to(dtype), b = torch::randn({n, n}).to(dtype);
+    auto c = torch::empty({n, n}, a.options());
+    torch::mm_out(c, a, b);  // warm-up
+    double best = 0;
+    for (int i = 0; i < 3; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        torch::mm_out(c, a, b);
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        best = std::max(best, 2.0 * static_cast<double>(n * n * n) / s / 1e9);
+    }
+    return best;
+}
+
+std::string fmt1(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", v);
+    return buf;
+}
+
+}  // namespace
+
+int cmd_doctor(const Argv& argv) {
+    Args args(argv, {}, {"no-matmul"});
+    std::vector<std::string> advice;
+    auto line = [](const std::string& key, const std::string& value) {
+        std::cout << key << std::string(key.size() < 18 ? 18 - key.size() : 1, ' ') << value
+                  << "\n";
+    };
+
+    line("libtorch", TORCH_VERSION);
+    const bool cuda = torch::cuda::is_available();
+    line("cuda", cuda ? "available, " + std::to_string(torch::cuda::device_count()) + " device(s)"
+                      : "not available (CPU build or no device)");
+
+    // ATen's own build summary: the CPU kernel level and the BLAS it was built against.
+    std::istringstream cfg(at::show_config());
+    std::string cfg_line;
+    while (std::getline(cfg, cfg_line)) {
+        if (cfg_line.find("CPU capability usage") != std::string::npos) {
+            cfg_line.erase(0, cfg_line.find_first_not_of(" -"));
+            line("aten kernels", cfg_line.substr(cfg_line.find(':') + 2));
+        }
+    }
+
+    // The BLAS actually loaded. Debian's LibTorch links libblas.so.3 dynamically, so the
+    // alternatives system decides; OpenBLAS exports its own introspection functions.
+    using StrFn = char* (*)();
+    using IntFn = int (*)();
+    auto config_fn = reinterpret_cast<StrFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
+    auto core_fn = reinterpret_cast<StrFn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+    auto threads_fn = reinterpret_cast<IntFn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+    std::string core;
+    if (config_fn) {
+        Dl_info info{};
+        if (dladdr(reinterpret_cast<void*>(config_fn), &info) && info.dli_fname)
+            line("blas library", info.dli_fname);
+        line("blas config", config_fn());
+        core = core_fn ? core_fn() : "?";
+        std::string how = env_or("OPENBLAS_CORETYPE", "").empty()
+                              ? "detected by OpenBLAS"
+                              : "OPENBLAS_CORETYPE=" + env_or("OPENBLAS_CORETYPE", "") +
+                                    (std::getenv("TUPE_BLAS_REEXEC")
+                                         ? " (set by the tupe launcher; OpenBLAS had picked " +
+                                               env_or("TUPE_BLAS_REEXEC", "") + ")"
+                                         : " (set by you)");
+        line("blas core", core + ", " + how);
+        if (threads_fn) line("blas threads", std::to_string(threads_fn()));
+    } else {
+        line("blas library", "not OpenBLAS (no openblas_get_config symbol); MKL or reference BLAS");
+    }
+
+    cpu_set_t set;
+    const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    line("cpus available", std::to_string(cpus));
+    line("aten threads", std::to_string(at::get_num_threads()) + " intra-op, " +
+                             std::to_string(at::get_num_interop_threads()) + " inter-op (OMP_NUM_THREADS=" +
+                             env_or("OMP_NUM_THREADS", "unset") + ")");
+    line("cpu", cpuinfo_field("model name"));
+    const auto flags = cpu_flags();
+    std::string shown;
+    for (const char* f : {"avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "amx_tile",
+                          "amx_bf16"})
+        shown += std::string(shown.empty() ? "" : " ") + f + (flags.count(f) ? "+" : "-");
+    line("cpu flags", shown);
+
+    double fp32 = 0, bf16 = 0;
+    if (!args.has("no-matmul")) {
+        fp32 = matmul_gflops(1024, torch::kFloat);
+        bf16 = matmul_gflops(512, torch::kBFloat16);
+        line("matmul fp32", fmt1(fp32) + " GFLOP/s (1024^3, best of 3, " +
+                                std::to_string(at::get_num_threads()) + " aten threads)");
+        line("matmul bf16", fmt1(bf16) + " GFLOP/s (512^3, best of 3)");
+    }
+
+    // Advice.
+    std::string lower = core;
+    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+    const bool fallback_core = lower == "prescott" || lower == "generic" || lower == "core2" ||
+                               lower == "nehalem" || lower == "katmai" || lower == "northwood";
+    if (fallback_core && (flags.count("avx2") || flags.count("avx512f")))
+        advice.push_back("OpenBLAS runs " + core + " kernels on a CPU with " +
+                         (flags.count("avx512f") ? "AVX-512" : "AVX2") +
+                         ": export OPENBLAS_CORETYPE=" +
+                         (flags.count("avx512f") ? "SkylakeX" : "Haswell") +
+                         " (the tupe launcher does this itself unless OPENBLAS_CORETYPE is set or "
+                         "OpenBLAS lacks DYNAMIC_ARCH)");
+    if (cpus > 1 && at::get_num_threads() < cpus)
+        advice.push_back("ATen uses " + std::to_string(at::get_num_threads()) + " of " +
+                         std::to_string(cpus) +
+                         " CPUs: pass --threads N to bench/analyze/run (or set OMP_NUM_THREADS)");
+    const bool native_bf16 = flags.count("avx512_bf16") || flags.count("amx_bf16");
+    if (!native_bf16)
+        advice.push_back("no AVX512-BF16 or AMX on this CPU: bf16 matmuls are emulated" +
+                         (bf16 > 0 ? " (" + fmt1(bf16) + " vs " + fmt1(fp32) + " GFLOP/s fp32)"
+                                   : std::string()) +
+                         "; train in fp32 here");
+    else if (bf16 > 0 && bf16 < 1.5 * fp32)
+        advice.push_back("the CPU has native bf16 but bf16 matmuls are not faster than fp32: "
+                         "this LibTorch's oneDNN may not use it");
+    if (!cuda)
+        advice.push_back("for GPU training build against an upstream CUDA LibTorch: cmake "
+                         "-DCMAKE_PREFIX_PATH=/path/to/libtorch ... (README, \"Speed\")");
+    if (advice.empty()) advice.push_back("nothing to change");
+    for (const auto& a : advice) std::cout << "advice            " << a << "\n";
+    return 0;
+}
+
+}  // namespace cli
