@@ -1,0 +1,115 @@
+// The attention views, fed by `tupe analyze` run as a child process on a checkpoint of a run
+// (AnalysisService) for a typed sentence: correlation maps (pick run, checkpoint, layer, head
+// and term; two runs side by side on the same input), [CLS] attention (layers x positions,
+// per-head lines, TUPE's theta values; two variants side by side) and the head gallery (every
+// head's positional correlation with its taxonomy label, the paper's Fig. 6).
+#pragma once
+
+#include <QComboBox>
+#include <QGridLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <memory>
+
+#include "core/analysis_data.h"
+#include "views/plot_util.h"
+#include "views/workbench_view.h"
+
+namespace app {
+
+class AnalysisService;
+
+/// A run (pretraining runs with checkpoints) and one of its checkpoints.
+class CheckpointPicker : public QWidget {
+    Q_OBJECT
+  public:
+    explicit CheckpointPicker(const QString& title, QWidget* parent = nullptr);
+    void setStore(experiments::ResultStore* store, const QString& dbPath);
+    QString checkpointPath() const;  ///< resolved; empty when none
+    QString label() const;           ///< "tupe-a @ 600"
+    /// Selects the run called `runName` (and its last checkpoint); false when absent.
+    bool select(const QString& runName);
+
+  signals:
+    void changed();
+
+  private:
+    void fillCheckpoints();
+    experiments::ResultStore* store_ = nullptr;
+    QString dbPath_;
+    QComboBox* run_;
+    QComboBox* checkpoint_;
+};
+
+/// The default sentence of the analysis views.
+QString defaultSentence();
+
+class CorrelationMapsView : public WorkbenchView {
+    Q_OBJECT
+  public:
+    explicit CorrelationMapsView(AnalysisService* service, QWidget* parent = nullptr);
+    void setStore(experiments::ResultStore* store, const QString& dbPath) override;
+    QCustomPlot* exportablePlot() override { return plots_[0]; }
+    QString dataCsv() override;
+    void prepareScreenshot() override;
+
+  private:
+    void recompute();
+    void fillChoices();
+    void redraw();
+    AnalysisService* service_;
+    CheckpointPicker* pickers_[2];
+    HeatmapPlot* plots_[2];
+    std::shared_ptr<const AnalysisData> data_[2];
+    QComboBox* term_;
+    QComboBox* layer_;
+    QComboBox* head_;
+    QLineEdit* sentence_;
+    QLabel* status_;
+};
+
+class ClsAttentionView : public WorkbenchView {
+    Q_OBJECT
+  public:
+    explicit ClsAttentionView(AnalysisService* service, QWidget* parent = nullptr);
+    void setStore(experiments::ResultStore* store, const QString& dbPath) override;
+    QCustomPlot* exportablePlot() override { return maps_[0]; }
+    QString dataCsv() override;
+    void prepareScreenshot() override;
+
+  private:
+    void recompute();
+    void redraw();
+    AnalysisService* service_;
+    CheckpointPicker* pickers_[2];
+    HeatmapPlot* maps_[2];
+    QCustomPlot* lines_[2];
+    QLabel* theta_[2];
+    std::shared_ptr<const AnalysisData> data_[2];
+    QComboBox* direction_;
+    QComboBox* layer_;
+    QLineEdit* sentence_;
+    QLabel* status_;
+};
+
+class HeadGalleryView : public WorkbenchView {
+    Q_OBJECT
+  public:
+    explicit HeadGalleryView(AnalysisService* service, QWidget* parent = nullptr);
+    void setStore(experiments::ResultStore* store, const QString& dbPath) override;
+    void prepareScreenshot() override;
+
+  private:
+    void recompute();
+    void redraw();
+    AnalysisService* service_;
+    CheckpointPicker* picker_;
+    QComboBox* kind_;
+    QLineEdit* sentence_;
+    QLabel* status_;
+    QGridLayout* grid_;
+    QWidget* gridHost_;
+    std::shared_ptr<const AnalysisData> data_;
+};
+
+}  // namespace app

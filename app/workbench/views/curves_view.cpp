@@ -1,0 +1,434 @@
+// The training-curves view (see curves_view.h).
+#include "views/curves_view.h"
+
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QSplitter>
+#include <QToolTip>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "core/curve_math.h"
+#include "experiments/result_store.h"
+
+namespace app {
+
+namespace {
+
+constexpr std::size_t kDecimateAbove = 4000, kBuckets = 1000;
+
+QColor curveColour(int i) {
+    static const QColor colours[] = {QColor(31, 119, 180), QColor(214, 39, 40),
+                                     QColor(44, 160, 44),  QColor(255, 127, 14),
+                                     QColor(148, 103, 189), QColor(140, 86, 75),
+                                     QColor(227, 119, 194), QColor(127, 127, 127),
+                                     QColor(188, 189, 34), QColor(23, 190, 207)};
+    return colours[i % 10];
+}
+
+/// Linear interpolation of (xs, ys) at x; clamps at the ends.
+double interpolate(const std::vector<double>& xs, const std::vector<double>& ys, double x) {
+    if (xs.empty()) return NAN;
+    auto it = std::lower_bound(xs.begin(), xs.end(), x);
+    if (it == xs.begin()) return ys.front() * (xs.front() > 0 ? x / xs.front() : 1.0);
+    if (it == xs.end()) return ys.back();
+    const size_t i = size_t(it - xs.begin());
+    const double t = (x - xs[i - 1]) / (xs[i] - xs[i - 1]);
+    return ys[i - 1] + t * (ys[i] - ys[i - 1]);
+}
+
+QCPGraph* addGraph(QCustomPlot* plot, const std::vector<double>& x, const std::vector<double>& y,
+                   const QPen& pen, const QString& name) {
+    QCPGraph* g = plot->addGraph();
+    g->setPen(pen);
+    g->setName(name);
+    QVector<double> xs, ys;
+    const bool decimate = y.size() > kDecimateAbove;
+    const auto keep = decimate ? decimateMinMax(y, kBuckets) : std::vector<std::size_t>{};
+    const size_t n = decimate ? keep.size() : y.size();
+    xs.reserve(int(n));
+    ys.reserve(int(n));
+    for (size_t k = 0; k < n; ++k) {
+        const size_t i = decimate ? keep[k] : k;
+        xs << x[i];
+        ys << y[i];
+    }
+    g->setData(xs, ys, true);
+    return g;
+}
+
+}  // namespace
+
+CurvesView::CurvesView(QWidget* parent)
+    : WorkbenchView(parent),
+      runs_(new QListWidget),
+      metric_(new QComboBox),
+      xAxis_(new QComboBox),
+      smooth_(new QSlider(Qt::Horizontal)),
+      smoothLabel_(new QLabel),
+      logY_(new QCheckBox("log y")),
+      groupSeeds_(new QCheckBox("group seeds (mean \u00b1 std)")),
+      markers_(new QCheckBox("min / last markers")),
+      baseline_(new QComboBox),
+      plot_(makePlot(nullptr)),
+      readout_(new QLabel),
+      throttle_(new ReplotThrottle(plot_)) {
+    xAxis_->addItems({"step", "tokens", "wall time (min)"});
+    smooth_->setRange(0, 99);
+    smooth_->setValue(60);
+    markers_->setChecked(true);
+    groupSeeds_->setChecked(true);
+    readout_->setWordWrap(true);
+    readout_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    readout_->setMinimumHeight(40);
+    runs_->setMinimumWidth(240);
+
+    auto* form = new QFormLayout;
+    form->addRow("Metric", metric_);
+    form->addRow("x axis", xAxis_);
+    auto* smoothRow = new QHBoxLayout;
+    smoothRow->addWidget(smooth_, 1);
+    smoothRow->addWidget(smoothLabel_);
+    form->addRow("Smoothing", smoothRow);
+    form->addRow(logY_);
+    form->addRow(groupSeeds_);
+    form->addRow(markers_);
+    form->addRow("Baseline", baseline_);
+    auto* left = new QWidget;
+    auto* ll = new QVBoxLayout(left);
+    ll->setContentsMargins(0, 0, 0, 0);
+    ll->addLayout(form);
+    ll->addWidget(new QLabel("Runs (check to plot)"));
+    ll->addWidget(runs_, 1);
+    auto* right = new QWidget;
+    auto* rl = new QVBoxLayout(right);
+    rl->setContentsMargins(0, 0, 0, 0);
+    rl->addWidget(plot_, 1);
+    rl->addWidget(readout_);
+    auto* split = new QSplitter;
+    split->addWidget(left);
+    split->addWidget(right);
+    split->setStretchFactor(1, 1);
+    auto* layout = new QVBoxLayout(this);
+    layout->addWidget(split);
+
+    plot_->legend->setVisible(true);
+    plot_->legend->setFont(QFont(font().family(), 8));
+    plot_->legend->setSelectableParts(QCPLegend::spItems);
+    plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+    plot_->setMouseTracking(true);
+
+    auto changed = [this] { rebuild(); };
+    connect(metric_, &QComboBox::currentTextChanged, this, [this] { loadCurves(false); });
+    connect(xAxis_, &QComboBox::currentIndexChanged, this, changed);
+    connect(smooth_, &QSlider::valueChanged, this, [this] {
+        rebuild();
+        emit smoothingChanged(smoothing());
+    });
+    connect(logY_, &QCheckBox::toggled, this, changed);
+    connect(groupSeeds_, &QCheckBox::toggled, this, changed);
+    connect(markers_, &QCheckBox::toggled, this, changed);
+    connect(baseline_, &QComboBox::currentIndexChanged, this, changed);
+    connect(runs_, &QListWidget::itemChanged, this, [this] { loadCurves(false); });
+    connect(plot_, &QCustomPlot::legendClick, this,
+            [this](QCPLegend*, QCPAbstractLegendItem* item, QMouseEvent*) {
+                // Legend toggles: a click hides or shows the curve (and its faint raw twin).
+                auto* pli = qobject_cast<QCPPlottableLegendItem*>(item);
+                if (!pli) return;
+                QCPAbstractPlottable* p = pli->plottable();
+                const bool visible = !p->visible();
+                for (int i = 0; i < plot_->plottableCount(); ++i)
+                    if (plot_->plottable(i)->property("owner").toString() == p->name())
+                        plot_->plottable(i)->setVisible(visible);
+                p->setVisible(visible);
+                pli->setTextColor(visible ? Qt::black : QColor(170, 170, 170));
+                throttle_->request();
+            });
+    connect(plot_, &QCustomPlot::mouseMove, this, &CurvesView::onMouseMove);
+    poll_.setInterval(1000);
+    connect(&poll_, &QTimer::timeout, this, [this] { loadCurves(true); });
+    setSmoothing(0.6);
+}
+
+double CurvesView::smoothing() const { return smooth_->value() / 100.0; }
+
+void CurvesView::setSmoothing(double weight) {
+    smooth_->setValue(int(std::lround(std::clamp(weight, 0.0, 0.99) * 100)));
+    smoothLabel_->setText(QString::number(smoothing(), 'f', 2));
+}
+
+void CurvesView::setStore(experiments::ResultStore* store, const QString&) {
+    store_ = store;
+    curves_.clear();
+    fillRunList();
+    fillMetrics();
+    loadCurves(false);
+    poll_.start();
+}
+
+void CurvesView::fillRunList() {
+    QSignalBlocker block(runs_);
+    runs_->clear();
+    if (!store_) return;
+    try {
+        for (const auto& e : store_->list_experiments())
+            for (const auto& r : store_->list_runs(e.id)) {
+                auto* item = new QListWidgetItem(QString::fromStdString(r.name));
+                item->setData(Qt::UserRole, QVariant::fromValue<qlonglong>(r.id));
+                item->setToolTip(QString::fromStdString(e.name + ": " + r.kind + ", " + r.status));
+                item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
+                item->setCheckState(r.kind == "pretrain" ? Qt::Checked : Qt::Unchecked);
+                runs_->addItem(item);
+            }
+    } catch (const std::exception& e) {
+        emit errorRaised(QString::fromUtf8(e.what()));
+    }
+}
+
+void CurvesView::fillMetrics() {
+    QSignalBlocker block(metric_);
+    const QString current = metric_->currentText();
+    metric_->clear();
+    if (!store_) return;
+    std::set<std::string> keys;
+    try {
+        for (int i = 0; i < runs_->count(); ++i)
+            if (runs_->item(i)->checkState() == Qt::Checked)
+                for (const auto& k : store_->metric_keys(runs_->item(i)->data(Qt::UserRole).toLongLong()))
+                    keys.insert(k);
+    } catch (const std::exception& e) {
+        emit errorRaised(QString::fromUtf8(e.what()));
+    }
+    for (const auto& k : keys) metric_->addItem(QString::fromStdString(k));
+    int i = metric_->findText(current.isEmpty() ? "train/loss" : current);
+    metric_->setCurrentIndex(std::max(0, i));
+}
+
+void CurvesView::showRuns(const QList<qint64>& ids) {
+    {
+        QSignalBlocker block(runs_);
+        for (int i = 0; i < runs_->count(); ++i)
+            runs_->item(i)->setCheckState(
+                ids.contains(runs_->item(i)->data(Qt::UserRole).toLongLong()) ? Qt::Checked
+                                                                               : Qt::Unchecked);
+    }
+    fillMetrics();
+    loadCurves(false);
+}
+
+void CurvesView::loadCurves(bool onlyNew) {
+    if (!store_) return;
+    const std::string key = metric_->currentText().toStdString();
+    bool changed = false;
+    try {
+        std::set<qint64> checked;
+        for (int i = 0; i < runs_->count(); ++i)
+            if (runs_->item(i)->checkState() == Qt::Checked)
+                checked.insert(runs_->item(i)->data(Qt::UserRole).toLongLong());
+        if (!onlyNew) {
+            curves_.clear();
+            changed = true;
+        }
+        for (qint64 id : checked) {
+            auto [it, inserted] = curves_.try_emplace(id);
+            RunCurve& c = it->second;
+            if (inserted) {
+                const auto run = store_->get_run(id);
+                if (!run) continue;
+                c.id = id;
+                c.name = QString::fromStdString(run->name);
+                c.status = QString::fromStdString(run->status);
+            } else if (c.status != "running" && c.status != "pending") {
+                continue;  // a finished run's curve does not grow
+            } else if (const auto run = store_->get_run(id)) {
+                c.status = QString::fromStdString(run->status);
+            }
+            const auto points = store_->metrics(id, key, c.lastStep);
+            for (const auto& p : points) {
+                c.step.push_back(double(p.step));
+                c.value.push_back(p.value);
+                c.wall.push_back(p.wall_time);
+                c.lastStep = p.step;
+            }
+            const auto tokens = store_->metrics(id, "train/tokens",
+                                                c.tokenStep.empty() ? std::numeric_limits<std::int64_t>::min()
+                                                                    : std::int64_t(c.tokenStep.back()));
+            for (const auto& p : tokens) {
+                c.tokenStep.push_back(double(p.step));
+                c.tokens.push_back(p.value);
+            }
+            changed = changed || inserted || !points.empty();
+        }
+        for (auto it = curves_.begin(); it != curves_.end();)
+            it = checked.count(it->first) ? std::next(it) : (changed = true, curves_.erase(it));
+    } catch (const std::exception& e) {
+        emit errorRaised(QString::fromUtf8(e.what()));
+    }
+    if (!changed) return;
+    // Baseline choices follow the plotted runs; keep the choice when it is still there.
+    const QString base = baseline_->currentText();
+    {
+        QSignalBlocker block(baseline_);
+        baseline_->clear();
+        baseline_->addItem("(none)");
+        for (const auto& [id, c] : curves_) baseline_->addItem(c.name, QVariant::fromValue<qlonglong>(id));
+        const int i = baseline_->findText(base);
+        baseline_->setCurrentIndex(i >= 0 ? i : (baseline_->count() > 1 ? 1 : 0));
+    }
+    rebuild();
+}
+
+std::vector<double> CurvesView::xOf(const RunCurve& c) const {
+    std::vector<double> x(c.step.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+        switch (xAxis_->currentIndex()) {
+            case 1: x[i] = interpolate(c.tokenStep, c.tokens, c.step[i]); break;
+            case 2: x[i] = (c.wall[i] - c.wall.front()) / 60.0; break;
+            default: x[i] = c.step[i];
+        }
+    }
+    return x;
+}
+
+void CurvesView::rebuild() {
+    smoothLabel_->setText(QString::number(smoothing(), 'f', 2));
+    plot_->clearGraphs();
+    plot_->clearItems();
+    const QString key = metric_->currentText();
+    const bool lower = lowerIsBetter(key.toStdString());
+    const double w = smoothing();
+    plot_->xAxis->setLabel(xAxis_->currentText());
+    plot_->yAxis->setLabel(key + (w > 0 ? QString(" (EMA %1)").arg(w, 0, 'f', 2) : QString()));
+    const bool log = logY_->isChecked();
+    plot_->yAxis->setScaleType(log ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+    plot_->yAxis->setTicker(log ? QSharedPointer<QCPAxisTicker>(new QCPAxisTickerLog)
+                                : QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+
+    // Group runs that differ only by seed; a group of one is drawn as its run.
+    std::vector<Curve> all;
+    std::map<std::string, int> groupSize;
+    for (const auto& [id, c] : curves_) {
+        Curve cv{c.name.toStdString(), seedGroupKey(c.name.toStdString()), xOf(c), c.value};
+        ++groupSize[cv.groupKey];
+        all.push_back(std::move(cv));
+    }
+    int colour = 0;
+    auto markersFor = [&](const std::vector<double>& x, const std::vector<double>& y, QColor col,
+                          const QString& owner) {
+        if (!markers_->isChecked() || y.empty()) return;
+        size_t imin = 0;
+        for (size_t i = 0; i < y.size(); ++i)
+            if (std::isfinite(y[i]) && (!std::isfinite(y[imin]) || y[i] < y[imin])) imin = i;
+        for (const auto& [i, shape] : {std::pair{imin, QCPScatterStyle::ssTriangleInverted},
+                                       std::pair{y.size() - 1, QCPScatterStyle::ssDisc}}) {
+            QCPGraph* m = plot_->addGraph();
+            m->setLineStyle(QCPGraph::lsNone);
+            m->setScatterStyle(QCPScatterStyle(shape, col, col, 8));
+            m->setData(QVector<double>{x[i]}, QVector<double>{y[i]});
+            m->removeFromLegend();
+            m->setProperty("owner", owner);
+            m->setProperty("marker", true);
+        }
+    };
+    std::map<QString, std::pair<std::vector<double>, std::vector<double>>> smoothedBy;  // for the readout
+    if (groupSeeds_->isChecked()) {
+        std::vector<Curve> grouped;
+        for (const Curve& c : all)
+            if (groupSize[c.groupKey] > 1) grouped.push_back(c);
+        for (const SeedGroup& g : groupBySeed(grouped)) {
+            const QColor col = curveColour(colour++);
+            const QString name = QString::fromStdString(g.key) +
+                                 QString(" (n=%1)").arg(*std::max_element(g.n.begin(), g.n.end()));
+            const auto mean = emaDebiased(g.mean, w);
+            std::vector<double> hi(g.x.size()), lo(g.x.size());
+            for (size_t i = 0; i < g.x.size(); ++i) hi[i] = mean[i] + g.stddev[i], lo[i] = mean[i] - g.stddev[i];
+            QColor band = col;
+            band.setAlpha(50);
+            QCPGraph* lower = addGraph(plot_, g.x, lo, QPen(band), name + " -std");
+            QCPGraph* upper = addGraph(plot_, g.x, hi, QPen(band), name + " +std");
+            upper->setBrush(band);
+            upper->setChannelFillGraph(lower);
+            lower->removeFromLegend();
+            upper->removeFromLegend();
+            lower->setProperty("owner", name);
+            upper->setProperty("owner", name);
+            addGraph(plot_, g.x, mean, QPen(col, 2), name)->setProperty("main", true);
+            markersFor(g.x, mean, col, name);
+            smoothedBy[name] = {g.x, mean};
+        }
+    }
+    for (const Curve& c : all) {
+        if (groupSeeds_->isChecked() && groupSize[c.groupKey] > 1) continue;
+        const QColor col = curveColour(colour++);
+        const QString name = QString::fromStdString(c.label);
+        const auto smooth = emaDebiased(c.y, w);
+        if (w > 0) {
+            QColor faint = col;
+            faint.setAlpha(70);
+            QCPGraph* raw = addGraph(plot_, c.x, c.y, QPen(faint, 1), name + " (raw)");
+            raw->removeFromLegend();
+            raw->setProperty("owner", name);
+        }
+        addGraph(plot_, c.x, smooth, QPen(col, 2), name)->setProperty("main", true);
+        markersFor(c.x, smooth, col, name);
+        // The readout works in steps whatever the x axis shows.
+        std::vector<double> steps;
+        for (const auto& [id, rc] : curves_)
+            if (rc.name == name) steps = rc.step;
+        smoothedBy[name] = {steps, smooth};
+    }
+    // Steps to reach the baseline's final (smoothed) value.
+    QString text;
+    const QString base = baseline_->currentText();
+    if (auto it = smoothedBy.find(base); it != smoothedBy.end() && !it->second.second.empty()) {
+        const double target = it->second.second.back(), baseSteps = it->second.first.back();
+        text = QString("Steps to reach %1's final %2 (%3 at step %4, smoothed):")
+                   .arg(base, key).arg(target, 0, 'g', 4).arg(baseSteps);
+        for (const auto& [name, xy] : smoothedBy) {
+            if (name == base) continue;
+            const double s = firstXReaching(xy.first, xy.second, target, lower);
+            text += s < 0 ? QString("  %1: not reached.").arg(name)
+                          : QString("  %1: step %2 (%3% of the baseline's steps).")
+                                .arg(name).arg(s).arg(100.0 * s / baseSteps, 0, 'f', 0);
+        }
+    } else {
+        text = curves_.empty() ? "Check runs on the left to plot them."
+                               : "Choose a baseline to see how many steps the others need to reach its final value.";
+    }
+    readout_->setText(text);
+    plot_->rescaleAxes();
+    if (log && plot_->yAxis->range().lower <= 0) plot_->yAxis->setRangeLower(1e-6);
+    throttle_->request();
+}
+
+void CurvesView::onMouseMove(QMouseEvent* event) {
+    const double x = plot_->xAxis->pixelToCoord(event->position().x());
+    QStringList lines;
+    for (int i = 0; i < plot_->graphCount(); ++i) {
+        QCPGraph* g = plot_->graph(i);
+        if (!g->property("main").toBool() || !g->visible() || g->data()->isEmpty()) continue;
+        auto it = g->data()->findBegin(x, true);
+        if (it == g->data()->constEnd()) continue;
+        // findBegin gives the point at or before x; take the nearer of it and the next one.
+        auto next = it + 1;
+        if (next != g->data()->constEnd() && std::abs(next->key - x) < std::abs(it->key - x)) it = next;
+        lines << QString("%1: %2 @ %3").arg(g->name()).arg(it->value, 0, 'g', 5).arg(it->key, 0, 'g', 6);
+    }
+    if (lines.isEmpty() || !plot_->axisRect()->rect().contains(event->pos()))
+        QToolTip::hideText();
+    else
+        QToolTip::showText(event->globalPosition().toPoint(), lines.join("\n"), plot_);
+}
+
+void CurvesView::prepareScreenshot() {
+    const int i = metric_->findText("train/loss");
+    if (i >= 0) metric_->setCurrentIndex(i);
+    const int b = baseline_->findText("bert-a");
+    if (b >= 0) baseline_->setCurrentIndex(b);
+    rebuild();
+    plot_->replot();
+}
+
+}  // namespace app

@@ -1,0 +1,45 @@
+// GLUE results in the paper's Table 1 layout, built by experiments::build_report (the TUPE
+// reporting rule: median over seeds per lr, then the best lr): median or mean +- std (n), the
+// best per column in bold, deltas against the first row coloured, the paper's published rows
+// as a toggle, and a bar chart of one task across the rows.
+#pragma once
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QLabel>
+#include <QRadioButton>
+#include <QTableWidget>
+
+#include "experiments/report.h"
+#include "views/plot_util.h"
+#include "views/workbench_view.h"
+
+namespace app {
+
+class GlueView : public WorkbenchView {
+    Q_OBJECT
+  public:
+    explicit GlueView(QWidget* parent = nullptr);
+    void setStore(experiments::ResultStore* store, const QString& dbPath) override;
+    QCustomPlot* exportablePlot() override { return bars_; }
+    QString dataCsv() override;
+    QString tableText(const QString& format) override;
+    void prepareScreenshot() override;
+
+  private:
+    void rebuild();
+    void drawBars();
+
+    experiments::ResultStore* store_ = nullptr;
+    QComboBox* experiment_;
+    QRadioButton* median_;
+    QRadioButton* meanStd_;
+    QCheckBox* paper_;
+    QComboBox* task_;
+    QTableWidget* table_;
+    QCustomPlot* bars_;
+    QLabel* rule_;
+    experiments::Report report_;
+};
+
+}  // namespace app

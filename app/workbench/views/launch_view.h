@@ -1,0 +1,76 @@
+// Launch and queue: an experiment YAML editor whose mistakes are shown inline at their line
+// (checked as `tupe run` reads it), a queue of experiment files run one after another as
+// child `tupe run FILE` processes (start, pause = SIGSTOP, resume, cancel = SIGTERM, which
+// stops after the current step and keeps the checkpoint), a progress bar per job and for the
+// plan, the child's log, and a live curve of the running job polled from its store.
+#pragma once
+
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QTableWidget>
+#include <QTimer>
+#include <memory>
+
+#include "core/store_access.h"
+#include "core/tupe_process.h"
+#include "views/plot_util.h"
+#include "views/workbench_view.h"
+
+namespace app {
+
+class LaunchView : public WorkbenchView {
+    Q_OBJECT
+  public:
+    explicit LaunchView(QWidget* parent = nullptr);
+    void setStore(experiments::ResultStore* store, const QString& dbPath) override;
+    QCustomPlot* exportablePlot() override { return live_; }
+    QString dataCsv() override { return plotCsv(live_); }
+    void prepareScreenshot() override;
+
+    /// Shows `text` as the file `path` in the editor (not saved until Save).
+    void openText(const QString& path, const QString& text);
+
+  signals:
+    void runFinished();
+
+  private:
+    struct QueueItem {
+        QString path, status = "queued";
+        PlanProgressInfo progress;
+        QString database;  ///< the experiment's database, for the live curve
+        QString name;      ///< the experiment's name
+    };
+    void validate();
+    bool save(const QString& path);
+    void addToQueue();
+    void startNext();
+    void updateQueueRow(int row);
+    void pollLive();
+
+    QString path_;
+    QString workDir_;
+    QPlainTextEdit* editor_;
+    QLabel* fileLabel_;
+    QLabel* check_;
+    QTimer validateTimer_;
+    QTableWidget* queue_;
+    QPushButton* start_;
+    QPushButton* pause_;
+    QPushButton* cancel_;
+    QProgressBar* jobBar_;
+    QProgressBar* planBar_;
+    QPlainTextEdit* log_;
+    QCustomPlot* live_;
+    ReplotThrottle* throttle_;
+    QTimer liveTimer_;
+    TupeProcess* process_;
+    std::vector<QueueItem> items_;
+    int running_ = -1;
+    StoreHandle liveStore_;
+    QString liveJob_;
+    std::int64_t liveLastStep_ = std::numeric_limits<std::int64_t>::min();
+};
+
+}  // namespace app

@@ -1,0 +1,203 @@
+// The main window (see main_window.h).
+#include "views/main_window.h"
+
+#include <QApplication>
+#include <QClipboard>
+#include <QCloseEvent>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QMenuBar>
+#include <QSettings>
+#include <QStatusBar>
+#include <QThread>
+#include <QVBoxLayout>
+
+#include "core/analysis_service.h"
+#include "views/analysis_views.h"
+#include "views/browser_view.h"
+#include "views/curves_view.h"
+#include "views/glue_view.h"
+#include "views/launch_view.h"
+#include "views/plot_util.h"
+
+namespace app {
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent),
+      banner_(new QLabel),
+      tabs_(new QTabWidget),
+      analysis_(new AnalysisService(this)) {
+    setWindowTitle("TUPE Workbench");
+    banner_->setWordWrap(true);
+    banner_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    banner_->setStyleSheet("QLabel { background: #fde2e1; color: #8a1c1c; padding: 6px; "
+                           "border: 1px solid #e5a3a0; }");
+    banner_->hide();
+
+    browser_ = new BrowserView;
+    curves_ = new CurvesView;
+    launch_ = new LaunchView;
+    auto* glue = new GlueView;
+    auto* maps = new CorrelationMapsView(analysis_);
+    auto* cls = new ClsAttentionView(analysis_);
+    auto* gallery = new HeadGalleryView(analysis_);
+    views_ = {browser_, launch_, curves_, glue, maps, cls, gallery};
+    tabs_->addTab(browser_, "Experiments");
+    tabs_->addTab(launch_, "Launch && queue");
+    tabs_->addTab(curves_, "Training curves");
+    tabs_->addTab(glue, "GLUE results");
+    tabs_->addTab(maps, "Correlation maps");
+    tabs_->addTab(cls, "[CLS] attention");
+    tabs_->addTab(gallery, "Head gallery");
+    for (WorkbenchView* v : views_) {
+        connect(v, &WorkbenchView::errorRaised, this, &MainWindow::showError);
+        connect(v, &WorkbenchView::statusMessage, this,
+                [this](const QString& m) { statusBar()->showMessage(m, 8000); });
+    }
+    connect(browser_, &BrowserView::runsChosen, this, [this](const QList<qint64>& ids) {
+        curves_->showRuns(ids);
+        tabs_->setCurrentWidget(curves_);
+    });
+    connect(browser_, &BrowserView::yamlOpened, this, [this](const QString& path, const QString& text) {
+        launch_->openText(path, text);
+        tabs_->setCurrentWidget(launch_);
+    });
+    connect(launch_, &LaunchView::runFinished, this, [this] {
+        if (!store_.path.isEmpty()) openDatabase(store_.path);
+    });
+
+    auto* central = new QWidget;
+    auto* layout = new QVBoxLayout(central);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addWidget(banner_);
+    layout->addWidget(tabs_, 1);
+    setCentralWidget(central);
+
+    QMenu* file = menuBar()->addMenu("&File");
+    file->addAction("&Open database...", QKeySequence::Open, this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, "Open results database",
+                                                          QFileInfo(store_.path).absolutePath(),
+                                                          "SQLite (*.sqlite *.db);;All files (*)");
+        if (!path.isEmpty()) openDatabase(path);
+    });
+    file->addAction("&Reload", QKeySequence::Refresh, this, [this] { openDatabase(store_.path); });
+    file->addSeparator();
+    file->addAction("Export &plot (PNG + PDF)...", this, &MainWindow::exportPlot);
+    file->addAction("Export &data (CSV)...", this, &MainWindow::exportData);
+    file->addAction("Copy table as &Markdown", this, [this] { copyTable("markdown"); });
+    file->addAction("Copy table as &LaTeX", this, [this] { copyTable("latex"); });
+    file->addSeparator();
+    file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
+
+    QSettings settings;
+    restoreGeometry(settings.value("window/geometry").toByteArray());
+    restoreState(settings.value("window/state").toByteArray());
+    if (settings.contains("curves/smoothing"))
+        curves_->setSmoothing(settings.value("curves/smoothing").toDouble());
+    connect(curves_, &CurvesView::smoothingChanged, this,
+            [](double w) { QSettings().setValue("curves/smoothing", w); });
+    if (geometry().width() < 400) resize(1400, 900);
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+    QSettings settings;
+    settings.setValue("window/geometry", saveGeometry());
+    settings.setValue("window/state", saveState());
+    QMainWindow::closeEvent(event);
+}
+
+bool MainWindow::openDatabase(const QString& path) {
+    store_ = openStoreReadOnly(path);
+    if (store_.store) {
+        clearError();
+        QSettings().setValue("db/last", QFileInfo(path).absoluteFilePath());
+        analysis_->setWorkingDirectory(projectRootFor(path));
+        setWindowTitle("TUPE Workbench \u2014 " + path);
+    } else {
+        showError(store_.error);
+        setWindowTitle("TUPE Workbench");
+    }
+    for (WorkbenchView* v : views_) v->setStore(store_.store.get(), path);
+    return store_.store != nullptr;
+}
+
+QString MainWindow::bannerText() const { return banner_->isVisible() ? banner_->text() : QString(); }
+
+void MainWindow::showError(const QString& message) {
+    banner_->setText(message);
+    banner_->show();
+    statusBar()->showMessage(message, 10000);
+}
+
+void MainWindow::clearError() {
+    banner_->clear();
+    banner_->hide();
+}
+
+WorkbenchView* MainWindow::currentView() const {
+    return qobject_cast<WorkbenchView*>(tabs_->currentWidget());
+}
+
+void MainWindow::exportPlot() {
+    WorkbenchView* v = currentView();
+    QCustomPlot* plot = v ? v->exportablePlot() : nullptr;
+    if (!plot) return showError("This view has no plot to export.");
+    const QString path = QFileDialog::getSaveFileName(this, "Export plot (PNG and PDF)", "plot.png",
+                                                      "PNG (*.png)");
+    if (path.isEmpty()) return;
+    const QString error = app::exportPlot(plot, path);
+    if (!error.isEmpty()) return showError(error);
+    statusBar()->showMessage("wrote " + path + " and the PDF beside it", 8000);
+}
+
+void MainWindow::exportData() {
+    WorkbenchView* v = currentView();
+    const QString csv = v ? v->dataCsv() : QString();
+    if (csv.isEmpty()) return showError("This view has no data to export.");
+    const QString path = QFileDialog::getSaveFileName(this, "Export data", "data.csv", "CSV (*.csv)");
+    if (path.isEmpty()) return;
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly) || f.write(csv.toUtf8()) < 0)
+        return showError("cannot write " + path + ": " + f.errorString());
+    statusBar()->showMessage("wrote " + path, 8000);
+}
+
+void MainWindow::copyTable(const QString& format) {
+    WorkbenchView* v = currentView();
+    const QString text = v ? v->tableText(format) : QString();
+    if (text.isEmpty()) return showError("This view has no table to copy.");
+    QApplication::clipboard()->setText(text);
+    statusBar()->showMessage("table copied as " + format, 8000);
+}
+
+QStringList MainWindow::renderScreenshots(const QString& dir, int waitMs) {
+    QDir().mkpath(dir);
+    resize(1500, 950);
+    show();
+    for (WorkbenchView* v : views_) v->prepareScreenshot();
+    // Analyses run in child processes; wait for them (the GUI keeps processing events).
+    QElapsedTimer timer;
+    timer.start();
+    do {
+        QApplication::processEvents(QEventLoop::AllEvents, 100);
+        QThread::msleep(20);
+    } while (analysis_->busy() && timer.elapsed() < waitMs);
+    QStringList written;
+    const QStringList names = {"experiments", "launch", "curves", "glue",
+                               "correlation-maps", "cls-attention", "head-gallery"};
+    for (int i = 0; i < tabs_->count(); ++i) {
+        tabs_->setCurrentIndex(i);
+        for (int k = 0; k < 10; ++k) QApplication::processEvents();
+        for (QCustomPlot* p : tabs_->widget(i)->findChildren<QCustomPlot*>()) p->replot();
+        QApplication::processEvents();
+        const QString path = QString("%1/%2-%3.png").arg(dir).arg(i + 1, 2, 10, QChar('0')).arg(names.value(i));
+        if (grab().save(path)) written << path;
+    }
+    return written;
+}
+
+}  // namespace app

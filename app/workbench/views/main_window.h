@@ -1,0 +1,58 @@
+// The workbench's main window: one tab per view over the results store, a banner for errors
+// (a missing, locked or newer database, a bad YAML, a checkpoint that will not load: a message,
+// never a crash), File actions to open a database and export plots, data and tables, settings
+// kept in QSettings (last database, window layout, smoothing), and the --screenshots renderer.
+#pragma once
+
+#include <QLabel>
+#include <QMainWindow>
+#include <QTabWidget>
+#include <vector>
+
+#include "core/store_access.h"
+
+namespace app {
+
+class AnalysisService;
+class WorkbenchView;
+class BrowserView;
+class CurvesView;
+class LaunchView;
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+  public:
+    explicit MainWindow(QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    /// Opens `path` read-only; on failure the banner says why and the views are emptied.
+    bool openDatabase(const QString& path);
+    QString databasePath() const { return store_.path; }
+    QString bannerText() const;
+
+    /// Renders every tab to DIR/NN-name.png (waiting up to `waitMs` for child analyses);
+    /// returns the files written.
+    QStringList renderScreenshots(const QString& dir, int waitMs = 240000);
+
+  protected:
+    void closeEvent(QCloseEvent* event) override;
+
+  private:
+    void showError(const QString& message);
+    void clearError();
+    void exportPlot();
+    void exportData();
+    void copyTable(const QString& format);
+    WorkbenchView* currentView() const;
+
+    StoreHandle store_;
+    QLabel* banner_;
+    QTabWidget* tabs_;
+    AnalysisService* analysis_;
+    BrowserView* browser_;
+    CurvesView* curves_;
+    LaunchView* launch_;
+    std::vector<WorkbenchView*> views_;
+};
+
+}  // namespace app

@@ -1,0 +1,70 @@
+// Shared pieces of the views' QCustomPlot figures: a styled plot, a heatmap widget (colour map
+// + colour scale, symmetric diverging range for signed maps, token tick labels, hover value),
+// a queued replot at most ~10 times per second, and export of a plot to PNG + PDF and of its
+// graphs to CSV.
+#pragma once
+
+#include <QPointer>
+#include <QString>
+#include <QStringList>
+#include <QTimer>
+#include <QWidget>
+#include <vector>
+
+#include "qcustomplot.h"
+
+namespace app {
+
+/// A plot with the app's fonts and interactions (drag/zoom on both axes).
+QCustomPlot* makePlot(QWidget* parent);
+
+/// Replots `plot` at most every 100 ms however often request() is called.
+class ReplotThrottle : public QObject {
+    Q_OBJECT
+  public:
+    explicit ReplotThrottle(QCustomPlot* plot);
+    void request();
+
+  private:
+    QPointer<QCustomPlot> plot_;
+    QTimer timer_;
+};
+
+/// Plain data of one heatmap.
+struct HeatmapData {
+    QString title;
+    int rows = 0, cols = 0;
+    std::vector<double> values;  ///< row-major, row 0 drawn at the top
+    QStringList rowLabels, colLabels;
+    bool symmetric = false;      ///< range [-m, m], diverging colours with 0 white
+    QString xLabel, yLabel, valueLabel;
+    double rangeMin = NAN, rangeMax = NAN;  ///< fixed range (NaN = from the data)
+};
+
+/// A QCustomPlot showing one heatmap; hovering shows "row label -> column label: value".
+class HeatmapPlot : public QCustomPlot {
+    Q_OBJECT
+  public:
+    explicit HeatmapPlot(QWidget* parent = nullptr, bool withScale = true);
+    void setData(const HeatmapData& data);
+    void clearWithMessage(const QString& message);
+    const HeatmapData& data() const { return data_; }
+
+  protected:
+    void mouseMoveEvent(QMouseEvent* event) override;
+
+  private:
+    HeatmapData data_;
+    QCPColorMap* map_ = nullptr;
+    QCPColorScale* scale_ = nullptr;
+    QCPTextElement* title_ = nullptr;
+    QCPItemText* message_ = nullptr;
+    bool withScale_;
+};
+
+/// Saves `plot` as base.png and base.pdf; returns the error, empty on success.
+QString exportPlot(QCustomPlot* plot, const QString& basePath);
+/// The plot's graphs as CSV ("series,x,y" rows) or, for a heatmap, its matrix.
+QString plotCsv(QCustomPlot* plot);
+
+}  // namespace app

@@ -1,0 +1,37 @@
+// The interface every tab of the main window implements: it is told when the store changes,
+// and offers its plot, its data and its table to the window's export actions.
+#pragma once
+
+#include <QString>
+#include <QWidget>
+
+class QCustomPlot;
+
+namespace experiments {
+class ResultStore;
+}
+
+namespace app {
+
+class WorkbenchView : public QWidget {
+    Q_OBJECT
+  public:
+    using QWidget::QWidget;
+    /// The open store (nullptr when none) and its path; called on open and reload.
+    virtual void setStore(experiments::ResultStore* store, const QString& dbPath) = 0;
+    /// The plot that File > Export plot saves; nullptr when the view has none.
+    virtual QCustomPlot* exportablePlot() { return nullptr; }
+    /// The view's data as CSV for File > Export data.
+    virtual QString dataCsv();
+    /// The view's table as "markdown" or "latex"; empty when it has none.
+    virtual QString tableText(const QString& format) { return {}; }
+    /// Picks defaults that show real data (screenshots); returns false when it cannot.
+    virtual void prepareScreenshot() {}
+
+  signals:
+    /// A message for the window's banner (errors never crash the app).
+    void errorRaised(const QString& message);
+    void statusMessage(const QString& message);
+};
+
+}  // namespace app

@@ -1,0 +1,192 @@
+// The child-process runner: progress parsing of `tupe run` output, signals from a real child
+// (lines, progress, exit code and message), pause (SIGSTOP) and resume, cancellation, and the
+// real `tupe` CLI: a malformed experiment fails with its file and line, and a running tiny
+// experiment stops on cancel (SIGTERM -> exit 130, "run the same command to resume").
+#include <gtest/gtest.h>
+
+#include <QCoreApplication>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QThread>
+#include <fstream>
+#include <functional>
+
+#include "app_test_util.h"
+#include "core/tupe_process.h"
+
+using namespace app;
+
+namespace {
+
+bool waitFor(const std::function<bool()>& done, int ms) {
+    QElapsedTimer t;
+    t.start();
+    while (!done() && t.elapsed() < ms) {
+        QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+        QThread::msleep(5);
+    }
+    return done();
+}
+
+struct Finished {
+    bool seen = false;
+    int code = 0;
+    bool cancelled = false;
+    QString message;
+};
+
+Finished* watch(TupeProcess& p) {
+    auto* f = new Finished;
+    QObject::connect(&p, &TupeProcess::finished, &p, [f](int code, bool cancelled, const QString& m) {
+        f->seen = true, f->code = code, f->cancelled = cancelled, f->message = m;
+    });
+    QObject::connect(&p, &QObject::destroyed, [f] { delete f; });
+    return f;
+}
+
+char processState(qint64 pid) {
+    QFile f(QString("/proc/%1/stat").arg(pid));
+    if (!f.open(QIODevice::ReadOnly)) return '?';
+    const QByteArray s = f.readAll();
+    const int close = s.lastIndexOf(')');
+    return close >= 0 && close + 2 < s.size() ? s[close + 2] : '?';
+}
+
+}  // namespace
+
+TEST(RunProgress, ParsesJobLinesAndPlainProgressLines) {
+    PlanProgressInfo p;
+    EXPECT_TRUE(parseRunProgressLine("[2/4] tupe-a", p));
+    EXPECT_EQ(p.jobIndex, 2);
+    EXPECT_EQ(p.jobCount, 4);
+    EXPECT_EQ(p.job, "tupe-a");
+    EXPECT_DOUBLE_EQ(p.planFraction, 0.25);
+    // The bar counts hundredths of jobs: 150/400 = job 2 half done, plan 37.5%.
+    EXPECT_TRUE(parseRunProgressLine("150/400  loss 6.21  1,500 tok/s  plan ETA 3m  ETA 2m", p));
+    EXPECT_DOUBLE_EQ(p.jobFraction, 0.5);
+    EXPECT_DOUBLE_EQ(p.planFraction, 0.375);
+    EXPECT_EQ(p.status, "loss 6.21  1,500 tok/s  plan ETA 3m");
+    // A terminal redraw ('\r', bar, colour reset) parses the same.
+    EXPECT_TRUE(parseRunProgressLine("\r[######..] 175/400  loss 6  ETA 1m\x1b[K", p));
+    EXPECT_DOUBLE_EQ(p.jobFraction, 0.75);
+    EXPECT_FALSE(parseRunProgressLine("experiment quickstart: 3 variants, 51 jobs", p));
+}
+
+TEST(TupeProcess, EmitsLinesProgressAndFailure) {
+    app_test::ensureApplication();
+    TupeProcess p;
+    Finished* f = watch(p);
+    QStringList lines;
+    int progress = 0;
+    QObject::connect(&p, &TupeProcess::lineReceived, [&](const QString& l) { lines << l; });
+    QObject::connect(&p, &TupeProcess::progressChanged, [&](const PlanProgressInfo&) { ++progress; });
+    ASSERT_TRUE(p.start("/bin/sh", {"-c", "echo '[1/2] bert-a'; echo '50/200  loss 3  ETA 1s' >&2; "
+                                          "echo 'tupe run: error: boom'; exit 3"}));
+    ASSERT_TRUE(waitFor([&] { return f->seen; }, 10000));
+    EXPECT_EQ(f->code, 3);
+    EXPECT_FALSE(f->cancelled);
+    EXPECT_EQ(f->message, "tupe run: error: boom");
+    EXPECT_EQ(lines.size(), 3);
+    EXPECT_EQ(progress, 2);
+    EXPECT_DOUBLE_EQ(p.progress().jobFraction, 0.5);
+    EXPECT_EQ(p.state(), TupeProcess::State::kIdle);
+}
+
+TEST(TupeProcess, PauseStopsTheChildAndResumeContinues) {
+    app_test::ensureApplication();
+    TupeProcess p;
+    Finished* f = watch(p);
+    ASSERT_TRUE(p.start("/bin/sh", {"-c", "sleep 0.6; echo done"}));
+    p.pause();
+    EXPECT_EQ(p.state(), TupeProcess::State::kPaused);
+    ASSERT_TRUE(waitFor([&] { return processState(p.pid()) == 'T'; }, 3000));
+    EXPECT_FALSE(waitFor([&] { return f->seen; }, 1500));  // stopped: it cannot finish
+    p.resume();
+    EXPECT_EQ(p.state(), TupeProcess::State::kRunning);
+    ASSERT_TRUE(waitFor([&] { return f->seen; }, 10000));
+    EXPECT_EQ(f->code, 0);
+}
+
+TEST(TupeProcess, CancelEndsAPausedChild) {
+    app_test::ensureApplication();
+    TupeProcess p;
+    Finished* f = watch(p);
+    ASSERT_TRUE(p.start("sleep", {"30"}));
+    p.pause();
+    QElapsedTimer t;
+    t.start();
+    p.cancel(2000);
+    EXPECT_EQ(p.state(), TupeProcess::State::kStopping);
+    ASSERT_TRUE(waitFor([&] { return f->seen; }, 10000));
+    EXPECT_LT(t.elapsed(), 5000);
+    EXPECT_TRUE(f->cancelled);
+    EXPECT_NE(f->code, 0);
+    EXPECT_EQ(f->message, "cancelled");
+}
+
+TEST(TupeProcess, MissingProgramFails) {
+    app_test::ensureApplication();
+    TupeProcess p;
+    QString failure;
+    QObject::connect(&p, &TupeProcess::failed, [&](const QString& m) { failure = m; });
+    EXPECT_FALSE(p.start("/nonexistent/tupe", {"run", "x.yaml"}));
+    EXPECT_TRUE(failure.contains("/nonexistent/tupe")) << failure.toStdString();
+    EXPECT_EQ(p.state(), TupeProcess::State::kIdle);
+}
+
+TEST(TupeCli, MalformedExperimentFailsWithFileAndLine) {
+    app_test::ensureApplication();
+    app_test::TempDir dir;
+    std::ofstream(dir.str("bad.yaml")) << "name: bad\ntrain:\n  stpes: 3\n";
+    TupeProcess p;
+    Finished* f = watch(p);
+    ASSERT_TRUE(p.start(TUPE_CLI, {"run", QString::fromStdString(dir.str("bad.yaml"))}));
+    ASSERT_TRUE(waitFor([&] { return f->seen; }, 60000));
+    EXPECT_NE(f->code, 0);
+    EXPECT_TRUE(f->message.contains("bad.yaml:3")) << f->message.toStdString();
+}
+
+TEST(TupeCli, CancelStopsARunningExperiment) {
+    app_test::ensureApplication();
+    app_test::TempDir dir;
+    const char* words[] = {"the", "a", "old", "red", "cat", "dog", "man", "house", "saw", "liked",
+                           "found", "near", "river", "with", "small", "bird"};
+    {
+        std::ofstream corpus(dir.str("corpus.txt"));
+        unsigned state = 7;
+        auto next = [&]() { return state = state * 1103515245u + 12345u, (state >> 16) % 16; };
+        for (int d = 0; d < 20; ++d) {
+            for (int s = 0; s < 30; ++s) {
+                const int n = 7 + int(next() % 6);
+                for (int w = 0; w < n; ++w) corpus << (w ? " " : "") << words[next()];
+                corpus << " .\n";
+            }
+            corpus << "\n";
+        }
+        std::ofstream vocab(dir.str("vocab.txt"));
+        for (const char* t : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."}) vocab << t << "\n";
+        for (const char* w : words) vocab << w << "\n";
+    }
+    std::ofstream(dir.str("tiny.yaml"))
+        << "name: tiny\nvariants: [bert-a]\nmodel: {size: tiny, max_position_embeddings: 32}\n"
+        << "data: {corpus: " << dir.str("corpus.txt") << ", vocab: " << dir.str("vocab.txt")
+        << ", cache_dir: " << dir.str("cache") << ", max_seq_len: 32, validation_fraction: 0.25}\n"
+        << "train: {steps: 100000, batch_size: 8, eval_interval: 1000, checkpoint_interval: 1000, "
+           "log_interval: 10, threads: 1}\n"
+        << "glue: {data: builtin, tasks: [syn-cola], synthetic_train: 40, synthetic_dev: 20}\n"
+        << "finetune: {lrs: [1.0e-3], seeds: [1], batch_size: 8, epochs: 1, max_seq_len: 32}\n"
+        << "database: " << dir.str("db.sqlite") << "\nruns_dir: " << dir.str("runs") << "\n";
+    TupeProcess p;
+    Finished* f = watch(p);
+    ASSERT_TRUE(p.start(TUPE_CLI, {"run", QString::fromStdString(dir.str("tiny.yaml"))}));
+    // The first job starts ("[1/2] bert-a"), then the cancel stops it between steps.
+    ASSERT_TRUE(waitFor([&] { return p.progress().jobIndex == 1 || f->seen; }, 120000));
+    ASSERT_FALSE(f->seen) << f->message.toStdString();
+    EXPECT_EQ(p.progress().job, "bert-a");
+    EXPECT_EQ(p.progress().jobCount, 2);
+    QThread::msleep(500);
+    p.cancel(30000);
+    ASSERT_TRUE(waitFor([&] { return f->seen; }, 60000));
+    EXPECT_TRUE(f->cancelled);
+    EXPECT_EQ(f->code, 130);  // stopped cleanly, resumable
+}
