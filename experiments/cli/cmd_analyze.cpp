@@ -1,7 +1,8 @@
 // `tupe analyze`: the paper's attention figures for a model (Ke, He, Liu, ICLR 2021, Fig. 2 and
 // Fig. 6, plus [CLS] attention): analysis::analyze_model computes, write_analysis exports the
 // matrices, and this file turns tensors into app::plotting's plain structs for the PNGs. The
-// plotting header is torch- and Qt-free, so this torch file never sees a Qt header.
+// plotting header is torch- and Qt-free, so this torch file never sees a Qt header. With --db,
+// --experiment and --run, every file written is recorded as an artifact of that run.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "analysis/analyze.h"
 #include "analysis/attention_analysis.h"
@@ -17,6 +19,8 @@
 #include "commands.h"
 #include "engine/errors.h"
 #include "engine/trainer.h"
+#include "experiments/analysis_artifacts.h"
+#include "experiments/result_store.h"
 
 namespace cli {
 
@@ -75,7 +79,10 @@ LoadedModel load_model(const std::string& spec, const std::string& vocab_flag, b
         engine::Vocab vocab = primary && !vocab_flag.empty()
                                   ? load_vocab_checked(vocab_flag, out.model->config().vocab_size)
                                   : analysis::import_hf_vocab(spec, out.model->config());
-        out.tokenizer = std::make_unique<engine::WordPieceTokenizer>(std::move(vocab), !cased);
+        // An exported folder says how it was tokenised (tokenizer_config.json); HF BERT
+        // folders without one are uncased, as bert-base-uncased.
+        const bool lower_case = analysis::read_hf_lower_case(spec, true) && !cased;
+        out.tokenizer = std::make_unique<engine::WordPieceTokenizer>(std::move(vocab), lower_case);
         return out;
     }
     auto ckpt = engine::load_checkpoint(spec);
@@ -480,7 +487,7 @@ void print_summary(const analysis::AnalysisOutput& out, const fs::path& dir,
 int cmd_analyze(const Argv& argv) {
     Args args(argv,
               {"text", "corpus", "sentences", "compare", "vocab", "out", "batch", "head", "threads",
-               "max-tokens"},
+               "max-tokens", "db", "experiment", "run"},
               {"cased", "no-figures"});
     if (args.positionals().size() != 1) throw UsageError("expected one CHECKPOINT");
     const std::string spec = args.positionals()[0];
@@ -490,6 +497,18 @@ int cmd_analyze(const Argv& argv) {
     if (args.has("sentences") && !args.has("corpus"))
         throw UsageError("--sentences goes with --corpus");
     if (args.has("threads")) at::set_num_threads(static_cast<int>(args.get_int("threads", 0)));
+    const bool record = args.has("db") || args.has("experiment") || args.has("run");
+    if (record && !(args.has("db") && args.has("experiment") && args.has("run")))
+        throw UsageError("--db, --experiment and --run go together");
+    // Checked before the analysis runs: the run to record against must exist.
+    std::optional<experiments::ResultStore> store;
+    int64_t run_id = 0;
+    if (record) {
+        if (!fs::exists(args.get("db")))
+            throw engine::InputError(args.get("db"), "no results database");
+        store.emplace(experiments::ResultStore::open(args.get("db")));
+        run_id = experiments::find_run_id(*store, args.get("experiment"), args.get("run"));
+    }
 
     analysis::AnalyzeOptions options;
     options.batch_size = args.get_int("batch", 32);
@@ -533,6 +552,12 @@ int cmd_analyze(const Argv& argv) {
             analysis::write_analysis_index(first, dir.string(), entries);
             timing.figures += seconds_since(t0);
         }
+    }
+    if (store) {
+        const auto recorded = experiments::record_analysis_artifacts(*store, run_id, dir.string());
+        std::cout << "recorded " << recorded.size() << " artifacts in " << args.get("db")
+                  << " (experiment " << args.get("experiment") << ", run " << args.get("run")
+                  << ")\n";
     }
     std::cout << "time: analysis " << fmt(timing.analysis) << " s, files " << fmt(timing.files)
               << " s, figures " << fmt(timing.figures) << " s, total " << fmt(seconds_since(start))

@@ -1,10 +1,12 @@
-// `tupe info`, `tupe export`, `tupe inspect`: look at a checkpoint from the command line.
+// `tupe info`, `tupe export`, `tupe inspect`: look at a checkpoint from the command line;
+// export writes an HF folder (analysis::export_hf_bert) or one torch.load-readable file.
 #include <torch/torch.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 
+#include "analysis/attention_analysis.h"
 #include "analysis/inspect.h"
 #include "cli_util.h"
 #include "commands.h"
@@ -56,14 +58,27 @@ int cmd_info(const Argv& argv) {
     return 0;
 }
 
-int cmd_export(const Argv& argv) {
-    Args args(argv, {"out"});
-    const std::string path = one_checkpoint(args), out = args.required("out");
-    auto ckpt = engine::load_checkpoint(path);
+namespace {
+
+/// The vocabulary of a pretraining checkpoint: --vocab, else the copy the run directory keeps
+/// beside the checkpoint, else the config's data.vocab.
+std::string checkpoint_vocab(const Args& args, const std::string& checkpoint,
+                             const engine::PretrainConfig& config) {
+    if (args.has("vocab")) return args.get("vocab");
+    const std::string beside = (fs::path(checkpoint).parent_path() / "vocab.txt").string();
+    return fs::exists(beside) ? beside : config.data.vocab;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() &&
+           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// One torch.save-style file (zip, a dict of HF-named tensors) that Python's torch.load reads.
+void export_torch_file(engine::BertForMaskedLM& model, const std::string& out) {
     c10::Dict<std::string, torch::Tensor> dict;
-    for (const auto& [name, tensor] : engine::named_weights(ckpt.model))
+    for (const auto& [name, tensor] : engine::named_weights(model))
         dict.insert(name, tensor.detach().cpu().contiguous());
-    // torch::pickle_save writes the zip format that Python's torch.load reads.
     const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
     if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
     const std::string tmp = out + ".tmp";
@@ -74,6 +89,30 @@ int cmd_export(const Argv& argv) {
     }
     fs::rename(tmp, out);
     std::cout << "wrote " << out << " (" << dict.size() << " tensors, HF parameter names)\n";
+}
+
+}  // namespace
+
+// --out DIR: an HF folder (config.json, model.safetensors, vocab.txt, tokenizer_config.json)
+// that `tupe analyze DIR` and analysis::import_hf_bert read back; --out FILE.pt or FILE.bin:
+// one torch.load-readable file of HF-named tensors.
+int cmd_export(const Argv& argv) {
+    Args args(argv, {"out", "vocab"});
+    const std::string path = one_checkpoint(args), out = args.required("out");
+    auto ckpt = engine::load_checkpoint(path);
+    if (ends_with(out, ".pt") || ends_with(out, ".bin")) {
+        export_torch_file(ckpt.model, out);
+        return 0;
+    }
+    const std::string vocab = checkpoint_vocab(args, path, ckpt.config);
+    analysis::export_hf_bert(ckpt.model, vocab, ckpt.config.data.lower_case, out);
+    const auto& m = ckpt.config.model;
+    std::cout << "wrote " << out << ": config.json ("
+              << (analysis::hf_config_for(m).find("\"model_type\": \"bert\"") != std::string::npos
+                      ? "model_type bert, loadable by transformers' BertForMaskedLM"
+                      : "model_type tupe, readable by tupe analyze")
+              << "), model.safetensors, vocab.txt, tokenizer_config.json (" << m.preset
+              << ", step " << ckpt.step << ")\n";
     return 0;
 }
 

@@ -46,8 +46,9 @@ const std::map<std::string, Command>& commands() {
           "validation curves of runs side by side"}},
         {"info", {cli::cmd_info, "info CHECKPOINT", "variant, config, parameter groups, progress"}},
         {"export",
-         {cli::cmd_export, "export CHECKPOINT --out FILE.pt",
-          "weights as a name -> tensor dict that Python's torch.load reads"}},
+         {cli::cmd_export, "export CHECKPOINT --out DIR [--vocab FILE] | --out FILE.pt",
+          "an HF folder (config.json, model.safetensors, vocab.txt) that `tupe analyze DIR` "
+          "reads, or one file of weights that Python's torch.load reads"}},
         {"inspect",
          {cli::cmd_inspect, "inspect CHECKPOINT --text TEXT [--text-b TEXT] --out DIR [--vocab FILE]",
           "tokens and per-layer attention logits/probabilities as .npy"}},
@@ -55,7 +56,7 @@ const std::map<std::string, Command>& commands() {
          {cli::cmd_analyze,
           "analyze CHECKPOINT (--text TEXT | --corpus FILE [--sentences N]) --out DIR "
           "[--compare CHECKPOINT2] [--vocab FILE] [--max-tokens T] [--head H] [--batch B] "
-          "[--threads N] [--cased] [--no-figures]\n  CHECKPOINT: a checkpoint.pt (vocab.txt beside it), an HF "
+          "[--threads N] [--cased] [--no-figures] [--db FILE --experiment NAME --run NAME]\n  CHECKPOINT: a checkpoint.pt (vocab.txt beside it), an HF "
           "BERT folder, or init:PRESET[:SIZE] (fresh weights, needs --vocab)",
           "the paper's attention maps and figures (Fig. 2 terms, TUPE Fig. 6, [CLS]) as "
           ".npy/.csv/.png"}},

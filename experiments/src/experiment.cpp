@@ -22,7 +22,9 @@ namespace {
 
 const std::vector<std::string> kExperimentKeys = {"name",    "variants", "grid",     "checkpoints",
                                                   "glue",    "finetune", "database", "runs_dir",
-                                                  "jobs"};
+                                                  "jobs",    "analysis"};
+const std::vector<std::string> kAnalysisKeys = {"checkpoints", "corpus",     "sentences", "text",
+                                                "max_tokens",  "batch_size", "figures"};
 const std::vector<std::string> kGlueKeys = {"data", "tasks", "synthetic_train", "synthetic_dev"};
 const std::vector<std::string> kFinetuneKeys = {"lrs",          "seeds",        "batch_size",
                                                 "epochs",       "warmup_ratio", "weight_decay",
@@ -93,11 +95,23 @@ std::string short_key(const std::string& key) {
 
 }  // namespace
 
-std::vector<int64_t> ExperimentSpec::checkpoint_steps(const Variant& v) const {
+namespace {
+
+std::vector<int64_t> steps_of(const std::vector<double>& fractions, const Variant& v) {
     std::set<int64_t> steps;
-    for (double f : checkpoints)
+    for (double f : fractions)
         steps.insert(std::max<int64_t>(1, std::llround(f * static_cast<double>(v.config.train.steps))));
     return {steps.begin(), steps.end()};
+}
+
+}  // namespace
+
+std::vector<int64_t> ExperimentSpec::checkpoint_steps(const Variant& v) const {
+    return steps_of(checkpoints, v);
+}
+
+std::vector<int64_t> ExperimentSpec::analysis_steps(const Variant& v) const {
+    return analysis.enabled ? steps_of(analysis.checkpoints, v) : std::vector<int64_t>{};
 }
 
 ExperimentSpec load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
@@ -142,6 +156,33 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
             spec.glue.synthetic_train = r.scalar<int64_t>(g["synthetic_train"], "glue.synthetic_train", "an integer");
         if (g["synthetic_dev"])
             spec.glue.synthetic_dev = r.scalar<int64_t>(g["synthetic_dev"], "glue.synthetic_dev", "an integer");
+    }
+    if (const auto a = root["analysis"]) {
+        r.check_keys(a, "analysis", kAnalysisKeys);
+        auto& an = spec.analysis;
+        an.enabled = true;
+        if (a["checkpoints"]) {
+            an.checkpoints = r.list<double>(a["checkpoints"], "analysis.checkpoints", "fractions in (0, 1]");
+            for (double f : an.checkpoints)
+                if (!(f > 0 && f <= 1)) r.fail(a["checkpoints"], "analysis.checkpoints", "fractions must be in (0, 1]");
+        }
+        if (a["corpus"]) an.corpus = r.scalar<std::string>(a["corpus"], "analysis.corpus", "a path");
+        if (a["text"]) an.text = r.scalar<std::string>(a["text"], "analysis.text", "a sentence");
+        if (a["corpus"] && a["text"]) r.fail(a["text"], "analysis.text", "give corpus or text, not both");
+        if (a["sentences"]) {
+            an.sentences = r.scalar<int64_t>(a["sentences"], "analysis.sentences", "an integer");
+            if (an.sentences < 1) r.fail(a["sentences"], "analysis.sentences", "must be >= 1");
+        }
+        if (a["max_tokens"]) {
+            an.max_tokens = r.scalar<int64_t>(a["max_tokens"], "analysis.max_tokens", "an integer");
+            if (an.max_tokens != 0 && an.max_tokens < 2)
+                r.fail(a["max_tokens"], "analysis.max_tokens", "must be 0 (the position table) or >= 2");
+        }
+        if (a["batch_size"]) {
+            an.batch_size = r.scalar<int64_t>(a["batch_size"], "analysis.batch_size", "an integer");
+            if (an.batch_size < 1) r.fail(a["batch_size"], "analysis.batch_size", "must be >= 1");
+        }
+        if (a["figures"]) an.figures = r.scalar<bool>(a["figures"], "analysis.figures", "true or false");
     }
     if (const auto f = root["finetune"]) {
         r.check_keys(f, "finetune", kFinetuneKeys);

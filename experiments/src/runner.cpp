@@ -1,23 +1,29 @@
-// The experiment runner (see runner.h): plan, pretraining with snapshots, fine-tuning with
-// GLUE-exact scoring, everything recorded in the results store.
+// The experiment runner (see runner.h): plan, pretraining with snapshots, the optional analysis
+// of chosen snapshots (`tupe analyze`, its files recorded as artifacts of the pretrain run),
+// fine-tuning with GLUE-exact scoring, everything recorded in the results store.
 #include "experiments/runner.h"
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
+#include "analysis/analyze.h"
 #include "analysis/metrics.h"
 #include "engine/errors.h"
 #include "engine/finetune.h"
+#include "experiments/analysis_artifacts.h"
 #include "experiments/build_info.h"
 #include "experiments/glue_data.h"
 #include "experiments/result_store.h"
@@ -149,6 +155,22 @@ class Runner {
                 break;
             }
             auto existing = store_.find_run(experiment_id_, job.name);
+            if (existing && existing->status == "finished" && job.kind == Job::Kind::kPretrain &&
+                !pending_analysis_steps(job, existing->id).empty()) {
+                // Pretrained before the analysis block was added (or its analysis failed):
+                // analyse the snapshots now; the run stays finished.
+                if (!started_) {
+                    started_ = true;
+                    start_ = Clock::now();
+                    skipped_at_start_ = progress_.done;
+                }
+                progress_.current = job.name + " (analysis)";
+                report(0, "analysing");
+                analyse(job, existing->id);
+                ++summary.finished;
+                ++progress_.done;
+                continue;
+            }
             if (existing && existing->status == "finished") {
                 ++summary.skipped;
                 ++progress_.done;
@@ -256,7 +278,12 @@ class Runner {
         engine::TrainCallbacks tc;
         tc.stop = cb_.stop;
         tc.on_message = cb_.on_message;
-        const auto snapshots = spec_.checkpoint_steps(v);
+        // Snapshots for fine-tuning and for the analysis.
+        std::vector<int64_t> snapshots = spec_.checkpoint_steps(v);
+        for (int64_t step : spec_.analysis_steps(v))
+            if (std::find(snapshots.begin(), snapshots.end(), step) == snapshots.end())
+                snapshots.push_back(step);
+        std::sort(snapshots.begin(), snapshots.end());
         tc.snapshot_steps = snapshots;
         tc.on_step = [&](const engine::StepReport& s) {
             const double now = unix_time_now();
@@ -292,7 +319,116 @@ class Runner {
         };
         auto result = engine::pretrain(v.config, tc);
         flush();
-        return !result.stopped;
+        if (result.stopped) return false;
+        analyse(job, run_id);
+        return !stopped();
+    }
+
+    // ---- the analysis step ----------------------------------------------------------------
+
+    std::string analysis_dir(const Variant& v, int64_t step) const {
+        return (fs::path(v.config.out_dir) / "analysis" / ("step" + std::to_string(step))).string();
+    }
+
+    /// Analysis steps of the job's variant whose index.json is not yet an artifact of run_id.
+    std::vector<int64_t> pending_analysis_steps(const Job& job, int64_t run_id) {
+        const Variant& v = variant_named(spec_, job.variant);
+        const auto steps = spec_.analysis_steps(v);
+        if (steps.empty()) return {};
+        std::set<std::string> recorded;
+        for (const auto& a : store_.artifacts(run_id)) recorded.insert(a.path);
+        std::vector<int64_t> pending;
+        for (int64_t step : steps)
+            if (!recorded.count((fs::path(analysis_dir(v, step)) / "index.json").string()))
+                pending.push_back(step);
+        return pending;
+    }
+
+    /// `tupe analyze` on each pending analysis snapshot of the variant, recorded against
+    /// run_id: as a child process when the runner knows the tupe executable (figures
+    /// included; the child records through --db), else in this process, data files only.
+    void analyse(const Job& job, int64_t run_id) {
+        const Variant& v = variant_named(spec_, job.variant);
+        const AnalysisSpec& a = spec_.analysis;
+        for (int64_t step : pending_analysis_steps(job, run_id)) {
+            if (stopped()) return;
+            const std::string snapshot = snapshot_path(v, step);
+            if (!fs::exists(snapshot))
+                throw engine::CheckpointError(
+                    snapshot, "missing: analysis.checkpoints asks for step " +
+                                  std::to_string(step) + " of '" + v.name +
+                                  "', which was pretrained without that snapshot (delete " +
+                                  v.config.out_dir + " to pretrain it again)");
+            const std::string dir = analysis_dir(v, step);
+            const std::string corpus = a.corpus.empty() ? v.config.data.corpus : a.corpus;
+            const std::string vocab = (fs::path(v.config.out_dir) / "vocab.txt").string();
+            report(1, "analysing step " + std::to_string(step));
+            if (!options_.self_exe.empty()) {
+                std::vector<std::string> args = {options_.self_exe, "analyze", snapshot,
+                                                 "--vocab", vocab, "--out", dir,
+                                                 "--batch", std::to_string(a.batch_size),
+                                                 "--db", spec_.database,
+                                                 "--experiment", spec_.name, "--run", job.name};
+                if (a.text.empty()) {
+                    args.insert(args.end(), {"--corpus", corpus, "--sentences",
+                                             std::to_string(a.sentences)});
+                } else {
+                    args.insert(args.end(), {"--text", a.text});
+                }
+                if (a.max_tokens > 0) args.insert(args.end(), {"--max-tokens", std::to_string(a.max_tokens)});
+                if (!a.figures) args.push_back("--no-figures");
+                if (options_.threads > 0) args.insert(args.end(), {"--threads", std::to_string(options_.threads)});
+                run_child(args, "analysis of " + snapshot);
+            } else {
+                auto ckpt = engine::load_checkpoint(snapshot);
+                engine::WordPieceTokenizer tokenizer(engine::Vocab::load(vocab),
+                                                     v.config.data.lower_case);
+                analysis::AnalyzeOptions options;
+                options.batch_size = a.batch_size;
+                options.max_tokens = a.max_tokens;
+                std::vector<std::string> sentences;
+                if (a.text.empty()) {
+                    sentences = analysis::read_sentences(corpus, a.sentences);
+                    options.source = corpus;
+                } else {
+                    sentences = {a.text};
+                    options.truncate = false;
+                    options.source = "analysis.text";
+                }
+                auto out = analysis::analyze_model(ckpt.model, tokenizer, sentences, options);
+                out.model_name = snapshot;
+                if (a.figures)
+                    out.notes.push_back("figures not drawn: the runner ran without the tupe "
+                                        "executable (run `tupe analyze` for the PNGs)");
+                analysis::write_analysis(out, dir);
+                record_analysis_artifacts(store_, run_id, dir);
+            }
+            say("analysed " + v.name + " at step " + std::to_string(step) + ": " + dir);
+        }
+    }
+
+    /// Runs argv (stdout to /dev/null, stderr kept: a failing child says why in one line) and
+    /// throws when it does not exit with status 0.
+    void run_child(std::vector<std::string> args, const std::string& what) {
+        std::vector<char*> argv;
+        for (auto& arg : args) argv.push_back(arg.data());
+        argv.push_back(nullptr);
+        posix_spawn_file_actions_t actions;
+        posix_spawn_file_actions_init(&actions);
+        posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+        pid_t pid = 0;
+        const int rc = posix_spawn(&pid, args[0].c_str(), &actions, nullptr, argv.data(), environ);
+        posix_spawn_file_actions_destroy(&actions);
+        if (rc != 0) throw std::runtime_error("cannot start " + args[0] + " for the " + what);
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            throw std::runtime_error(
+                "the " + what + " failed (" +
+                (WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
+                                   : std::string("killed by a signal")) +
+                "; its message is above)");
     }
 
     struct TaskData {

@@ -509,6 +509,27 @@ TEST(ResultStore, CheckpointsAndArtifactsRoundTrip) {
     EXPECT_EQ(artifacts[1].kind, "report");
 }
 
+TEST(ResultStore, AddArtifactsIsOneTransactionThatReplacesByPath) {
+    TempDir dir;
+    auto store = ResultStore::open(dir.file("results.db"));
+    const auto run_id =
+        store.upsert_run(make_run(store.get_or_create_experiment("e", "", ""), "r"));
+    store.add_artifact({0, run_id, "analysis-npy", "a/x.npy", 8, "fnv1a64:01", "old"});
+    store.add_artifacts({{0, run_id, "analysis-npy", "a/x.npy", 16, "fnv1a64:02", "new"},
+                         {0, run_id, "analysis-png", "a/f.png", 99, "fnv1a64:03", "figure"}});
+    auto artifacts = store.artifacts(run_id);
+    ASSERT_EQ(artifacts.size(), 2u);
+    EXPECT_EQ(artifacts[0].size, 16);
+    EXPECT_EQ(artifacts[0].description, "new");
+    EXPECT_EQ(artifacts[1].kind, "analysis-png");
+    store.add_artifacts({});  // nothing to do, no transaction
+    // A bad row (unknown run: foreign key) rolls the whole batch back.
+    EXPECT_THROW(store.add_artifacts({{0, run_id, "analysis-csv", "a/y.csv", 1, "", ""},
+                                      {0, run_id + 100, "analysis-csv", "a/z.csv", 1, "", ""}}),
+                 StoreError);
+    EXPECT_EQ(store.artifacts(run_id).size(), 2u);
+}
+
 TEST(ResultStore, ErrorIsOneLineWithThePath) {
     const StoreError error("runs/results.db", "cannot write:\nsecond line");
     EXPECT_EQ(std::string(error.what()), "cannot write: second line: runs/results.db");

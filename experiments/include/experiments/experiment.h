@@ -40,6 +40,19 @@ struct GlueSource {
     int64_t synthetic_dev = 400;
 };
 
+/// The optional `analysis:` block: `tupe analyze` on pretraining snapshots of every variant,
+/// its files recorded as artifacts of the variant's pretrain run. Absent: no analysis.
+struct AnalysisSpec {
+    bool enabled = false;                     ///< true when the block is present
+    std::vector<double> checkpoints = {1.0};  ///< Fractions of train.steps (snapshots).
+    std::string corpus;        ///< Sentences file; empty = the variant's data.corpus.
+    int64_t sentences = 32;    ///< The first N non-empty lines of corpus.
+    std::string text;          ///< One sentence instead of corpus lines (when set).
+    int64_t max_tokens = 0;    ///< 0 = the model's position table.
+    int64_t batch_size = 32;
+    bool figures = true;       ///< PNGs too (needs the `tupe` executable; else data only).
+};
+
 struct ExperimentSpec {
     std::string name;
     std::string path;       ///< The YAML file.
@@ -51,6 +64,11 @@ struct ExperimentSpec {
     std::string database = "results/tupe.sqlite";
     std::string runs_dir;   ///< Default "runs/<name>".
     int64_t jobs = 1;       ///< Fine-tuning jobs run in parallel (child processes).
+    AnalysisSpec analysis;
+
+    /// Pretraining steps of the analysis snapshots: as checkpoint_steps, for analysis.checkpoints
+    /// (empty when analysis is off).
+    std::vector<int64_t> analysis_steps(const Variant& v) const;
 
     /// Pretraining steps at which fine-tuning starts: round(fraction * steps), at least 1.
     std::vector<int64_t> checkpoint_steps(const Variant& v) const;

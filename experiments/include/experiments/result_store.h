@@ -172,6 +172,8 @@ class ResultStore {
     void add_checkpoint(const CheckpointRecord& checkpoint);
     /// Adds the artifact, replacing the one with the same (run_id, path).
     void add_artifact(const ArtifactRecord& artifact);
+    /// add_artifact for each, all in one transaction: a reader sees all of them or none.
+    void add_artifacts(const std::vector<ArtifactRecord>& artifacts);
 
     /// All experiments, oldest first.
     std::vector<ExperimentRecord> list_experiments();

@@ -1,0 +1,140 @@
+// Analysis directories recorded in the results store (see analysis_artifacts.h): index.json
+// read with nlohmann::json, each listed file measured and hashed, all rows in one transaction.
+#include "experiments/analysis_artifacts.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/errors.h"
+
+namespace experiments {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_all(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw engine::InputError(path.string(), "cannot open");
+    std::ostringstream os;
+    os << in.rdbuf();
+    if (in.bad()) throw engine::InputError(path.string(), "read failed");
+    return os.str();
+}
+
+ArtifactRecord artifact_for(std::int64_t run_id, const fs::path& path,
+                            const std::string& description) {
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    if (ec) throw engine::InputError(path.string(), "cannot read its size: " + ec.message());
+    ArtifactRecord a;
+    a.run_id = run_id;
+    std::string ext = path.extension().string();
+    a.kind = "analysis-" + (ext.empty() ? std::string("file") : ext.substr(1));
+    a.path = path.string();
+    a.size = static_cast<std::int64_t>(size);
+    a.hash = file_hash(path.string());
+    a.description = description;
+    return a;
+}
+
+/// dir/index.json and the files it lists, appended to `out`.
+void add_directory(std::int64_t run_id, const fs::path& dir, std::vector<ArtifactRecord>& out) {
+    const fs::path index_path = dir / "index.json";
+    std::error_code ec;
+    if (!fs::is_regular_file(index_path, ec))
+        throw engine::InputError(index_path.string(), "missing: not a `tupe analyze` directory");
+    const std::string text = read_all(index_path);
+    nlohmann::json index;
+    try {
+        index = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+        throw engine::InputError(index_path.string(), std::string("malformed JSON: ") + e.what());
+    }
+    if (!index.is_object() || !index.contains("files") || !index["files"].is_array())
+        throw engine::InputError(index_path.string(), "has no \"files\" list");
+    const std::string model = index.value("model", std::string());
+    out.push_back(artifact_for(run_id, index_path,
+                               "index of the analysis of " + (model.empty() ? "a model" : model) +
+                                   ": every file with what it holds, layer, head, shape and "
+                                   "statistics"));
+    for (const auto& entry : index["files"]) {
+        if (!entry.is_object() || !entry.contains("file") || !entry["file"].is_string())
+            throw engine::InputError(index_path.string(), "a \"files\" entry has no \"file\"");
+        const fs::path file = dir / entry["file"].get<std::string>();
+        if (!fs::is_regular_file(file, ec))
+            throw engine::InputError(index_path.string(),
+                                     "lists " + entry["file"].get<std::string>() +
+                                         ", which does not exist");
+        std::string description = entry.value("description", std::string());
+        if (entry.contains("layer") && entry["layer"].is_number_integer())
+            description += "; layer " + std::to_string(entry["layer"].get<std::int64_t>());
+        if (entry.contains("head") && entry["head"].is_number_integer())
+            description += "; head " + std::to_string(entry["head"].get<std::int64_t>());
+        out.push_back(artifact_for(run_id, file, description));
+    }
+}
+
+}  // namespace
+
+std::string file_hash(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw engine::InputError(path, "cannot open to hash");
+    std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64-bit offset basis
+    char buf[1 << 16];
+    while (in) {
+        in.read(buf, sizeof buf);
+        const auto n = in.gcount();
+        for (std::streamsize i = 0; i < n; ++i) {
+            h ^= static_cast<unsigned char>(buf[i]);
+            h *= 0x100000001b3ULL;  // FNV prime
+        }
+    }
+    if (in.bad()) throw engine::InputError(path, "read failed while hashing");
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016" PRIx64, h);
+    return std::string("fnv1a64:") + hex;
+}
+
+std::vector<ArtifactRecord> analysis_artifacts(std::int64_t run_id, const std::string& dir) {
+    std::vector<ArtifactRecord> out;
+    add_directory(run_id, fs::path(dir), out);
+    std::error_code ec;
+    if (fs::is_regular_file(fs::path(dir) / "compare" / "index.json", ec))
+        add_directory(run_id, fs::path(dir) / "compare", out);
+    return out;
+}
+
+std::vector<ArtifactRecord> record_analysis_artifacts(ResultStore& store, std::int64_t run_id,
+                                                      const std::string& dir) {
+    auto artifacts = analysis_artifacts(run_id, dir);
+    store.add_artifacts(artifacts);
+    return artifacts;
+}
+
+std::int64_t find_run_id(ResultStore& store, const std::string& experiment,
+                         const std::string& run) {
+    auto e = store.find_experiment(experiment);
+    if (!e) {
+        std::string names;
+        for (const auto& x : store.list_experiments()) names += (names.empty() ? "" : ", ") + x.name;
+        throw engine::InputError(store.path(), "no experiment named '" + experiment + "' (has: " +
+                                                   (names.empty() ? "none" : names) + ")");
+    }
+    auto r = store.find_run(e->id, run);
+    if (!r) {
+        std::string names;
+        for (const auto& x : store.list_runs(e->id))
+            if (x.kind == "pretrain") names += (names.empty() ? "" : ", ") + x.name;
+        throw engine::InputError(store.path(), "experiment '" + experiment + "' has no run named '" +
+                                                   run + "' (pretrain runs: " +
+                                                   (names.empty() ? "none" : names) + ")");
+    }
+    return r->id;
+}
+
+}  // namespace experiments

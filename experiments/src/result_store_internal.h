@@ -1,0 +1,353 @@
+// Private to the results store (experiments/src/result_store*.cpp): one SQLite connection
+// with a statement cache and the error mapping, RAII statement and transaction wrappers, the
+// bounded retry loop for SQLITE_BUSY / SQLITE_LOCKED, row readers, and ResultStore::Impl
+// (schema checks and migrations on open). Nothing here is part of result_store.h.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "experiments/result_store.h"
+
+namespace experiments {
+
+namespace store_detail {
+
+using std::chrono::milliseconds;
+
+// Thrown inside an operation when SQLite reports BUSY or LOCKED; with_retry() catches it,
+// and it never leaves the store.
+struct Busy {};
+
+inline const std::vector<std::string> kRunKinds = {"pretrain", "finetune"};
+inline const std::vector<std::string> kRunStatuses = {"pending", "running", "finished", "failed",
+                                               "stopped"};
+
+inline std::string one_line(std::string text) {
+    std::replace(text.begin(), text.end(), '\n', ' ');
+    std::replace(text.begin(), text.end(), '\r', ' ');
+    return text;
+}
+
+inline std::string join(const std::vector<std::string>& words, const char* separator) {
+    std::string out;
+    for (const auto& word : words) out += (out.empty() ? "" : separator) + word;
+    return out;
+}
+
+inline bool contains(const std::vector<std::string>& words, const std::string& word) {
+    return std::find(words.begin(), words.end(), word) != words.end();
+}
+
+// One SQLite connection, its statement cache, and the error mapping every call goes through.
+struct Connection {
+    std::string path;
+    OpenMode mode = OpenMode::kReadWrite;
+    StoreOptions options;
+    sqlite3* db = nullptr;
+    std::unordered_map<std::string, sqlite3_stmt*> cache;
+
+    Connection() = default;
+    Connection(const Connection&) = delete;
+    Connection& operator=(const Connection&) = delete;
+    ~Connection() {
+        for (auto& entry : cache) sqlite3_finalize(entry.second);
+        sqlite3_close_v2(db);  // A nullptr is a no-op.
+    }
+
+    // Turns a failed result code into Busy (to be retried) or a StoreError naming the path.
+    [[noreturn]] void fail(int rc, const std::string& what) const {
+        const std::string detail = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+        switch (rc & 0xff) {
+            case SQLITE_BUSY:
+            case SQLITE_LOCKED: throw Busy{};
+            case SQLITE_NOTADB: throw StoreError(path, "file is not a SQLite database");
+            case SQLITE_CORRUPT:
+                throw StoreError(path, "database file is corrupt (" + what + ": " + detail + ")");
+            case SQLITE_READONLY:
+                throw StoreError(path, "cannot " + what +
+                                           ": database is read-only (check the permissions of "
+                                           "the file and its directory)");
+            case SQLITE_FULL: throw StoreError(path, "cannot " + what + ": disk is full");
+            case SQLITE_CANTOPEN:
+                throw StoreError(path, "cannot open the database file (" + detail + ")");
+            default: throw StoreError(path, "cannot " + what + ": " + detail);
+        }
+    }
+
+    void exec(const std::string& sql, const std::string& what) {
+        const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
+        if (rc != SQLITE_OK) fail(rc, what);
+    }
+
+    // Prepared once per connection and kept (SQLITE_PREPARE_PERSISTENT).
+    sqlite3_stmt* prepare(const std::string& sql) {
+        const auto found = cache.find(sql);
+        if (found != cache.end()) return found->second;
+        sqlite3_stmt* stmt = nullptr;
+        const int rc =
+            sqlite3_prepare_v3(db, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+        if (rc != SQLITE_OK) fail(rc, "prepare \"" + sql.substr(0, 40) + "...\"");
+        cache.emplace(sql, stmt);
+        return stmt;
+    }
+
+    // Runs `operation` again, with backoff, while it reports Busy, for up to
+    // options.lock_timeout. SQLite's own busy handler waits inside each attempt (at most the
+    // time left, 1 s at a time); the loop also covers the cases where SQLite returns BUSY
+    // without calling it (WAL recovery, a lock needed to switch the journal mode).
+    template <class Operation>
+    auto with_retry(Operation&& operation) -> decltype(operation()) {
+        using Clock = std::chrono::steady_clock;
+        const auto start = Clock::now();
+        milliseconds backoff(2);
+        for (;;) {
+            const auto elapsed = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
+            const auto left = std::max(milliseconds(0), options.lock_timeout - elapsed);
+            sqlite3_busy_timeout(db, static_cast<int>(std::min(left, milliseconds(1000)).count()));
+            try {
+                return operation();
+            } catch (const Busy&) {
+            }
+            if (Clock::now() - start >= options.lock_timeout)
+                throw StoreError(path, "database is locked by another process");
+            std::this_thread::sleep_for(std::min(backoff, left));
+            backoff = std::min(backoff * 2, milliseconds(250));
+        }
+    }
+
+    template <class Operation>
+    auto write(const std::string& what, Operation&& operation) -> decltype(operation());
+
+    int user_version();
+};
+
+// A cached statement in use: binds by 1-based index, steps, and resets when it goes out of
+// scope so that a finished SELECT never holds a read snapshot open.
+class Query {
+  public:
+    Query(Connection& connection, const std::string& sql)
+        : connection_(connection), stmt_(connection.prepare(sql)), sql_(sql) {}
+    Query(const Query&) = delete;
+    Query& operator=(const Query&) = delete;
+    ~Query() { reset(); }
+
+    Query& bind(int index, std::int64_t value) {
+        return checked(sqlite3_bind_int64(stmt_, index, value));
+    }
+    Query& bind(int index, const std::string& value) {
+        return checked(sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()),
+                                         SQLITE_TRANSIENT));
+    }
+    Query& bind(int index, const std::optional<std::int64_t>& value) {
+        return value ? bind(index, *value) : checked(sqlite3_bind_null(stmt_, index));
+    }
+    // SQLite turns NaN into NULL; real() turns it back.
+    Query& bind_real(int index, double value) {
+        return checked(std::isnan(value) ? sqlite3_bind_null(stmt_, index)
+                                         : sqlite3_bind_double(stmt_, index, value));
+    }
+
+    // True while there is a row to read.
+    bool step(const std::string& what) {
+        const int rc = sqlite3_step(stmt_);
+        if (rc == SQLITE_ROW) return true;
+        if (rc == SQLITE_DONE) return false;
+        connection_.fail(rc, what);
+    }
+    void run(const std::string& what) {
+        while (step(what)) {
+        }
+    }
+    void reset() {
+        sqlite3_reset(stmt_);
+        sqlite3_clear_bindings(stmt_);
+    }
+
+    std::int64_t integer(int column) const { return sqlite3_column_int64(stmt_, column); }
+    double real(int column) const {
+        return sqlite3_column_type(stmt_, column) == SQLITE_NULL
+                   ? std::numeric_limits<double>::quiet_NaN()
+                   : sqlite3_column_double(stmt_, column);
+    }
+    std::string text(int column) const {
+        const auto* data = sqlite3_column_text(stmt_, column);
+        return data ? std::string(reinterpret_cast<const char*>(data),
+                                  static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)))
+                    : std::string();
+    }
+    bool is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+
+  private:
+    Query& checked(int rc) {
+        if (rc != SQLITE_OK) connection_.fail(rc, "bind a parameter of \"" + sql_ + "\"");
+        return *this;
+    }
+
+    Connection& connection_;
+    sqlite3_stmt* stmt_;
+    std::string sql_;
+};
+
+// BEGIN IMMEDIATE takes the write lock up front, so a write never has to upgrade a read
+// snapshot (which in WAL mode fails with SQLITE_BUSY_SNAPSHOT). Rolls back unless committed.
+class Transaction {
+  public:
+    explicit Transaction(Connection& connection) : connection_(connection) {
+        connection_.exec("BEGIN IMMEDIATE", "begin a transaction");
+    }
+    Transaction(const Transaction&) = delete;
+    Transaction& operator=(const Transaction&) = delete;
+    ~Transaction() {
+        if (!committed_) sqlite3_exec(connection_.db, "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+    void commit() {
+        connection_.exec("COMMIT", "commit a transaction");
+        committed_ = true;
+    }
+
+  private:
+    Connection& connection_;
+    bool committed_ = false;
+};
+
+template <class Operation>
+auto Connection::write(const std::string& what, Operation&& operation) -> decltype(operation()) {
+    if (mode == OpenMode::kReadOnly)
+        throw StoreError(path, "cannot " + what + ": the store is opened read-only");
+    return with_retry([&]() -> decltype(operation()) {
+        Transaction transaction(*this);
+        if constexpr (std::is_void_v<decltype(operation())>) {
+            operation();
+            transaction.commit();
+        } else {
+            auto result = operation();
+            transaction.commit();
+            return result;
+        }
+    });
+}
+
+inline int Connection::user_version() {
+    Query query(*this, "PRAGMA user_version");
+    query.step("read the schema version");
+    return static_cast<int>(query.integer(0));
+}
+
+inline constexpr const char* kRunColumns =
+    "id, experiment_id, kind, name, variant, parent_run_id, config_text, seed, status, "
+    "start_time, end_time, host, torch_version, git_commit, error_message, out_dir, step";
+
+inline RunRecord read_run(const Query& q) {
+    RunRecord run;
+    run.id = q.integer(0);
+    run.experiment_id = q.integer(1);
+    run.kind = q.text(2);
+    run.name = q.text(3);
+    run.variant = q.text(4);
+    if (!q.is_null(5)) run.parent_run_id = q.integer(5);
+    run.config_text = q.text(6);
+    run.seed = q.integer(7);
+    run.status = q.text(8);
+    run.start_time = q.text(9);
+    run.end_time = q.text(10);
+    run.host = q.text(11);
+    run.torch_version = q.text(12);
+    run.git_commit = q.text(13);
+    run.error_message = q.text(14);
+    run.out_dir = q.text(15);
+    run.step = q.integer(16);
+    return run;
+}
+
+inline ExperimentRecord read_experiment(const Query& q) {
+    return {q.integer(0), q.text(1), q.text(2), q.text(3), q.text(4)};
+}
+
+}  // namespace store_detail
+
+using namespace store_detail;  // the three store sources share these names
+
+struct ResultStore::Impl : Connection {
+    // Checks the file, sets the connection's pragmas and migrates. Nothing is written before
+    // the file is known to be SQLite with a schema version this build can handle. Runs inside
+    // with_retry, so it must be safe to repeat.
+    void initialize() {
+        const int latest = latest_schema_version();
+        // The first read of the file: one that is not SQLite fails here with SQLITE_NOTADB.
+        const int version = checked_version(latest);
+        exec("PRAGMA foreign_keys = ON", "enable foreign keys");
+        if (mode == OpenMode::kReadOnly) {
+            if (version < latest)
+                throw StoreError(path, "schema version " + std::to_string(version) +
+                                           " is older than this build (" + std::to_string(latest) +
+                                           "); open it read-write once to migrate it");
+            return;
+        }
+        // WAL is a property of the file and persists; switching needs a lock, so only when
+        // needed. A file system without shared memory keeps its mode, and the store still works.
+        std::string journal;
+        {
+            Query query(*this, "PRAGMA journal_mode");
+            if (query.step("read the journal mode")) journal = query.text(0);
+        }
+        if (journal != "wal") {
+            Query query(*this, "PRAGMA journal_mode = WAL");
+            query.run("switch to WAL mode");
+        }
+        exec("PRAGMA synchronous = NORMAL", "set synchronous = NORMAL");
+        if (version < latest) migrate(latest);
+    }
+
+    // The file's schema version, after refusing a newer one and another program's database
+    // (version 0 with tables: never write into it). One statement, so one snapshot: a process
+    // that migrates the file meanwhile cannot make a new store look like a foreign one.
+    int checked_version(int latest) {
+        Query query(*this,
+                    "SELECT (SELECT user_version FROM pragma_user_version), "
+                    "(SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%')");
+        query.step("read the schema version");
+        const int version = static_cast<int>(query.integer(0));
+        if (version > latest)
+            throw StoreError(path, "schema version " + std::to_string(version) +
+                                       " is newer than this build supports (" +
+                                       std::to_string(latest) + "); update TUPE Workbench");
+        if (version == 0 && query.integer(1) > 0)
+            throw StoreError(path,
+                             "not a TUPE results store: the database has tables but no schema "
+                             "version");
+        return version;
+    }
+
+    // All steps and the new user_version in one transaction: a failed step leaves the file
+    // at its old version, untouched.
+    void migrate(int latest) {
+        Transaction transaction(*this);
+        const int version = checked_version(latest);  // Another process may have migrated.
+        const auto& steps = schema_migrations();
+        for (int v = version; v < latest; ++v)
+            exec(steps[static_cast<std::size_t>(v)], "migrate the schema from version " +
+                                                         std::to_string(v) + " to " +
+                                                         std::to_string(v + 1));
+        exec("PRAGMA user_version = " + std::to_string(latest), "set the schema version");
+        transaction.commit();
+    }
+
+    // After an UPDATE of one run by id: no changed row means no such run.
+    void require_run_exists(std::int64_t run_id) {
+        if (sqlite3_changes(db) == 0)
+            throw StoreError(path, "no run with id " + std::to_string(run_id));
+    }
+};
+
+}  // namespace experiments

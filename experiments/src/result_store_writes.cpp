@@ -1,0 +1,193 @@
+// The SQLite results store (see result_store.h), part 2 of 3: every write. Each is one
+// BEGIN IMMEDIATE transaction through Connection::write, retried while another process holds
+// the lock; an add of an existing key replaces the row (ON CONFLICT ... DO UPDATE).
+#include "experiments/result_store.h"
+
+#include "result_store_internal.h"
+
+namespace experiments {
+
+std::int64_t ResultStore::get_or_create_experiment(const std::string& name,
+                                                   const std::string& yaml_path,
+                                                   const std::string& yaml_text) {
+    if (name.empty()) throw StoreError(impl_->path, "an experiment needs a name");
+    return impl_->write("store experiment '" + name + "'", [&] {
+        Query insert(*impl_,
+                     "INSERT INTO experiments (name, yaml_path, yaml_text, created_at) "
+                     "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (name) DO NOTHING");
+        insert.bind(1, name).bind(2, yaml_path).bind(3, yaml_text).bind(4, utc_now_iso8601());
+        insert.run("store experiment '" + name + "'");
+        Query select(*impl_, "SELECT id FROM experiments WHERE name = ?1");
+        select.bind(1, name).step("find experiment '" + name + "'");
+        return select.integer(0);
+    });
+}
+
+std::int64_t ResultStore::upsert_run(const RunRecord& run) {
+    const std::string what = "store run '" + run.name + "'";
+    if (run.name.empty()) throw StoreError(impl_->path, "a run needs a name");
+    if (!contains(kRunKinds, run.kind))
+        throw StoreError(impl_->path, "unknown run kind '" + run.kind + "' (expected " +
+                                          join(kRunKinds, " or ") + ")");
+    if (!contains(kRunStatuses, run.status))
+        throw StoreError(impl_->path, "unknown run status '" + run.status + "' (expected one of " +
+                                          join(kRunStatuses, ", ") + ")");
+    return impl_->write(what, [&] {
+        Query upsert(
+            *impl_,
+            "INSERT INTO runs (experiment_id, kind, name, variant, parent_run_id, config_text, "
+            "seed, status, start_time, end_time, host, torch_version, git_commit, error_message, "
+            "out_dir, step) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+            "?15, ?16) ON CONFLICT (experiment_id, name) DO UPDATE SET kind = excluded.kind, "
+            "variant = excluded.variant, parent_run_id = excluded.parent_run_id, "
+            "config_text = excluded.config_text, seed = excluded.seed, status = excluded.status, "
+            "start_time = excluded.start_time, end_time = excluded.end_time, "
+            "host = excluded.host, torch_version = excluded.torch_version, "
+            "git_commit = excluded.git_commit, error_message = excluded.error_message, "
+            "out_dir = excluded.out_dir, step = excluded.step");
+        upsert.bind(1, run.experiment_id).bind(2, run.kind).bind(3, run.name).bind(4, run.variant);
+        upsert.bind(5, run.parent_run_id).bind(6, run.config_text).bind(7, run.seed);
+        upsert.bind(8, run.status).bind(9, run.start_time).bind(10, run.end_time);
+        upsert.bind(11, run.host).bind(12, run.torch_version).bind(13, run.git_commit);
+        upsert.bind(14, run.error_message).bind(15, run.out_dir).bind(16, run.step);
+        upsert.run(what);
+        Query select(*impl_, "SELECT id FROM runs WHERE experiment_id = ?1 AND name = ?2");
+        select.bind(1, run.experiment_id).bind(2, run.name).step(what);
+        return select.integer(0);
+    });
+}
+
+void ResultStore::set_run_status(std::int64_t run_id, const std::string& status,
+                                 const std::string& error) {
+    if (!contains(kRunStatuses, status))
+        throw StoreError(impl_->path, "unknown run status '" + status + "' (expected one of " +
+                                          join(kRunStatuses, ", ") + ")");
+    impl_->write("set the status of run " + std::to_string(run_id), [&] {
+        Query update(*impl_,
+                     "UPDATE runs SET status = ?2, error_message = ?3, "
+                     "start_time = CASE WHEN ?2 = 'running' AND start_time = '' THEN ?4 "
+                     "ELSE start_time END, "
+                     "end_time = CASE WHEN ?2 = 'running' THEN '' "
+                     "WHEN ?2 IN ('finished', 'failed', 'stopped') THEN ?4 ELSE end_time END "
+                     "WHERE id = ?1");
+        update.bind(1, run_id).bind(2, status).bind(3, error).bind(4, utc_now_iso8601());
+        update.run("set the status of run " + std::to_string(run_id));
+        impl_->require_run_exists(run_id);
+    });
+}
+
+void ResultStore::set_run_step(std::int64_t run_id, std::int64_t step) {
+    impl_->write("set the step of run " + std::to_string(run_id), [&] {
+        Query update(*impl_, "UPDATE runs SET step = ?2 WHERE id = ?1");
+        update.bind(1, run_id).bind(2, step).run("set the step of run " + std::to_string(run_id));
+        impl_->require_run_exists(run_id);
+    });
+}
+
+void ResultStore::add_params(std::int64_t run_id,
+                             const std::map<std::string, std::string>& params) {
+    if (params.empty()) return;
+    const std::string what = "add params to run " + std::to_string(run_id);
+    impl_->write(what, [&] {
+        Query insert(*impl_,
+                     "INSERT INTO params (run_id, key, value) VALUES (?1, ?2, ?3) "
+                     "ON CONFLICT (run_id, key) DO UPDATE SET value = excluded.value");
+        for (const auto& [key, value] : params) {
+            insert.bind(1, run_id).bind(2, key).bind(3, value).run(what);
+            insert.reset();
+        }
+    });
+}
+
+void ResultStore::add_metrics(std::int64_t run_id, const std::vector<MetricPoint>& points) {
+    if (points.empty()) return;
+    const std::string what = "add metrics to run " + std::to_string(run_id);
+    impl_->write(what, [&] {
+        Query insert(*impl_,
+                     "INSERT INTO metrics (run_id, key, step, value, wall_time) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (run_id, key, step) "
+                     "DO UPDATE SET value = excluded.value, wall_time = excluded.wall_time");
+        for (const auto& point : points) {
+            insert.bind(1, run_id).bind(2, point.key).bind(3, point.step);
+            insert.bind_real(4, point.value).bind_real(5, point.wall_time).run(what);
+            insert.reset();
+        }
+    });
+}
+
+std::int64_t ResultStore::delete_metrics_after(std::int64_t run_id, std::int64_t step) {
+    const std::string what = "delete metrics of run " + std::to_string(run_id);
+    return impl_->write(what, [&] {
+        Query erase(*impl_, "DELETE FROM metrics WHERE run_id = ?1 AND step > ?2");
+        erase.bind(1, run_id).bind(2, step).run(what);
+        return static_cast<std::int64_t>(sqlite3_changes(impl_->db));
+    });
+}
+
+void ResultStore::add_glue_result(const GlueResultRecord& result) {
+    const std::string what = "add GLUE result " + result.task + "/" + result.split + "/" +
+                             result.metric + " to run " + std::to_string(result.run_id);
+    impl_->write(what, [&] {
+        Query insert(*impl_,
+                     "INSERT INTO glue_results (run_id, task, split, metric, value, "
+                     "checkpoint_step, lr, seed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
+                     "ON CONFLICT (run_id, task, split, metric) DO UPDATE SET "
+                     "value = excluded.value, checkpoint_step = excluded.checkpoint_step, "
+                     "lr = excluded.lr, seed = excluded.seed");
+        insert.bind(1, result.run_id).bind(2, result.task).bind(3, result.split);
+        insert.bind(4, result.metric).bind_real(5, result.value).bind(6, result.checkpoint_step);
+        insert.bind_real(7, result.lr).bind(8, result.seed).run(what);
+    });
+}
+
+void ResultStore::add_checkpoint(const CheckpointRecord& checkpoint) {
+    const std::string what = "add checkpoint " + std::to_string(checkpoint.step) + " to run " +
+                             std::to_string(checkpoint.run_id);
+    impl_->write(what, [&] {
+        Query insert(*impl_,
+                     "INSERT INTO checkpoints (run_id, step, path, size, hash) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (run_id, step) DO UPDATE SET "
+                     "path = excluded.path, size = excluded.size, hash = excluded.hash");
+        insert.bind(1, checkpoint.run_id).bind(2, checkpoint.step).bind(3, checkpoint.path);
+        insert.bind(4, checkpoint.size).bind(5, checkpoint.hash).run(what);
+    });
+}
+
+namespace {
+
+constexpr const char* kUpsertArtifact =
+    "INSERT INTO artifacts (run_id, kind, path, size, hash, description) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (run_id, path) DO UPDATE SET "
+    "kind = excluded.kind, size = excluded.size, hash = excluded.hash, "
+    "description = excluded.description";
+
+void upsert_artifact(Query& insert, const ArtifactRecord& artifact, const std::string& what) {
+    insert.bind(1, artifact.run_id).bind(2, artifact.kind).bind(3, artifact.path);
+    insert.bind(4, artifact.size).bind(5, artifact.hash).bind(6, artifact.description);
+    insert.run(what);
+    insert.reset();
+}
+
+}  // namespace
+
+void ResultStore::add_artifact(const ArtifactRecord& artifact) {
+    const std::string what =
+        "add artifact " + artifact.path + " to run " + std::to_string(artifact.run_id);
+    impl_->write(what, [&] {
+        Query insert(*impl_, kUpsertArtifact);
+        upsert_artifact(insert, artifact, what);
+    });
+}
+
+void ResultStore::add_artifacts(const std::vector<ArtifactRecord>& artifacts) {
+    if (artifacts.empty()) return;
+    impl_->write("add " + std::to_string(artifacts.size()) + " artifacts", [&] {
+        Query insert(*impl_, kUpsertArtifact);
+        for (const auto& artifact : artifacts)
+            upsert_artifact(insert, artifact,
+                            "add artifact " + artifact.path + " to run " +
+                                std::to_string(artifact.run_id));
+    });
+}
+
+}  // namespace experiments

@@ -1,0 +1,308 @@
+// Analysis artifacts in the results store: a tiny experiment with an `analysis:` block records
+// every file its `tupe analyze` runs wrote (npy, csv, png, txt, index.json) against the
+// variant's pretrain run with the right sizes and hashes, through the `tupe` child process
+// and in-process; a pretrain run finished before the block was added is analysed on the next
+// run; `tupe analyze --db` records by hand; and `tupe export DIR` round-trips through
+// `tupe analyze DIR` with byte-identical matrices.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "experiments/analysis_artifacts.h"
+#include "experiments/experiment.h"
+#include "experiments/result_store.h"
+#include "experiments/runner.h"
+
+using namespace experiments;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+struct CliResult {
+    int status = -1;
+    std::string out, err;
+};
+
+/// Every regular file under dir (recursively) -> its size.
+std::map<std::string, int64_t> files_under(const fs::path& dir) {
+    std::map<std::string, int64_t> out;
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+        if (e.is_regular_file())
+            out[e.path().string()] = static_cast<int64_t>(fs::file_size(e.path()));
+    return out;
+}
+
+class AnalysisArtifactsTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        dir_ = fs::temp_directory_path() /
+               ("tupe_artifacts_" + std::to_string(::getpid()) + "_" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(dir_);
+        fs::create_directories(dir_);
+        const char* words[] = {"the", "a", "old", "red", "cat", "dog", "man", "house", "saw",
+                               "liked", "found", "near", "river", "with", "small", "bird"};
+        std::ofstream corpus(dir_ / "corpus.txt");
+        unsigned state = 7;
+        auto next = [&]() { return state = state * 1103515245u + 12345u, (state >> 16) % 16; };
+        for (int d = 0; d < 12; ++d) {
+            for (int s = 0; s < 20; ++s) {
+                const int n = 5 + static_cast<int>(next() % 6);
+                for (int w = 0; w < n; ++w) corpus << (w ? " " : "") << words[next()];
+                corpus << " .\n";
+            }
+            corpus << "\n";
+        }
+        std::ofstream vocab(dir_ / "vocab.txt");
+        for (const char* t : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."}) vocab << t << "\n";
+        for (const char* w : words) vocab << w << "\n";
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+
+    /// A study of `variants` with one fine-tuning job per variant, and `analysis` (a YAML
+    /// flow mapping, or "" for none).
+    std::string study(const std::string& variants, const std::string& analysis) const {
+        std::string y =
+            "name: tiny\nvariants: [" + variants + "]\n"
+            "model: {size: tiny, max_position_embeddings: 24}\n"
+            "data: {corpus: " + (dir_ / "corpus.txt").string() + ", vocab: " +
+            (dir_ / "vocab.txt").string() + ", cache_dir: " + (dir_ / "cache").string() +
+            ", max_seq_len: 24, validation_fraction: 0.25}\n"
+            "train: {steps: 6, batch_size: 4, eval_interval: 6, checkpoint_interval: 6, "
+            "log_interval: 2, threads: 1}\n"
+            "checkpoints: [1.0]\n"
+            "glue: {data: builtin, tasks: [syn-cola], synthetic_train: 24, synthetic_dev: 12}\n"
+            "finetune: {lrs: [1.0e-3], seeds: [1], batch_size: 8, epochs: 1, max_seq_len: 24}\n"
+            "database: " + (dir_ / "db.sqlite").string() + "\nruns_dir: " +
+            (dir_ / "runs").string() + "\n";
+        if (!analysis.empty()) y += "analysis: " + analysis + "\n";
+        std::ofstream(dir_ / "study.yaml") << y;
+        return (dir_ / "study.yaml").string();
+    }
+
+    CliResult tupe(const std::string& args) const {
+        CliResult r;
+        const std::string err = (dir_ / "stderr.txt").string();
+        const std::string cmd = std::string(TUPE_CLI) + " " + args + " 2>" + quote(err);
+        FILE* pipe = popen(cmd.c_str(), "r");
+        std::array<char, 4096> buf{};
+        size_t n;
+        while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+        const int status = pclose(pipe);
+        r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        r.err = slurp(err);
+        return r;
+    }
+
+    /// The artifacts of pretrain run `name` must be exactly the files under its analysis
+    /// folder, with their sizes and hashes; returns how many there are.
+    size_t expect_artifacts_are_the_files(ResultStore& store, const std::string& name) {
+        auto exp = store.find_experiment("tiny");
+        EXPECT_TRUE(exp.has_value());
+        if (!exp) return 0;
+        auto run = store.find_run(exp->id, name);
+        EXPECT_TRUE(run.has_value()) << name;
+        if (!run) return 0;
+        const auto artifacts = store.artifacts(run->id);
+        std::map<std::string, int64_t> recorded;
+        for (const auto& a : artifacts) {
+            recorded[a.path] = a.size;
+            EXPECT_EQ(a.hash, file_hash(a.path)) << a.path;
+            EXPECT_EQ(a.kind, "analysis-" + fs::path(a.path).extension().string().substr(1))
+                << a.path;
+            EXPECT_FALSE(a.description.empty()) << a.path;
+        }
+        EXPECT_EQ(recorded, files_under(dir_ / "runs" / name / "analysis")) << name;
+        return artifacts.size();
+    }
+
+    fs::path dir_;
+};
+
+}  // namespace
+
+TEST_F(AnalysisArtifactsTest, RunnerRecordsEveryFileOfTheAnalysisThroughTheCli) {
+    const auto spec = load_experiment(
+        study("bert-a, tupe-r", "{checkpoints: [0.5, 1.0], sentences: 5, max_tokens: 16}"));
+    ASSERT_TRUE(spec.analysis.enabled);
+    EXPECT_EQ(spec.analysis_steps(spec.variants[0]), (std::vector<int64_t>{3, 6}));
+    RunnerOptions options;
+    options.self_exe = TUPE_CLI;  // `tupe analyze` children, figures included
+    const auto summary = run_experiment(spec, options, {});
+    EXPECT_EQ(summary.failed, 0);
+    EXPECT_EQ(summary.finished, static_cast<int64_t>(make_plan(spec).size()));
+
+    for (const std::string variant : {"bert-a", "tupe-r"})
+        for (const std::string step : {"step3", "step6"}) {
+            const fs::path d = dir_ / "runs" / variant / "analysis" / step;
+            EXPECT_TRUE(fs::exists(d / "index.json")) << d;
+            EXPECT_TRUE(fs::exists(d / "cls" / "entropy.npy")) << d;
+            EXPECT_TRUE(fs::exists(d / "figures" / "cls_heatmaps.png")) << d;
+        }
+    EXPECT_TRUE(fs::exists(dir_ / "runs" / "bert-a" / "analysis" / "step6" / "terms" / "word_pos_h0.csv"));
+    EXPECT_TRUE(fs::exists(dir_ / "runs" / "tupe-r" / "analysis" / "step6" / "tupe" / "theta.csv"));
+
+    size_t counts[2] = {0, 0};
+    {
+        auto store = ResultStore::open(spec.database, OpenMode::kReadOnly);
+        counts[0] = expect_artifacts_are_the_files(store, "bert-a");
+        counts[1] = expect_artifacts_are_the_files(store, "tupe-r");
+        EXPECT_GT(counts[0], 50u);
+        // The snapshot at step 3 exists for the analysis (fine-tuning uses only step 6).
+        auto exp = store.find_experiment("tiny");
+        auto run = store.find_run(exp->id, "bert-a");
+        EXPECT_EQ(store.checkpoints(run->id).size(), 2u);
+    }
+    // A rerun skips everything and records nothing twice.
+    const auto again = run_experiment(spec, options, {});
+    EXPECT_EQ(again.finished, 0);
+    auto store = ResultStore::open(spec.database, OpenMode::kReadOnly);
+    EXPECT_EQ(expect_artifacts_are_the_files(store, "bert-a"), counts[0]);
+    EXPECT_EQ(expect_artifacts_are_the_files(store, "tupe-r"), counts[1]);
+}
+
+TEST_F(AnalysisArtifactsTest, FinishedRunIsAnalysedInProcessWhenTheBlockIsAdded) {
+    RunnerOptions options;  // no tupe executable: the runner analyses in its own process
+    const auto plain = load_experiment(study("bert-a", ""));
+    EXPECT_FALSE(plain.analysis.enabled);
+    EXPECT_EQ(run_experiment(plain, options, {}).failed, 0);
+    EXPECT_FALSE(fs::exists(dir_ / "runs" / "bert-a" / "analysis"));
+
+    const auto spec = load_experiment(study("bert-a", "{sentences: 4, figures: false}"));
+    const auto summary = run_experiment(spec, options, {});
+    EXPECT_EQ(summary.failed, 0);
+    EXPECT_EQ(summary.finished, 1);  // the analysis of the finished pretrain run
+    EXPECT_EQ(summary.skipped, 1);   // its fine-tuning job
+    auto store = ResultStore::open(spec.database, OpenMode::kReadOnly);
+    EXPECT_GT(expect_artifacts_are_the_files(store, "bert-a"), 50u);
+    auto exp = store.find_experiment("tiny");
+    EXPECT_EQ(store.find_run(exp->id, "bert-a")->status, "finished");
+    EXPECT_FALSE(fs::exists(dir_ / "runs" / "bert-a" / "analysis" / "step6" / "figures"));
+}
+
+TEST_F(AnalysisArtifactsTest, AnalyzeByHandRecordsAgainstANamedRunOrSaysWhy) {
+    const auto spec = load_experiment(study("bert-a", ""));
+    ASSERT_EQ(run_experiment(spec, {}, {}).failed, 0);
+    const std::string ckpt = (dir_ / "runs" / "bert-a" / "checkpoint-6.pt").string();
+    const std::string db = (dir_ / "db.sqlite").string();
+    const std::string out = (dir_ / "by-hand").string();
+    auto r = tupe("analyze " + quote(ckpt) + " --corpus " + quote((dir_ / "corpus.txt").string()) +
+                  " --sentences 3 --out " + quote(out) + " --compare " + quote(ckpt) +
+                  " --db " + quote(db) + " --experiment tiny --run bert-a");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("recorded"), std::string::npos) << r.out;
+    {
+        auto store = ResultStore::open(db, OpenMode::kReadOnly);
+        auto exp = store.find_experiment("tiny");
+        auto run = store.find_run(exp->id, "bert-a");
+        std::map<std::string, int64_t> recorded;
+        for (const auto& a : store.artifacts(run->id)) recorded[a.path] = a.size;
+        EXPECT_EQ(recorded, files_under(out));  // compare/ included
+        EXPECT_TRUE(recorded.count((fs::path(out) / "compare" / "index.json").string()));
+        EXPECT_TRUE(recorded.count((fs::path(out) / "figures" / "compare_cls.png").string()));
+    }
+    // A run that does not exist: one line naming the database and the runs it has, and
+    // nothing written.
+    const std::string out2 = (dir_ / "no-run").string();
+    r = tupe("analyze " + quote(ckpt) + " --text 'the cat' --out " + quote(out2) + " --db " +
+             quote(db) + " --experiment tiny --run bert-z");
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.err.find("db.sqlite"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("bert-z"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("bert-a"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(out2));
+    r = tupe("analyze " + quote(ckpt) + " --text 'the cat' --out " + quote(out2) + " --db " +
+             quote(db));
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.err.find("go together"), std::string::npos) << r.err;
+}
+
+TEST_F(AnalysisArtifactsTest, ExportedFolderAnalysesToIdenticalMatrices) {
+    const auto spec = load_experiment(study("bert-a, tupe-r", ""));
+    ASSERT_EQ(run_experiment(spec, {}, {}).failed, 0);
+    for (const std::string variant : {"bert-a", "tupe-r"}) {
+        const std::string ckpt = (dir_ / "runs" / variant / "checkpoint-6.pt").string();
+        const fs::path hf = dir_ / ("hf-" + variant);
+        auto r = tupe("export " + quote(ckpt) + " --out " + quote(hf.string()));
+        ASSERT_EQ(r.status, 0) << r.err;
+        for (const char* f : {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"})
+            EXPECT_TRUE(fs::exists(hf / f)) << variant << " " << f;
+        const std::string config = slurp(hf / "config.json");
+        EXPECT_NE(config.find(variant == "bert-a" ? "\"model_type\": \"bert\""
+                                                  : "\"model_type\": \"tupe\""),
+                  std::string::npos)
+            << config;
+        const std::string args = " --corpus " + quote((dir_ / "corpus.txt").string()) +
+                                 " --sentences 6 --no-figures --out ";
+        r = tupe("analyze " + quote(ckpt) + args + quote((dir_ / ("a-" + variant)).string()));
+        ASSERT_EQ(r.status, 0) << r.err;
+        r = tupe("analyze " + quote(hf.string()) + args + quote((dir_ / ("b-" + variant)).string()));
+        ASSERT_EQ(r.status, 0) << r.err;
+        // Every matrix file identical, byte for byte (index.json differs only in the model name).
+        size_t compared = 0;
+        for (const auto& [path, size] : files_under(dir_ / ("a-" + variant))) {
+            if (fs::path(path).filename() == "index.json") continue;
+            const fs::path rel = fs::relative(path, dir_ / ("a-" + variant));
+            const fs::path other = dir_ / ("b-" + variant) / rel;
+            ASSERT_TRUE(fs::exists(other)) << other;
+            EXPECT_EQ(slurp(path), slurp(other)) << rel;
+            ++compared;
+        }
+        EXPECT_GT(compared, 20u) << variant;
+        EXPECT_EQ(files_under(dir_ / ("a-" + variant)).size(),
+                  files_under(dir_ / ("b-" + variant)).size());
+    }
+    // The single-file export stays: --out FILE.pt.
+    auto r = tupe("export " + quote((dir_ / "runs" / "bert-a" / "checkpoint-6.pt").string()) +
+                  " --out " + quote((dir_ / "w.pt").string()));
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_TRUE(fs::is_regular_file(dir_ / "w.pt"));
+}
+
+TEST_F(AnalysisArtifactsTest, AnalysisBlockErrorsNameKeyAndLineOrTheMissingSnapshot) {
+    const std::string bad = study("bert-a", "{sentence: 4}");
+    try {
+        load_experiment(bad);
+        ADD_FAILURE() << "unknown key accepted";
+    } catch (const std::exception& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("study.yaml:11:"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("analysis.sentence"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("sentences"), std::string::npos) << msg;  // the nearest key
+    }
+    EXPECT_THROW(load_experiment(study("bert-a", "{checkpoints: [0]}")), std::exception);
+    EXPECT_THROW(load_experiment(study("bert-a", "{corpus: x.txt, text: a cat}")), std::exception);
+
+    // Pretrained with a snapshot at step 6 only; an analysis of step 3 cannot be made later.
+    ASSERT_EQ(run_experiment(load_experiment(study("bert-a", "")), {}, {}).failed, 0);
+    try {
+        run_experiment(load_experiment(study("bert-a", "{checkpoints: [0.5]}")), {}, {});
+        ADD_FAILURE() << "a missing snapshot was not reported";
+    } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("checkpoint-3.pt"), std::string::npos) << e.what();
+    }
+}
+
