@@ -1,6 +1,7 @@
 // MLM pretraining loop and checkpoints (see trainer.h). Resume is exact because everything a
 // step depends on is either in the checkpoint (weights, AdamW moments, torch RNG for dropout,
-// step) or a pure function of (seed, step): the data order and the masks.
+// step) or a pure function of (seed, step): the data order and the masks. Data-parallel runs
+// split each step's global batch into one contiguous share per rank; rank 0 alone writes.
 #include "engine/trainer.h"
 
 #include <algorithm>
@@ -9,11 +10,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
 
 #include "engine/corpus.h"
+#include "engine/distributed.h"
 #include "engine/errors.h"
 #include "engine/tokenizer.h"
 #include "engine/train_step.h"
@@ -202,7 +205,8 @@ torch::Device resolve_device(const std::string& name) {
     return device;
 }
 
-TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& cb) {
+TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& cb,
+                     DistributedContext* dist) {
     using Clock = std::chrono::steady_clock;
     PretrainConfig config = input_config;
     const TrainConfig& t = config.train;
@@ -213,6 +217,15 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
                                     ") must be a positive multiple of train.grad_accum (" +
                                     std::to_string(t.grad_accum) + ")");
     if (t.steps <= 0) throw std::invalid_argument("train.steps must be > 0");
+    // Data parallel: rank r takes samples [r * B/W, (r + 1) * B/W) of each global batch of B,
+    // as grad_accum micro-batches; the union over ranks is exactly the one-process batch.
+    const int64_t world = dist ? dist->world_size() : 1;
+    const int64_t rank = dist ? dist->rank() : 0;
+    const bool writer = rank == 0;  // checkpoints, metrics, run files, evaluation
+    if (t.batch_size % (world * t.grad_accum) != 0)
+        throw std::invalid_argument("train.batch_size (" + std::to_string(t.batch_size) +
+                                    ") must be a multiple of ranks (" + std::to_string(world) +
+                                    ") x train.grad_accum (" + std::to_string(t.grad_accum) + ")");
     if (t.threads > 0) at::set_num_threads(static_cast<int>(t.threads));
     const torch::Device device = resolve_device(t.device);
 
@@ -228,7 +241,7 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
             std::to_string(config.model.max_position_embeddings) + ")");
     config.model.validate();
     // Model and optimizer, possibly restored.
-    fs::create_directories(config.out_dir);
+    if (writer) fs::create_directories(config.out_dir);
     const std::string ckpt = checkpoint_path(config.out_dir);
     BertForMaskedLM model = build_model(config, device);
     auto optimizer = make_optimizer(model, t);
@@ -262,18 +275,37 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         result.resumed_from = step;
         say("resumed from " + ckpt + " at step " + std::to_string(step));
     }
+    if (dist) {
+        // Every rank must resume from the same checkpoint (out_dir on a shared filesystem).
+        auto first = torch::tensor({step}, torch::kLong).to(dist->device());
+        dist->broadcast({first});
+        const int64_t rank0_step = first.cpu().item<int64_t>();
+        if (rank0_step != step)
+            throw DistributedError("rank " + std::to_string(rank) + ": " + ckpt +
+                                   (step ? " is at step " + std::to_string(step)
+                                         : std::string(" does not exist")) +
+                                   " but rank 0 starts at step " + std::to_string(rank0_step) +
+                                   "; out_dir must be one directory shared by all ranks");
+        // One set of weights everywhere (rank 0's), then per-rank dropout streams below.
+        auto tensors = model->parameters();
+        for (const auto& b : model->buffers()) tensors.push_back(b);
+        dist->broadcast(tensors);
+    }
     // The run directory is self-contained (vocabulary and resolved config beside the
     // checkpoint, so `tupe inspect` works after the data folder moves). Written only after the
     // checkpoint check, so a refused run changes nothing in the directory.
-    vocab.save((fs::path(config.out_dir) / "vocab.txt").string());
-    {
+    if (writer) {
+        vocab.save((fs::path(config.out_dir) / "vocab.txt").string());
         std::ofstream cfg(fs::path(config.out_dir) / "config.txt");
         cfg << config_to_text(config);
     }
     // The corpus comes after the checkpoint check: a mismatch fails before minutes of work.
     say("tokenizing " + config.data.corpus + " (cached in " + config.data.cache_dir + ")");
+    // Rank 0 builds the token cache; the others wait and read it (no two writers).
+    if (dist && !writer) dist->barrier();
     const TokenizedCorpus corpus =
         load_or_build_corpus(config.data.corpus, tokenizer, config.data.cache_dir);
+    if (dist && writer) dist->barrier();
     const BlockDataset data = make_blocks(corpus, vocab, config.data);
     if (data.train.empty()) throw InputError(config.data.corpus, "no training blocks");
     say("corpus: " + std::to_string(corpus.ids.size()) + " tokens, " +
@@ -281,11 +313,15 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         std::to_string(data.validation.size()) + " validation blocks of <= " +
         std::to_string(config.data.max_seq_len) + " tokens");
 
-    MetricsLog metrics(metrics_path(config.out_dir), step);
+    std::unique_ptr<MetricsLog> metrics;
+    if (writer) metrics = std::make_unique<MetricsLog>(metrics_path(config.out_dir), step);
+    std::unique_ptr<GradientReducer> reducer;
+    if (dist) reducer = std::make_unique<GradientReducer>(*dist, model->parameters());
     result.checkpoint = fs::exists(ckpt) ? ckpt : "";
 
     const uint64_t n_train = data.train.size();
-    const int64_t micro = t.batch_size / t.grad_accum;
+    const int64_t share = t.batch_size / world;  // this rank's samples per step
+    const int64_t micro = share / t.grad_accum;
     std::map<uint64_t, std::vector<uint64_t>> orders;  // epoch -> permutation (two at most)
     auto block_at = [&](uint64_t sample, uint64_t& epoch) {
         epoch = sample / n_train;
@@ -306,10 +342,13 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         int64_t correct = 0;
         const uint64_t n_val = data.validation.size();
         int64_t batches = 0;
-        for (uint64_t start = 0; start < n_val; start += static_cast<uint64_t>(micro)) {
+        // Batches of the one-process micro-batch size, however many ranks train: the
+        // validation numbers do not depend on the number of ranks.
+        const uint64_t eval_batch = static_cast<uint64_t>(t.batch_size / t.grad_accum);
+        for (uint64_t start = 0; start < n_val; start += eval_batch) {
             if (t.eval_batches > 0 && batches >= t.eval_batches) break;
             std::vector<uint64_t> idx;
-            for (uint64_t i = start; i < std::min<uint64_t>(n_val, start + micro); ++i)
+            for (uint64_t i = start; i < std::min<uint64_t>(n_val, start + eval_batch); ++i)
                 idx.push_back(i);
             // Validation masks are fixed: a separate seed stream, epoch 0.
             auto b = to_tensors(make_mlm_batch(data.validation, idx, vocab, config.data,
@@ -333,21 +372,23 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
     auto record_eval = [&]() {
         EvalReport r = evaluate();
         result.evals.push_back(r);
-        metrics.add(r.step, "validation", "loss", r.loss, elapsed());
-        metrics.add(r.step, "validation", "accuracy", r.accuracy, elapsed());
+        metrics->add(r.step, "validation", "loss", r.loss, elapsed());
+        metrics->add(r.step, "validation", "accuracy", r.accuracy, elapsed());
         if (cb.on_eval) cb.on_eval(r);
     };
     int64_t checkpoint_step = result.resumed_from > 0 ? step : -1;
     auto write_checkpoint = [&]() {
-        save_checkpoint(ckpt, config, model, optimizer, step, tokens_seen, result.evals);
         checkpoint_step = step;
-        result.checkpoint = ckpt;
+        result.checkpoint = ckpt;  // on every rank: the file rank 0 writes
+        if (!writer) return;
+        save_checkpoint(ckpt, config, model, optimizer, step, tokens_seen, result.evals);
         if (cb.on_checkpoint) cb.on_checkpoint(ckpt, step);
     };
 
     // Copy, then rename: a snapshot file is complete or absent. A run killed between its
     // checkpoint and the copy makes the copy when it resumes.
     auto keep_snapshot = [&]() {
+        if (!writer) return;
         const std::string target = snapshot_path(config.out_dir, step);
         fs::copy_file(ckpt, target + ".tmp", fs::copy_options::overwrite_existing);
         fs::rename(target + ".tmp", target);
@@ -357,12 +398,9 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         keep_snapshot();
 
     model->train();
-    if (step == 0 && !data.validation.empty()) record_eval();  // the curve starts at step 0
+    if (writer && step == 0 && !data.validation.empty()) record_eval();  // curve from step 0
     while (step < t.steps) {
-        if (cb.stop && cb.stop->load()) {
-            result.stopped = true;
-            break;
-        }
+        bool stop = cb.stop && cb.stop->load();
         const auto s0 = Clock::now();
         const double lr = lr_at(t, step);
         detail::set_lr(optimizer, lr);
@@ -371,7 +409,8 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         std::vector<MlmTensors> micro_batches;
         for (int64_t m = 0; m < t.grad_accum; ++m) {
             std::vector<uint64_t> idx, epochs;
-            const uint64_t first = static_cast<uint64_t>(step * t.batch_size + m * micro);
+            const uint64_t first =
+                static_cast<uint64_t>(step * t.batch_size + rank * share + m * micro);
             for (int64_t i = 0; i < micro; ++i) {
                 uint64_t epoch = 0;
                 idx.push_back(block_at(first + static_cast<uint64_t>(i), epoch));
@@ -383,16 +422,45 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         MlmStepOptions step_options;
         step_options.dtype = t.dtype;
         step_options.clip_norm = t.clip_norm;
+        if (dist) {
+            // One small all-reduce: the global masked count (each rank's loss is weighted
+            // against it, so the summed gradients are the mean over the global batch) and
+            // the stop flag (all ranks stop after the same step).
+            int64_t masked = 0;
+            for (const auto& b : micro_batches) masked += b.masked_tokens;
+            const auto sums = dist->all_reduce_sum({static_cast<double>(masked), stop ? 1.0 : 0.0});
+            stop = sums[1] > 0;
+            step_options.loss_denominator = std::llround(sums[0]);
+            step_options.after_backward = [&]() { reducer->finish_step(); };
+            reducer->begin_step(static_cast<int64_t>(micro_batches.size()));
+            // Dropout: an own stream per rank and step (exact on resume without per-rank
+            // RNG state in the checkpoint).
+            torch::manual_seed(t.seed + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(step + 1) +
+                               static_cast<uint64_t>(rank));
+        }
+        if (stop) {
+            result.stopped = true;
+            break;
+        }
         const MlmStepResult sr = mlm_train_step(model, optimizer, micro_batches, step_options);
         if (!sr.finite) {
-            throw TrainingDiverged(
-                "step " + std::to_string(step + 1) + ": MLM loss is " + std::to_string(sr.loss) +
+            const std::string message =
+                (dist ? "rank " + std::to_string(rank) + ": " : std::string()) + "step " +
+                std::to_string(step + 1) + ": MLM loss is " + std::to_string(sr.loss) +
                 (result.checkpoint.empty() ? std::string("; no checkpoint was written yet")
                                            : "; last good checkpoint kept at " + ckpt) +
-                " (try a lower train.lr or train.clip_norm)");
+                " (try a lower train.lr or train.clip_norm)";
+            if (reducer) reducer->report_non_finite(message);
+            throw TrainingDiverged(message);
         }
-        const double step_loss = sr.loss, grad_norm = sr.grad_norm;
-        const int64_t step_tokens = sr.real_tokens;
+        double step_loss = sr.loss;
+        const double grad_norm = sr.grad_norm;
+        int64_t step_tokens = sr.real_tokens;
+        if (dist) {  // the global batch's mean loss and token count, for logs
+            const auto sums = dist->all_reduce_sum({sr.loss, static_cast<double>(sr.real_tokens)});
+            step_loss = sums[0];
+            step_tokens = std::llround(sums[1]);
+        }
         ++step;
         tokens_seen += step_tokens;
 
@@ -406,13 +474,13 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         rep.tokens_per_second = rep.seconds > 0 ? static_cast<double>(step_tokens) / rep.seconds : 0;
         rep.tokens_seen = tokens_seen;
         rep.elapsed = elapsed();
-        if (t.log_interval > 0 && (step % t.log_interval == 0 || step == t.steps)) {
-            metrics.add(step, "train", "loss", step_loss, rep.elapsed);
-            metrics.add(step, "train", "lr", lr, rep.elapsed);
+        if (metrics && t.log_interval > 0 && (step % t.log_interval == 0 || step == t.steps)) {
+            metrics->add(step, "train", "loss", step_loss, rep.elapsed);
+            metrics->add(step, "train", "lr", lr, rep.elapsed);
         }
         if (cb.on_step) cb.on_step(rep);
         const bool last = step == t.steps;
-        if (!data.validation.empty() &&
+        if (writer && !data.validation.empty() &&
             (last || (t.eval_interval > 0 && step % t.eval_interval == 0)))
             record_eval();
         const bool snapshot = std::find(cb.snapshot_steps.begin(), cb.snapshot_steps.end(),
@@ -422,6 +490,8 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         if (snapshot) keep_snapshot();
     }
     if (result.stopped && checkpoint_step != step) write_checkpoint();
+    // Nobody reports success before rank 0's last checkpoint is on disk.
+    if (dist) dist->barrier();
     result.final_step = step;
     return result;
 }

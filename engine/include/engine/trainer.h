@@ -65,10 +65,20 @@ std::string metrics_path(const std::string& out_dir);     ///< out_dir/metrics.t
 /// Resolves "auto" / "cpu" / "cuda[:N]"; throws std::invalid_argument for an unusable device.
 torch::Device resolve_device(const std::string& name);
 
+class DistributedContext;
+
 /// Runs (or resumes, when out_dir holds a checkpoint of the same config) MLM pretraining.
 /// Throws InputError for bad data files, CheckpointError for a checkpoint that does not match,
 /// TrainingDiverged for a non-finite loss (the last good checkpoint is left untouched).
-TrainResult pretrain(const PretrainConfig& config, const TrainCallbacks& callbacks = {});
+///
+/// With `dist` (one rank of a data-parallel group; see distributed.h), the global batch of
+/// step s is the one-process batch (samples s*B .. s*B+B-1); rank r trains on its contiguous
+/// B/W of it, gradients are summed over ranks, and the update equals one process's. Rank 0
+/// alone writes the run directory, checkpoints and metrics.tsv and evaluates (result.evals
+/// is empty on the other ranks); out_dir must be shared by all ranks for a resume. Dropout
+/// draws its own stream per rank and step. Throws DistributedError when a peer fails.
+TrainResult pretrain(const PretrainConfig& config, const TrainCallbacks& callbacks = {},
+                     DistributedContext* dist = nullptr);
 
 /// A loaded checkpoint: its config, the model in eval mode and where training stood.
 struct LoadedCheckpoint {
