@@ -417,8 +417,10 @@ void ClsAttentionView::redraw() {
 
         // TUPE's untied [CLS]: theta1 ([CLS] -> others) and theta2 (others -> [CLS]) per head.
         QString text;
+        std::set<std::pair<int, int>> seen;  // index.json lists each matrix as .npy and .csv
         for (const AnalysisEntry& e : d.entries) {
             if (e.what != "tupe_total" || e.head < 0 || !e.statistics.count("theta1")) continue;
+            if (!seen.insert({e.layer, e.head}).second) continue;
             text += QString("%1h%2: \u03b81 %3, \u03b82 %4;  ")
                         .arg(e.layer >= 0 ? QString("L%1 ").arg(e.layer) : QString())
                         .arg(e.head)

@@ -60,7 +60,8 @@ BrowserView::BrowserView(QWidget* parent)
     split->addWidget(tree_);
     split->addWidget(right);
     split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
+    split->setStretchFactor(1, 1);
+    split->setSizes({1050, 420});
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(bar);
     layout->addWidget(split, 1);

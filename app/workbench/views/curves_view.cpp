@@ -111,6 +111,7 @@ CurvesView::CurvesView(QWidget* parent)
     split->addWidget(left);
     split->addWidget(right);
     split->setStretchFactor(1, 1);
+    split->setSizes({340, 1100});
     auto* layout = new QVBoxLayout(this);
     layout->addWidget(split);
 
@@ -399,6 +400,9 @@ void CurvesView::rebuild() {
     }
     readout_->setText(text);
     plot_->rescaleAxes();
+    // A little room so the min/last markers at the edges are not cut in half.
+    plot_->xAxis->scaleRange(1.03, plot_->xAxis->range().center());
+    if (!log) plot_->yAxis->scaleRange(1.05, plot_->yAxis->range().center());
     if (log && plot_->yAxis->range().lower <= 0) plot_->yAxis->setRangeLower(1e-6);
     throttle_->request();
 }

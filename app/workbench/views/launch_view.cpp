@@ -84,6 +84,11 @@ LaunchView::LaunchView(QWidget* parent)
     auto* layout = new QVBoxLayout(this);
     layout->addWidget(split);
 
+    liveHint_ = new QCPItemText(live_);
+    liveHint_->position->setType(QCPItemPosition::ptAxisRectRatio);
+    liveHint_->position->setCoords(0.5, 0.5);
+    liveHint_->setColor(QColor(120, 120, 120));
+    liveHint_->setText("No job running: the running job's train/loss appears here, polled from its store.");
     live_->xAxis->setLabel("step");
     live_->yAxis->setLabel("train/loss (running job)");
 
@@ -146,6 +151,7 @@ LaunchView::LaunchView(QWidget* parent)
             liveLastStep_ = std::numeric_limits<std::int64_t>::min();
             live_->clearGraphs();
             live_->addGraph()->setName(p.job);
+            liveHint_->setText("");
             live_->yAxis->setLabel("train/loss of " + p.job);
         }
         updateQueueRow(running_);

@@ -70,6 +70,7 @@ class LaunchView : public WorkbenchView {
     int running_ = -1;
     StoreHandle liveStore_;
     QString liveJob_;
+    QCPItemText* liveHint_ = nullptr;
     std::int64_t liveLastStep_ = std::numeric_limits<std::int64_t>::min();
 };
 

@@ -51,7 +51,6 @@ HeatmapPlot::HeatmapPlot(QWidget* parent, bool withScale)
     plotLayout()->addElement(0, 0, title_);
     map_ = new QCPColorMap(xAxis, yAxis);
     map_->setInterpolate(false);
-    map_->setTightBoundary(true);
     if (withScale_) {
         scale_ = new QCPColorScale(this);
         plotLayout()->addElement(1, 1, scale_);
