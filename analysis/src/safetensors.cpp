@@ -479,6 +479,12 @@ class StateDictUnpickler {
         const auto& a = args->items;
         if (name == "collections.OrderedDict" || name == "builtins.dict")
             return make(PyValue::kDict);
+        // LibTorch's torch::pickle_save (e.g. `tupe export --out FILE.pt`) wraps a typed dict
+        // as restore_type_tag(dict, "Dict[str, Tensor]"); the value is the dict itself.
+        if (name == "torch.jit._pickle.restore_type_tag") {
+            if (a.empty()) fail(name + ": unexpected arguments");
+            return a[0];
+        }
         if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") {
             if (a.size() < 4 || a[0]->kind != PyValue::kTensor)
                 fail(name + ": unexpected arguments");

@@ -816,6 +816,23 @@ TEST(HfImport, PytorchModelBinFromPython) {
     EXPECT_TRUE(has(msg, "pytorch_model.bin")) << msg;
 }
 
+TEST(HfImport, ReadsLibTorchPickleSaveArchives) {
+    // `tupe export --out FILE.pt` writes torch::pickle_save of a c10::Dict, which pickles the
+    // dict inside restore_type_tag(...): the importer reads it as pytorch_model.bin.
+    HfFixture fx("hf_pickle_save");
+    c10::Dict<std::string, torch::Tensor> dict;
+    for (const auto& [name, tensor] : fx.tensors) dict.insert(name, tensor.detach().clone());
+    const auto bytes = torch::pickle_save(dict);
+    {
+        std::ofstream out(fx.dir / "pytorch_model.bin", std::ios::binary);
+        out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+    const auto state = read_torch_state_dict((fx.dir / "pytorch_model.bin").string());
+    ASSERT_EQ(state.size(), fx.tensors.size());
+    auto imported = import_hf_bert(fx.dir.string());
+    EXPECT_TRUE(torch::equal(mlm_logits(imported), mlm_logits(fx.model)));
+}
+
 // ---- HF export (tupe export DIR) ------------------------------------------------------------
 
 TEST(HfExport, EveryVariantRoundTripsThroughTheImporter) {

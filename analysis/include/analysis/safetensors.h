@@ -32,7 +32,8 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
 
 /// Reads the state dict of a torch.save zip archive (torch >= 1.6, e.g. an HF pytorch_model.bin):
 /// a dict or OrderedDict of tensors (pickle protocols 2 to 5 without out-of-band buffers; BUILD
-/// state such as _metadata is ignored; tied tensors share their storage). Tensors keep their stored
+/// state such as _metadata is ignored; tied tensors share their storage), also the archives that
+/// LibTorch's torch::pickle_save writes for a c10::Dict. Tensors keep their stored
 /// dtype. Throws engine::CheckpointError(path, ...) for a missing file, a legacy (pre-1.6) or
 /// non-zip file, an unsupported pickle construct, or an entry that is not a tensor.
 NamedTensors read_torch_state_dict(const std::string& path);
