@@ -2,7 +2,12 @@
 // positional terms from engine/tupe.h are computed once per forward and passed to each layer).
 #include "engine/bert.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/PhiloxRNGEngine.h>
+
 #include <cmath>
+#include <mutex>
 
 namespace engine {
 
@@ -21,7 +26,47 @@ torch::Tensor apply_norm(torch::nn::LayerNorm& norm, const torch::Tensor& x) {
     return norm(x.scalar_type() == dtype ? x : x.to(dtype));
 }
 
+torch::Tensor apply_dropout(torch::nn::Dropout& module, const torch::Tensor& x) {
+    return engine::dropout(x, module->options.p(), module->is_training());
+}
+
 }  // namespace
+
+// ---- dropout ----------------------------------------------------------------------------------
+
+// On CUDA, LibTorch's own. On CPU, LibTorch 1.13's dropout draws its mask with a
+// serial bernoulli_ (one Mersenne-Twister draw per element, single-threaded without MKL): ~10%
+// of a small-model training step. Here the keep mask comes from Philox (counter-based, so
+// blocks of 4096 elements are drawn in parallel and the result does not depend on the thread
+// count), seeded from torch's default CPU generator: torch::manual_seed and the generator
+// state saved in checkpoints still make it reproducible. Same semantics: each element kept
+// with probability 1 - p (to 2^-32) and scaled by 1 / (1 - p).
+torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
+    TORCH_CHECK(p >= 0.0 && p <= 1.0, "dropout probability must be in [0, 1], got ", p);
+    if (!training || p == 0.0) return x;
+    if (!x.device().is_cpu() || p >= 1.0) return torch::dropout(x, p, true);
+    uint64_t seed = 0;
+    {
+        auto gen = at::detail::getDefaultCPUGenerator();
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        seed = gen.get<at::CPUGeneratorImpl>()->random64();
+    }
+    auto mask = torch::empty(x.sizes(), x.options().dtype(torch::kFloat).requires_grad(false));
+    float* m = mask.data_ptr<float>();
+    const int64_t n = mask.numel(), block = 4096;
+    const auto threshold = static_cast<uint32_t>(std::min(4294967295.0, p * 4294967296.0));
+    const float scale = static_cast<float>(1.0 / (1.0 - p));
+    at::parallel_for(0, (n + block - 1) / block, 16, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+            at::Philox4_32 rng(seed, static_cast<uint64_t>(b), 0);
+            const int64_t end = std::min(n, (b + 1) * block);
+            for (int64_t i = b * block; i < end; ++i) m[i] = rng() >= threshold ? scale : 0.0f;
+        }
+    });
+    // Under autocast x may be bf16: keep its dtype (the scale rounds to bf16, as it does in
+    // LibTorch's own bf16 dropout).
+    return x * (x.scalar_type() == torch::kFloat ? mask : mask.to(x.scalar_type()));
+}
 
 // ---- embeddings -------------------------------------------------------------------------------
 
@@ -49,7 +94,7 @@ torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids,
         if (token_type_ids.defined()) x = x + token_type_embeddings(token_type_ids);
         else x = x + token_type_embeddings->weight[0];
     }
-    return dropout(apply_norm(LayerNorm, x));
+    return apply_dropout(dropout, apply_norm(LayerNorm, x));
 }
 
 // ---- attention --------------------------------------------------------------------------------
@@ -93,7 +138,7 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const torch
     if (mask_bias.defined()) scores = scores + mask_bias;  // (B, 1, 1, T)
     auto probs = torch::softmax(scores, -1);
     if (probs_out) *probs_out = probs;
-    auto ctx = torch::matmul(dropout(probs), v);  // (B, H, T, d)
+    auto ctx = torch::matmul(apply_dropout(dropout, probs), v);  // (B, H, T, d)
     // (B, H, T, d) -> (B, T, H, d) -> (B, T, C)
     return ctx.transpose(1, 2).reshape({B, T, C});
 }
@@ -106,7 +151,7 @@ BertOutputImpl::BertOutputImpl(int64_t in, int64_t out, const ModelConfig& c)
 }
 
 torch::Tensor BertOutputImpl::forward(const torch::Tensor& h, const torch::Tensor& residual) {
-    auto y = dropout(dense(h)) + residual;
+    auto y = apply_dropout(dropout, dense(h)) + residual;
     // Post-LN normalises the sum; pre-LN normalised the sub-layer's input instead (in BertLayer).
     return pre_layernorm ? y : apply_norm(LayerNorm, y);
 }

@@ -431,3 +431,32 @@ TEST(BertForMaskedLM, GradientsMatchFiniteDifferencesInDouble) {
         }
     }
 }
+
+TEST(Dropout, KeepsOneMinusPScaledAndIsSeededAndThreadIndependent) {
+    const auto x = torch::ones({300, 1000});
+    torch::manual_seed(42);
+    const auto a = engine::dropout(x, 0.1, true);
+    const double kept = a.ne(0).to(torch::kDouble).mean().item<double>();
+    EXPECT_NEAR(kept, 0.9, 0.003);  // 300k draws: 5 standard deviations
+    const auto values = std::get<0>(at::_unique(a.flatten()));
+    ASSERT_EQ(values.numel(), 2);
+    EXPECT_FLOAT_EQ(values[1].item<float>(), static_cast<float>(1.0 / 0.9));
+    EXPECT_NEAR(a.mean().item<double>(), 1.0, 0.01);  // inverted dropout keeps the mean
+    // The same seed gives the same mask whatever the thread count; the next call another.
+    const int threads = at::get_num_threads();
+    at::set_num_threads(threads == 1 ? 2 : 1);
+    torch::manual_seed(42);
+    const auto b = engine::dropout(x, 0.1, true);
+    const auto c = engine::dropout(x, 0.1, true);
+    at::set_num_threads(threads);
+    EXPECT_TRUE(torch::equal(a, b));
+    EXPECT_FALSE(torch::equal(b, c));
+    // Identity in eval mode and for p = 0; the gradient is the mask.
+    EXPECT_TRUE(torch::equal(engine::dropout(x, 0.1, false), x));
+    EXPECT_TRUE(torch::equal(engine::dropout(x, 0.0, true), x));
+    auto leaf = torch::randn({64, 64}).requires_grad_(true);
+    auto y = engine::dropout(leaf, 0.3, true);
+    y.sum().backward();
+    EXPECT_TRUE(torch::allclose(leaf.grad() * leaf.detach(), y.detach(), 1e-6, 1e-6));
+    EXPECT_NEAR(leaf.grad().ne(0).to(torch::kDouble).mean().item<double>(), 0.7, 0.03);
+}

@@ -15,6 +15,12 @@
 
 namespace engine {
 
+/// Inverted dropout as torch::dropout (keep with probability 1 - p, scale by 1 / (1 - p)); on
+/// CPU the mask is drawn in parallel from Philox seeded by torch's default generator (see
+/// bert.cpp), so it is reproducible under torch::manual_seed and independent of the thread
+/// count. Identity when !training or p == 0.
+torch::Tensor dropout(const torch::Tensor& x, double p, bool training);
+
 /// What the encoder returns. Attention maps are filled only when asked for.
 struct EncoderOutput {
     torch::Tensor last_hidden_state;  ///< (B, T, C)
