@@ -14,6 +14,7 @@
 #include "engine/errors.h"
 
 #if defined(TUPE_WITH_GLOO) || defined(TUPE_WITH_NCCL)
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -115,14 +116,23 @@ DistributedContext::DistributedContext(const DistributedEnv& env, torch::Device 
                                        std::chrono::milliseconds timeout)
     : env_(env), device_(device), timeout_(timeout), impl_(std::make_unique<Impl>()) {
     const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+    // Under torchrun the elastic agent already hosts the store on MASTER_PORT and every
+    // worker is a client under a per-restart prefix (torch.distributed.rendezvous does the same).
+    const char* agent_store = env_or_null("TORCHELASTIC_USE_AGENT_STORE");
+    const bool use_agent_store = agent_store && std::string(agent_store) == "True";
     try {
         c10d::TCPStoreOptions options;
         options.port = static_cast<std::uint16_t>(env.master_port);
-        options.isServer = env.rank == 0;
+        options.isServer = env.rank == 0 && !use_agent_store;
         options.numWorkers = static_cast<std::size_t>(env.world_size);
-        options.waitWorkers = true;
+        options.waitWorkers = !use_agent_store;
         options.timeout = timeout;
         impl_->store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+        if (use_agent_store) {
+            const char* attempt = env_or_null("TORCHELASTIC_RESTART_COUNT");
+            impl_->store = c10::make_intrusive<c10d::PrefixStore>(
+                "/worker/attempt_" + std::string(attempt ? attempt : "0"), impl_->store);
+        }
     } catch (const std::exception& e) {
         throw DistributedError(
             "rank " + std::to_string(env.rank) + " of " + std::to_string(env.world_size) +
