@@ -275,11 +275,26 @@ TEST_F(AnalysisArtifactsTest, ExportedFolderAnalysesToIdenticalMatrices) {
         EXPECT_EQ(files_under(dir_ / ("a-" + variant)).size(),
                   files_under(dir_ / ("b-" + variant)).size());
     }
-    // The single-file export stays: --out FILE.pt.
+    // The single-file export stays (--out FILE.pt), and the importer reads it as an HF
+    // pytorch_model.bin beside the folder's config.json and vocab.txt.
     auto r = tupe("export " + quote((dir_ / "runs" / "bert-a" / "checkpoint-6.pt").string()) +
                   " --out " + quote((dir_ / "w.pt").string()));
-    EXPECT_EQ(r.status, 0) << r.err;
-    EXPECT_TRUE(fs::is_regular_file(dir_ / "w.pt"));
+    ASSERT_EQ(r.status, 0) << r.err;
+    const fs::path bin = dir_ / "hf-bin";
+    fs::create_directories(bin);
+    fs::copy_file(dir_ / "hf-bert-a" / "config.json", bin / "config.json");
+    fs::copy_file(dir_ / "hf-bert-a" / "vocab.txt", bin / "vocab.txt");
+    fs::copy_file(dir_ / "w.pt", bin / "pytorch_model.bin");
+    r = tupe("analyze " + quote(bin.string()) + " --text 'the old cat saw a bird' --no-figures --out " +
+             quote((dir_ / "c-bin").string()));
+    ASSERT_EQ(r.status, 0) << r.err;
+    r = tupe("analyze " + quote((dir_ / "runs" / "bert-a" / "checkpoint-6.pt").string()) +
+             " --text 'the old cat saw a bird' --no-figures --out " + quote((dir_ / "c-ckpt").string()));
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(slurp(dir_ / "c-bin" / "terms" / "word_pos.npy"),
+              slurp(dir_ / "c-ckpt" / "terms" / "word_pos.npy"));
+    EXPECT_EQ(slurp(dir_ / "c-bin" / "cls" / "from_cls.npy"),
+              slurp(dir_ / "c-ckpt" / "cls" / "from_cls.npy"));
 }
 
 TEST_F(AnalysisArtifactsTest, AnalysisBlockErrorsNameKeyAndLineOrTheMissingSnapshot) {
