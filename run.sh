@@ -18,7 +18,7 @@ JOBS="${TUPE_JOBS:-$(nproc)}"
 APT_PACKAGES=(
     build-essential cmake ninja-build git pkg-config
     libtorch-dev libgloo-dev libopenblas0-pthread   # LibTorch 1.13 (CPU), c10d headers, fast BLAS
-    libicu-dev                                       # Unicode for the WordPiece tokenizer
+    libicu-dev zlib1g-dev                            # Unicode for the tokenizer; checkpoint CRCs
     libyaml-cpp-dev libsqlite3-dev nlohmann-json3-dev
     qt6-base-dev libqcustomplot-dev libqcustomplot2.1-qt6
     libgtest-dev

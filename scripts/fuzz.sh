@@ -17,11 +17,11 @@ BUILD="${TUPE_FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
 SECONDS_PER_TARGET="${TUPE_FUZZ_SECONDS:-30}"
 RUNS="${TUPE_FUZZ_RUNS:-20000}"
 JOBS="${TUPE_JOBS:-$(nproc)}"
-# fuzz_checkpoint is not in the default set yet: within ~30 s it finds a SEGV inside LibTorch's
-# TorchScript importer (torch::jit::ScriptTypeParser::parseClassConstant, reached through
-# InputArchive::load_from on a checkpoint whose code/*.py entry was mutated; the zip CRCs are
-# not checked). Run it by name: scripts/fuzz.sh fuzz_checkpoint
-ALL_TARGETS=(fuzz_glue_reader fuzz_experiment_yaml fuzz_vocab)
+# fuzz_checkpoint builds the engine with ASan (the slowest part of this script). Its first run
+# found a SEGV inside LibTorch's TorchScript importer on a checkpoint with a mutated code/*.py
+# entry (LibTorch does not check zip CRCs); engine/src/zip_integrity.cpp now refuses such files,
+# and the input is in the seed corpus as regression-mutated-code-entry.pt.
+ALL_TARGETS=(fuzz_glue_reader fuzz_experiment_yaml fuzz_vocab fuzz_checkpoint)
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=("${ALL_TARGETS[@]}")
 

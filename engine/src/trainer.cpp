@@ -21,6 +21,7 @@
 #include "engine/tokenizer.h"
 #include "engine/train_step.h"
 #include "optim_util.h"
+#include "zip_integrity.h"
 
 namespace engine {
 
@@ -127,6 +128,8 @@ struct RawCheckpoint {
 
 RawCheckpoint read_checkpoint(const std::string& path, torch::Device device) {
     if (!fs::exists(path)) throw CheckpointError(path, "no such checkpoint file");
+    // LibTorch does not check the zip's CRCs, and a corrupted entry can crash its parser.
+    detail::verify_zip_integrity(path);
     RawCheckpoint raw;
     torch::serialize::InputArchive archive;
     try {

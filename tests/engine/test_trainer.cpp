@@ -163,6 +163,30 @@ TEST_F(TrainerTest, TruncatedCheckpointIsAClearError) {
     EXPECT_THROW(load_checkpoint((dir_ / "missing.pt").string()), CheckpointError);
 }
 
+// LibTorch does not verify zip CRCs; a flipped byte inside an entry (here: in the middle of
+// the file, inside the stored tensor data or code) must be caught before its parser sees it.
+TEST_F(TrainerTest, CorruptedCheckpointFailsItsCrcCheck) {
+    auto result = pretrain(config("bert-a", "run"));
+    const auto size = fs::file_size(result.checkpoint);
+    {
+        std::fstream f(result.checkpoint, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekg(static_cast<std::streamoff>(size / 2));
+        char c = 0;
+        f.read(&c, 1);
+        c = static_cast<char>(c ^ 0x5a);
+        f.seekp(static_cast<std::streamoff>(size / 2));
+        f.write(&c, 1);
+    }
+    try {
+        load_checkpoint(result.checkpoint);
+        FAIL() << "expected CheckpointError";
+    } catch (const CheckpointError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find(result.checkpoint), std::string::npos) << what;
+        EXPECT_NE(what.find("corrupted checkpoint"), std::string::npos) << what;
+    }
+}
+
 TEST_F(TrainerTest, CheckpointOfAnotherVariantIsRefused) {
     pretrain(config("bert-a", "run"));
     auto other = config("tupe-a", "run");
