@@ -23,6 +23,7 @@
 #include "analysis/metrics.h"
 #include "engine/errors.h"
 #include "engine/finetune.h"
+#include "engine/tokenizer.h"
 #include "experiments/analysis_artifacts.h"
 #include "experiments/build_info.h"
 #include "experiments/glue_data.h"
@@ -206,7 +207,16 @@ class Runner {
         RunRecord r = base_record(experiment_id_, job);
         r.out_dir = v.config.out_dir;
         if (job.kind == Job::Kind::kPretrain) {
-            r.config_text = engine::config_to_text(v.config);
+            // pretrain() sizes the embeddings from the vocabulary; record that size, not the
+            // preset's default, so the stored config says what was trained.
+            engine::PretrainConfig resolved = v.config;
+            try {
+                resolved.model.vocab_size =
+                    static_cast<int64_t>(engine::Vocab::load(resolved.data.vocab).size());
+            } catch (const std::exception&) {
+                // No vocabulary yet: pretrain() reports it when the job runs.
+            }
+            r.config_text = engine::config_to_text(resolved);
             r.seed = static_cast<int64_t>(v.config.train.seed);
             return r;
         }
