@@ -120,23 +120,80 @@ bool CheckpointPicker::select(const QString& runName) {
     return true;
 }
 
-// ---- correlation maps ---------------------------------------------------------------------
+// ---- two checkpoints side by side ----------------------------------------------------------
 
-CorrelationMapsView::CorrelationMapsView(AnalysisService* service, QWidget* parent)
+SideBySideView::SideBySideView(AnalysisService* service, QWidget* parent)
     : WorkbenchView(parent),
       service_(service),
       pickers_{new CheckpointPicker("Left"), new CheckpointPicker("Right")},
-      plots_{new HeatmapPlot, new HeatmapPlot},
-      term_(new QComboBox),
-      layer_(new QComboBox),
-      head_(new QComboBox),
       sentence_(new QLineEdit),
+      go_(new QPushButton("Recompute")),
       status_(new QLabel) {
-    auto* go = new QPushButton("Recompute");
+    connect(go_, &QPushButton::clicked, this, &SideBySideView::recompute);
+    connect(sentence_, &QLineEdit::returnPressed, this, &SideBySideView::recompute);
+    connect(service_, &AnalysisService::ready, this,
+            [this](const QString& ckpt, const QString& sentence, std::shared_ptr<const AnalysisData> d) {
+                if (sentence != sentence_->text()) return;
+                bool mine = false;
+                for (int s = 0; s < 2; ++s)
+                    if (pickers_[s]->checkpointPath() == ckpt) data_[s] = d, mine = true;
+                if (!mine) return;
+                status_->setText(service_->busy() ? "computing..." : "");
+                dataArrived();
+            });
+    connect(service_, &AnalysisService::failed, this,
+            [this](const QString& ckpt, const QString&, const QString& message) {
+                for (int s = 0; s < 2; ++s)
+                    if (pickers_[s]->checkpointPath() == ckpt) {
+                        mainPlot(s)->clearWithMessage("analysis failed (see the banner)");
+                        status_->setText("");
+                        emit errorRaised(message);
+                    }
+            });
+}
+
+void SideBySideView::addHeader(QVBoxLayout* layout) {
     auto* pick = new QHBoxLayout;
     pick->addWidget(pickers_[0], 1);
     pick->addSpacing(20);
     pick->addWidget(pickers_[1], 1);
+    layout->addLayout(pick);
+    layout->addLayout(sentenceBar(sentence_, go_, status_));
+}
+
+void SideBySideView::setStore(experiments::ResultStore* store, const QString& dbPath) {
+    for (auto* p : pickers_) p->setStore(store, dbPath);
+    pickers_[1]->select("tupe-a");
+}
+
+void SideBySideView::recompute() {
+    for (int s = 0; s < 2; ++s) {
+        data_[s].reset();
+        const QString ckpt = pickers_[s]->checkpointPath();
+        if (ckpt.isEmpty()) {
+            mainPlot(s)->clearWithMessage("no checkpoint for this run in the store");
+            continue;
+        }
+        mainPlot(s)->clearWithMessage("computing " + pickers_[s]->label() + " ...");
+        service_->request(ckpt, sentence_->text());
+    }
+    if (service_->busy()) status_->setText("computing (tupe analyze)...");
+}
+
+void SideBySideView::showDefaultPair() {
+    pickers_[0]->select("bert-a");
+    pickers_[1]->select("tupe-a");
+    recompute();
+}
+
+// ---- correlation maps ---------------------------------------------------------------------
+
+CorrelationMapsView::CorrelationMapsView(AnalysisService* service, QWidget* parent)
+    : SideBySideView(service, parent),
+      plots_{new HeatmapPlot, new HeatmapPlot},
+      term_(new QComboBox),
+      layer_(new QComboBox),
+      head_(new QComboBox) {
     auto* choose = new QHBoxLayout;
     choose->addWidget(new QLabel("Term"));
     choose->addWidget(term_, 2);
@@ -149,53 +206,16 @@ CorrelationMapsView::CorrelationMapsView(AnalysisService* service, QWidget* pare
     plots->addWidget(plots_[0], 1);
     plots->addWidget(plots_[1], 1);
     auto* layout = new QVBoxLayout(this);
-    layout->addLayout(pick);
-    layout->addLayout(sentenceBar(sentence_, go, status_));
+    addHeader(layout);
     layout->addLayout(choose);
     layout->addLayout(plots, 1);
     for (auto* p : plots_) p->clearWithMessage("Recompute to analyse the checkpoint.");
-    connect(go, &QPushButton::clicked, this, &CorrelationMapsView::recompute);
-    connect(sentence_, &QLineEdit::returnPressed, this, &CorrelationMapsView::recompute);
     for (auto* c : {term_, layer_, head_}) connect(c, &QComboBox::currentIndexChanged, this, &CorrelationMapsView::redraw);
-    connect(service_, &AnalysisService::ready, this,
-            [this](const QString& ckpt, const QString& sentence, std::shared_ptr<const AnalysisData> d) {
-                if (sentence != sentence_->text()) return;
-                bool mine = false;
-                for (int s = 0; s < 2; ++s)
-                    if (pickers_[s]->checkpointPath() == ckpt) data_[s] = d, mine = true;
-                if (!mine) return;
-                status_->setText(service_->busy() ? "computing..." : "");
-                fillChoices();
-                redraw();
-            });
-    connect(service_, &AnalysisService::failed, this,
-            [this](const QString& ckpt, const QString&, const QString& message) {
-                for (int s = 0; s < 2; ++s)
-                    if (pickers_[s]->checkpointPath() == ckpt) {
-                        plots_[s]->clearWithMessage("analysis failed (see the banner)");
-                        status_->setText("");
-                        emit errorRaised(message);
-                    }
-            });
 }
 
-void CorrelationMapsView::setStore(experiments::ResultStore* store, const QString& dbPath) {
-    for (auto* p : pickers_) p->setStore(store, dbPath);
-    pickers_[1]->select("tupe-a");
-}
-
-void CorrelationMapsView::recompute() {
-    for (int s = 0; s < 2; ++s) {
-        data_[s].reset();
-        const QString ckpt = pickers_[s]->checkpointPath();
-        if (ckpt.isEmpty()) {
-            plots_[s]->clearWithMessage("no checkpoint for this run in the store");
-            continue;
-        }
-        plots_[s]->clearWithMessage("computing " + pickers_[s]->label() + " ...");
-        service_->request(ckpt, sentence_->text());
-    }
-    if (service_->busy()) status_->setText("computing (tupe analyze)...");
+void CorrelationMapsView::dataArrived() {
+    fillChoices();
+    redraw();
 }
 
 void CorrelationMapsView::fillChoices() {
@@ -256,31 +276,18 @@ void CorrelationMapsView::redraw() {
 
 QString CorrelationMapsView::dataCsv() { return plotCsv(plots_[0]) + "\n" + plotCsv(plots_[1]); }
 
-void CorrelationMapsView::prepareScreenshot() {
-    pickers_[0]->select("bert-a");
-    pickers_[1]->select("tupe-a");
-    recompute();
-}
+void CorrelationMapsView::prepareScreenshot() { showDefaultPair(); }
 
 // ---- [CLS] attention ----------------------------------------------------------------------
 
 ClsAttentionView::ClsAttentionView(AnalysisService* service, QWidget* parent)
-    : WorkbenchView(parent),
-      service_(service),
-      pickers_{new CheckpointPicker("Left"), new CheckpointPicker("Right")},
+    : SideBySideView(service, parent),
       maps_{new HeatmapPlot, new HeatmapPlot},
       lines_{makePlot(nullptr), makePlot(nullptr)},
       theta_{new QLabel, new QLabel},
       direction_(new QComboBox),
-      layer_(new QComboBox),
-      sentence_(new QLineEdit),
-      status_(new QLabel) {
+      layer_(new QComboBox) {
     direction_->addItems({"attention from [CLS]", "attention to [CLS]"});
-    auto* go = new QPushButton("Recompute");
-    auto* pick = new QHBoxLayout;
-    pick->addWidget(pickers_[0], 1);
-    pick->addSpacing(20);
-    pick->addWidget(pickers_[1], 1);
     auto* choose = new QHBoxLayout;
     choose->addWidget(direction_);
     choose->addWidget(new QLabel("Per-head lines of"));
@@ -300,56 +307,25 @@ ClsAttentionView::ClsAttentionView(AnalysisService* service, QWidget* parent)
     grid->setRowStretch(0, 3);
     grid->setRowStretch(1, 2);
     auto* layout = new QVBoxLayout(this);
-    layout->addLayout(pick);
-    layout->addLayout(sentenceBar(sentence_, go, status_));
+    addHeader(layout);
     layout->addLayout(choose);
     layout->addLayout(grid, 1);
-    connect(go, &QPushButton::clicked, this, &ClsAttentionView::recompute);
-    connect(sentence_, &QLineEdit::returnPressed, this, &ClsAttentionView::recompute);
     connect(direction_, &QComboBox::currentIndexChanged, this, &ClsAttentionView::redraw);
     connect(layer_, &QComboBox::currentIndexChanged, this, &ClsAttentionView::redraw);
-    connect(service_, &AnalysisService::ready, this,
-            [this](const QString& ckpt, const QString& sentence, std::shared_ptr<const AnalysisData> d) {
-                if (sentence != sentence_->text()) return;
-                bool mine = false;
-                for (int s = 0; s < 2; ++s)
-                    if (pickers_[s]->checkpointPath() == ckpt) data_[s] = d, mine = true;
-                if (!mine) return;
-                status_->setText(service_->busy() ? "computing..." : "");
-                QSignalBlocker block(layer_);
-                const int keep = layer_->currentIndex();
-                layer_->clear();
-                for (int l = 0; l < d->layers; ++l) layer_->addItem(QString("layer %1").arg(l));
-                layer_->setCurrentIndex(keep >= 0 && keep < d->layers ? keep : d->layers - 1);
-                redraw();
-            });
-    connect(service_, &AnalysisService::failed, this,
-            [this](const QString& ckpt, const QString&, const QString& message) {
-                for (int s = 0; s < 2; ++s)
-                    if (pickers_[s]->checkpointPath() == ckpt) {
-                        maps_[s]->clearWithMessage("analysis failed (see the banner)");
-                        emit errorRaised(message);
-                    }
-            });
 }
 
-void ClsAttentionView::setStore(experiments::ResultStore* store, const QString& dbPath) {
-    for (auto* p : pickers_) p->setStore(store, dbPath);
-    pickers_[1]->select("tupe-a");
-}
-
-void ClsAttentionView::recompute() {
-    for (int s = 0; s < 2; ++s) {
-        data_[s].reset();
-        const QString ckpt = pickers_[s]->checkpointPath();
-        if (ckpt.isEmpty()) {
-            maps_[s]->clearWithMessage("no checkpoint for this run in the store");
-            continue;
-        }
-        maps_[s]->clearWithMessage("computing " + pickers_[s]->label() + " ...");
-        service_->request(ckpt, sentence_->text());
+void ClsAttentionView::dataArrived() {
+    int layers = 0;
+    for (const auto& d : data_)
+        if (d) layers = std::max(layers, d->layers);
+    {
+        QSignalBlocker block(layer_);
+        const int keep = layer_->currentIndex();
+        layer_->clear();
+        for (int l = 0; l < layers; ++l) layer_->addItem(QString("layer %1").arg(l));
+        layer_->setCurrentIndex(keep >= 0 && keep < layers ? keep : layers - 1);
     }
-    if (service_->busy()) status_->setText("computing (tupe analyze)...");
+    redraw();
 }
 
 void ClsAttentionView::redraw() {
@@ -434,11 +410,7 @@ void ClsAttentionView::redraw() {
 
 QString ClsAttentionView::dataCsv() { return plotCsv(maps_[0]) + "\n" + plotCsv(maps_[1]); }
 
-void ClsAttentionView::prepareScreenshot() {
-    pickers_[0]->select("bert-a");
-    pickers_[1]->select("tupe-a");
-    recompute();
-}
+void ClsAttentionView::prepareScreenshot() { showDefaultPair(); }
 
 // ---- head gallery -------------------------------------------------------------------------
 

@@ -7,6 +7,8 @@
 
 #include <QComboBox>
 #include <QGridLayout>
+#include <QPushButton>
+#include <QVBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
 #include <memory>
@@ -44,52 +46,71 @@ class CheckpointPicker : public QWidget {
 /// The default sentence of the analysis views.
 QString defaultSentence();
 
-class CorrelationMapsView : public WorkbenchView {
+/// Two checkpoints side by side on one typed sentence: the two pickers, the sentence bar, the
+/// requests to the AnalysisService and the two results it returns. Subclasses lay out their
+/// plots below header() and draw in dataArrived().
+class SideBySideView : public WorkbenchView {
+    Q_OBJECT
+  public:
+    void setStore(experiments::ResultStore* store, const QString& dbPath) override;
+
+  protected:
+    SideBySideView(AnalysisService* service, QWidget* parent);
+    /// Adds the picker row and the sentence bar to `layout`.
+    void addHeader(QVBoxLayout* layout);
+    /// Drops both results and asks the service for the checkpoints on the sentence.
+    void recompute();
+    /// bert-a on the left, tupe-a on the right, then recompute (for --screenshots).
+    void showDefaultPair();
+    /// The plot of `side` that carries the "computing" and failure messages.
+    virtual HeatmapPlot* mainPlot(int side) = 0;
+    /// Called when data_[0] or data_[1] changed.
+    virtual void dataArrived() = 0;
+
+    AnalysisService* service_;
+    CheckpointPicker* pickers_[2];
+    std::shared_ptr<const AnalysisData> data_[2];
+    QLineEdit* sentence_;
+    QPushButton* go_;
+    QLabel* status_;
+};
+
+class CorrelationMapsView : public SideBySideView {
     Q_OBJECT
   public:
     explicit CorrelationMapsView(AnalysisService* service, QWidget* parent = nullptr);
-    void setStore(experiments::ResultStore* store, const QString& dbPath) override;
     QCustomPlot* exportablePlot() override { return plots_[0]; }
     QString dataCsv() override;
     void prepareScreenshot() override;
 
   private:
-    void recompute();
+    HeatmapPlot* mainPlot(int side) override { return plots_[side]; }
+    void dataArrived() override;
     void fillChoices();
     void redraw();
-    AnalysisService* service_;
-    CheckpointPicker* pickers_[2];
     HeatmapPlot* plots_[2];
-    std::shared_ptr<const AnalysisData> data_[2];
     QComboBox* term_;
     QComboBox* layer_;
     QComboBox* head_;
-    QLineEdit* sentence_;
-    QLabel* status_;
 };
 
-class ClsAttentionView : public WorkbenchView {
+class ClsAttentionView : public SideBySideView {
     Q_OBJECT
   public:
     explicit ClsAttentionView(AnalysisService* service, QWidget* parent = nullptr);
-    void setStore(experiments::ResultStore* store, const QString& dbPath) override;
     QCustomPlot* exportablePlot() override { return maps_[0]; }
     QString dataCsv() override;
     void prepareScreenshot() override;
 
   private:
-    void recompute();
+    HeatmapPlot* mainPlot(int side) override { return maps_[side]; }
+    void dataArrived() override;
     void redraw();
-    AnalysisService* service_;
-    CheckpointPicker* pickers_[2];
     HeatmapPlot* maps_[2];
     QCustomPlot* lines_[2];
     QLabel* theta_[2];
-    std::shared_ptr<const AnalysisData> data_[2];
     QComboBox* direction_;
     QComboBox* layer_;
-    QLineEdit* sentence_;
-    QLabel* status_;
 };
 
 class HeadGalleryView : public WorkbenchView {
