@@ -17,33 +17,19 @@
 #include <sstream>
 #include <string>
 
+#include "cli_fixture.h"
 #include "experiments/analysis_artifacts.h"
 #include "experiments/experiment.h"
 #include "experiments/result_store.h"
 #include "experiments/runner.h"
 
 using namespace experiments;
+using test_support::CliResult;
+using test_support::quote;
+using test_support::slurp;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string quote(const std::string& s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-struct CliResult {
-    int status = -1;
-    std::string out, err;
-};
 
 /// Every regular file under dir (recursively) -> its size.
 std::map<std::string, int64_t> files_under(const fs::path& dir) {
@@ -62,22 +48,7 @@ class AnalysisArtifactsTest : public ::testing::Test {
                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
         fs::remove_all(dir_);
         fs::create_directories(dir_);
-        const char* words[] = {"the", "a", "old", "red", "cat", "dog", "man", "house", "saw",
-                               "liked", "found", "near", "river", "with", "small", "bird"};
-        std::ofstream corpus(dir_ / "corpus.txt");
-        unsigned state = 7;
-        auto next = [&]() { return state = state * 1103515245u + 12345u, (state >> 16) % 16; };
-        for (int d = 0; d < 12; ++d) {
-            for (int s = 0; s < 20; ++s) {
-                const int n = 5 + static_cast<int>(next() % 6);
-                for (int w = 0; w < n; ++w) corpus << (w ? " " : "") << words[next()];
-                corpus << " .\n";
-            }
-            corpus << "\n";
-        }
-        std::ofstream vocab(dir_ / "vocab.txt");
-        for (const char* t : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."}) vocab << t << "\n";
-        for (const char* w : words) vocab << w << "\n";
+    test_support::write_toy_corpus(dir_, 12, 20, 5, 7);
     }
     void TearDown() override { fs::remove_all(dir_); }
 
@@ -103,17 +74,7 @@ class AnalysisArtifactsTest : public ::testing::Test {
     }
 
     CliResult tupe(const std::string& args) const {
-        CliResult r;
-        const std::string err = (dir_ / "stderr.txt").string();
-        const std::string cmd = std::string(TUPE_CLI) + " " + args + " 2>" + quote(err);
-        FILE* pipe = popen(cmd.c_str(), "r");
-        std::array<char, 4096> buf{};
-        size_t n;
-        while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-        const int status = pclose(pipe);
-        r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        r.err = slurp(err);
-        return r;
+        return test_support::run_tupe(args, dir_ / "stderr.txt");
     }
 
     /// The artifacts of pretrain run `name` must be exactly the files under its analysis

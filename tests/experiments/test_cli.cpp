@@ -11,27 +11,15 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli_fixture.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-    int status = -1;
-    std::string out, err;
-};
-
-std::string quote(const std::string& s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
+using Result = test_support::CliResult;
+using test_support::quote;
+using test_support::slurp;
 
 class CliTest : public ::testing::Test {
   protected:
@@ -60,17 +48,7 @@ class CliTest : public ::testing::Test {
     void TearDown() override { fs::remove_all(dir_); }
 
     Result tupe(const std::string& args) const {
-        Result r;
-        const std::string err = (dir_ / "stderr.txt").string();
-        const std::string cmd = std::string(TUPE_CLI) + " " + args + " 2>" + quote(err);
-        FILE* pipe = popen(cmd.c_str(), "r");
-        std::array<char, 4096> buf{};
-        size_t n;
-        while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-        const int status = pclose(pipe);
-        r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        r.err = slurp(err);
-        return r;
+        return test_support::run_tupe(args, dir_ / "stderr.txt");
     }
 
     // Non-zero status and exactly one error line, naming `needle` (progress lines printed

@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "cli_fixture.h"
 #include "experiments/config_loader.h"
 #include "experiments/experiment.h"
 #include "experiments/report.h"
@@ -33,24 +34,7 @@ class ExperimentTest : public ::testing::Test {
                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
         fs::remove_all(dir_);
         fs::create_directories(dir_);
-        // Twenty documents of varied sentences: enough for tiny pretraining and the
-        // built-in tasks (which use the held-out documents).
-        const char* words[] = {"the", "a", "old", "red", "cat", "dog", "man", "house", "saw",
-                               "liked", "found", "near", "river", "with", "small", "bird"};
-        std::ofstream corpus(dir_ / "corpus.txt");
-        unsigned state = 7;
-        auto next = [&]() { return state = state * 1103515245u + 12345u, (state >> 16) % 16; };
-        for (int d = 0; d < 20; ++d) {
-            for (int s = 0; s < 30; ++s) {
-                const int n = 7 + static_cast<int>(next() % 6);
-                for (int w = 0; w < n; ++w) corpus << (w ? " " : "") << words[next()];
-                corpus << " .\n";
-            }
-            corpus << "\n";
-        }
-        std::ofstream vocab(dir_ / "vocab.txt");
-        for (const char* t : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."}) vocab << t << "\n";
-        for (const char* w : words) vocab << w << "\n";
+        test_support::write_toy_corpus(dir_, 20, 30, 7, 7);
     }
     void TearDown() override { fs::remove_all(dir_); }
 

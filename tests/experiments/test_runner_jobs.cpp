@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cli_fixture.h"
 #include "experiments/result_store.h"
 
 using namespace experiments;
@@ -30,24 +31,7 @@ class RunnerJobsTest : public ::testing::Test {
         dir_ = fs::temp_directory_path() / ("tupe_jobs_" + std::to_string(::getpid()));
         fs::remove_all(dir_);
         fs::create_directories(dir_);
-        // Sixteen documents of pseudo-random sentences over a 16-word vocabulary: enough for
-        // tiny pretraining and for the built-in tasks made from the held-out documents.
-        const char* words[] = {"the", "a", "old", "red", "cat", "dog", "man", "house", "saw",
-                               "liked", "found", "near", "river", "with", "small", "bird"};
-        std::ofstream corpus(dir_ / "corpus.txt");
-        unsigned state = 11;
-        auto next = [&]() { return state = state * 1103515245u + 12345u, (state >> 16) % 16; };
-        for (int d = 0; d < 16; ++d) {
-            for (int s = 0; s < 30; ++s) {
-                const int n = 7 + static_cast<int>(next() % 6);
-                for (int w = 0; w < n; ++w) corpus << (w ? " " : "") << words[next()];
-                corpus << " .\n";
-            }
-            corpus << "\n";
-        }
-        std::ofstream vocab(dir_ / "vocab.txt");
-        for (const char* t : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."}) vocab << t << "\n";
-        for (const char* w : words) vocab << w << "\n";
+        test_support::write_toy_corpus(dir_, 16, 30, 7, 11);
     }
     void TearDown() override { fs::remove_all(dir_); }
 
