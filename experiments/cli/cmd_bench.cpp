@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "cli_util.h"
+#include "matmul_rate.h"
 #include "commands.h"
 #include "engine/bert.h"
 #include "engine/train_step.h"
@@ -40,12 +41,6 @@ std::vector<std::string> split_commas(const std::string& s) {
 
 double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-void synchronize(const torch::Device& device) {
-    // A CUDA step is only finished when the stream is; a zero-sized host copy forces that on
-    // LibTorch 1.13 and 2.x alike.
-    if (device.is_cuda()) torch::zeros({1}, torch::TensorOptions().device(device)).cpu();
 }
 
 // ---- FLOPs ------------------------------------------------------------------------------------
@@ -159,26 +154,11 @@ double peak_rss_bytes() {
 /// repetitions or 1.5 s.
 double measure_matmul_peak(const engine::ModelConfig& c, int64_t N, torch::ScalarType dtype,
                            const torch::Device& device) {
-    torch::NoGradGuard no_grad;
     const int64_t C = c.hidden_size, F = c.intermediate_size;
-    const std::vector<std::array<int64_t, 3>> shapes = {
-        {N, C, F}, {N, F, C}, {N, C, 3 * C}, {1024, 1024, 1024}};
-    const auto opts = torch::TensorOptions().dtype(dtype).device(device);
     double best = 0;
-    for (const auto& s : shapes) {
-        auto a = torch::randn({s[0], s[1]}, opts), b = torch::randn({s[1], s[2]}, opts);
-        auto out = torch::empty({s[0], s[2]}, opts);
-        torch::mm_out(out, a, b);  // warm-up: BLAS buffers, oneDNN primitives
-        synchronize(device);
-        const double flops = 2.0 * static_cast<double>(s[0] * s[1] * s[2]);
-        const auto start = Clock::now();
-        for (int rep = 0; rep < 3 && (rep == 0 || seconds_since(start) < 1.5); ++rep) {
-            const auto t0 = Clock::now();
-            torch::mm_out(out, a, b);
-            synchronize(device);
-            best = std::max(best, flops / seconds_since(t0));
-        }
-    }
+    for (const auto& s : std::vector<std::array<int64_t, 3>>{
+             {N, C, F}, {N, F, C}, {N, C, 3 * C}, {1024, 1024, 1024}})
+        best = std::max(best, matmul_flops(s[0], s[1], s[2], dtype, device));
     return best;
 }
 

@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "cli_util.h"
+#include "matmul_rate.h"
 #include "commands.h"
 
 namespace cli {
@@ -52,22 +53,6 @@ std::set<std::string> cpu_flags() {
     std::string f;
     while (ss >> f) out.insert(f);
     return out;
-}
-
-double matmul_gflops(int64_t n, torch::ScalarType dtype) {
-    torch::NoGradGuard no_grad;
-    auto a = torch::randn({n, n}).to(dtype), b = torch::randn({n, n}).to(dtype);
-    auto c = torch::empty({n, n}, a.options());
-    torch::mm_out(c, a, b);  // warm-up
-    double best = 0;
-    for (int i = 0; i < 3; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        torch::mm_out(c, a, b);
-        const double s =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        best = std::max(best, 2.0 * static_cast<double>(n * n * n) / s / 1e9);
-    }
-    return best;
 }
 
 std::string fmt1(double v) {
@@ -144,8 +129,8 @@ int cmd_doctor(const Argv& argv) {
 
     double fp32 = 0, bf16 = 0;
     if (!args.has("no-matmul")) {
-        fp32 = matmul_gflops(1024, torch::kFloat);
-        bf16 = matmul_gflops(512, torch::kBFloat16);
+        fp32 = matmul_flops(1024, 1024, 1024, torch::kFloat) / 1e9;
+        bf16 = matmul_flops(512, 512, 512, torch::kBFloat16) / 1e9;
         line("matmul fp32", fmt1(fp32) + " GFLOP/s (1024^3, best of 3, " +
                                 std::to_string(at::get_num_threads()) + " aten threads)");
         line("matmul bf16", fmt1(bf16) + " GFLOP/s (512^3, best of 3)");
