@@ -204,3 +204,11 @@ TEST_F(CliTest, AnalyzeWritesMapsFiguresAndIndex) {
                           "32");
     EXPECT_EQ(tupe("analyze " + quote(ckpt) + " --text a --corpus b --out x").status, 2);
 }
+
+TEST_F(CliTest, DoctorNamesTheBlasAndBenchRefusesAnUnknownDtype) {
+    const Result doctor = tupe("doctor --no-matmul");
+    EXPECT_EQ(doctor.status, 0) << doctor.err;
+    EXPECT_NE(doctor.out.find("libtorch"), std::string::npos) << doctor.out;
+    EXPECT_NE(doctor.out.find("blas library"), std::string::npos) << doctor.out;
+    expect_one_line_error(tupe("bench --dtype fp64"), "expected fp32 or bf16, got 'fp64'");
+}
