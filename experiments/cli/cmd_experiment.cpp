@@ -164,7 +164,14 @@ int cmd_glue(const Argv& argv) {
     if (format != "table" && format != "json") throw UsageError("--format must be table or json");
     const std::string dir = args.required("dir");
     if (!fs::is_directory(dir)) throw engine::InputError(dir, "not a directory");
-    std::cout << experiments::glue_stats(dir, format == "json");
+    int unreadable = 0;
+    std::cout << experiments::glue_stats(dir, format == "json", &unreadable);
+    // The report is printed either way; a malformed file still makes the command fail, so a
+    // script that checks a download notices it.
+    if (unreadable > 0)
+        throw engine::InputError(dir, std::to_string(unreadable) +
+                                          " split file(s) could not be read; the report names "
+                                          "each file and line");
     return 0;
 }
 

@@ -369,7 +369,8 @@ std::map<std::string, Split> load_task(const TaskInfo& task, const std::string& 
     return out;
 }
 
-std::string glue_stats(const std::string& glue_dir, bool json) {
+std::string glue_stats(const std::string& glue_dir, bool json, int* unreadable) {
+    if (unreadable) *unreadable = 0;
     std::error_code ec;
     if (!fs::is_directory(glue_dir, ec))
         throw engine::InputError(glue_dir, "not a directory (expected the glue_data folder)");
@@ -426,6 +427,7 @@ std::string glue_stats(const std::string& glue_dir, bool json) {
             } catch (const engine::InputError& e) {
                 js["error"] = e.what();
                 rows.push_back({task.name, name, "-", expected_text, "ERROR", "-", e.what()});
+                if (unreadable) ++*unreadable;
             }
             jt["splits"].push_back(js);
         }

@@ -212,3 +212,17 @@ TEST_F(CliTest, DoctorNamesTheBlasAndBenchRefusesAnUnknownDtype) {
     EXPECT_NE(doctor.out.find("blas library"), std::string::npos) << doctor.out;
     expect_one_line_error(tupe("bench --dtype fp64"), "expected fp32 or bf16, got 'fp64'");
 }
+
+TEST_F(CliTest, GlueStatsFailsWhenASplitFileIsMalformed) {
+    fs::create_directories(dir_ / "glue" / "RTE");
+    const std::string header = "index\tsentence1\tsentence2\tlabel\n";
+    std::ofstream(dir_ / "glue" / "RTE" / "train.tsv") << header << "0\ta\tb\tentailment\n";
+    std::ofstream(dir_ / "glue" / "RTE" / "dev.tsv") << header << "0\ta\tb\tentailment\n";
+    const Result good = tupe("glue stats --dir " + quote((dir_ / "glue").string()));
+    EXPECT_EQ(good.status, 0) << good.err;
+    std::ofstream(dir_ / "glue" / "RTE" / "dev.tsv", std::ios::app) << "1\tonly two\n";
+    const Result bad = tupe("glue stats --dir " + quote((dir_ / "glue").string()));
+    expect_one_line_error(bad, "1 split file(s) could not be read");
+    EXPECT_NE(bad.out.find("dev.tsv:3: expected 4 tab-separated fields, got 2"), std::string::npos)
+        << bad.out;
+}

@@ -91,6 +91,7 @@ std::map<std::string, Split> load_task(const TaskInfo& task, const std::string& 
 /// fails to load shows its error instead. GLUE tasks without a folder are listed as missing;
 /// synthetic tasks only appear when present. `json` selects a JSON document (nlohmann) over
 /// an aligned text table. Throws engine::InputError when glue_dir is not a directory.
-std::string glue_stats(const std::string& glue_dir, bool json);
+/// `unreadable`, when given, receives the number of split files that failed to load.
+std::string glue_stats(const std::string& glue_dir, bool json, int* unreadable = nullptr);
 
 }  // namespace experiments
