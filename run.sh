@@ -17,7 +17,8 @@ JOBS="${TUPE_JOBS:-$(nproc)}"
 
 APT_PACKAGES=(
     build-essential cmake ninja-build git pkg-config
-    libtorch-dev libgloo-dev libopenblas0-pthread   # LibTorch 1.13 (CPU), c10d headers, fast BLAS
+    libtorch-dev libgloo-dev                         # LibTorch 1.13 (CPU), c10d headers
+    libopenblas0-openmp libtcmalloc-minimal4         # BLAS on ATen's OpenMP pool; an allocator that keeps pages
     libicu-dev zlib1g-dev                            # Unicode for the tokenizer; checkpoint CRCs
     libyaml-cpp-dev libsqlite3-dev nlohmann-json3-dev
     qt6-base-dev libqcustomplot-dev libqcustomplot2.1-qt6

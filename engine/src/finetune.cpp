@@ -11,6 +11,7 @@
 
 #include "engine/corpus.h"
 #include "engine/errors.h"
+#include "engine/threads.h"
 #include "engine/trainer.h"
 #include "optim_util.h"
 
@@ -275,7 +276,7 @@ FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& t
     };
     const ModelConfig& model_config = pretrained->config();
     validate(config, model_config, tokenizer, train);
-    if (config.threads > 0) at::set_num_threads(static_cast<int>(config.threads));
+    apply_thread_count(config.threads);
     torch::Device device(torch::kCPU);
     try {
         device = resolve_device(config.device);

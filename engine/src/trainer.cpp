@@ -18,6 +18,7 @@
 #include "engine/corpus.h"
 #include "engine/distributed.h"
 #include "engine/errors.h"
+#include "engine/threads.h"
 #include "engine/tokenizer.h"
 #include "engine/train_step.h"
 #include "optim_util.h"
@@ -229,7 +230,7 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         throw std::invalid_argument("train.batch_size (" + std::to_string(t.batch_size) +
                                     ") must be a multiple of ranks (" + std::to_string(world) +
                                     ") x train.grad_accum (" + std::to_string(t.grad_accum) + ")");
-    if (t.threads > 0) at::set_num_threads(static_cast<int>(t.threads));
+    apply_thread_count(t.threads);
     const torch::Device device = resolve_device(t.device);
 
     // Data: vocab, tokenizer, cached corpus, blocks.

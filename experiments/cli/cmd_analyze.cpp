@@ -18,6 +18,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "engine/errors.h"
+#include "engine/threads.h"
 #include "engine/trainer.h"
 #include "experiments/analysis_artifacts.h"
 #include "experiments/result_store.h"
@@ -496,7 +497,7 @@ int cmd_analyze(const Argv& argv) {
         throw UsageError("give exactly one of --text and --corpus");
     if (args.has("sentences") && !args.has("corpus"))
         throw UsageError("--sentences goes with --corpus");
-    if (args.has("threads")) at::set_num_threads(static_cast<int>(args.get_int("threads", 0)));
+    engine::apply_thread_count(args.get_int("threads", 0));
     const bool record = args.has("db") || args.has("experiment") || args.has("run");
     if (record && !(args.has("db") && args.has("experiment") && args.has("run")))
         throw UsageError("--db, --experiment and --run go together");

@@ -5,8 +5,6 @@
 // H heads, F FFN width, V vocabulary, M masked positions, N = B * T, S = B * H * T * T.
 #include <sys/resource.h>
 #include <unistd.h>
-#include <malloc.h>
-#include <sched.h>
 
 #include <torch/torch.h>
 
@@ -21,8 +19,10 @@
 
 #include "cli_util.h"
 #include "matmul_rate.h"
+#include "runtime_info.h"
 #include "commands.h"
 #include "engine/bert.h"
+#include "engine/threads.h"
 #include "engine/train_step.h"
 
 namespace cli {
@@ -204,12 +204,6 @@ std::string fmt(const char* f, double v) {
 
 std::string mib(double bytes) { return fmt("%.0f", bytes / (1024.0 * 1024.0)); }
 
-int available_cpus() {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-    return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-}
-
 std::string load_average() {
     std::ifstream in("/proc/loadavg");
     std::string a, b, c;
@@ -231,7 +225,7 @@ int cmd_bench(const Argv& argv) {
     const int64_t seq = args.get_int("seq", 128), batch = args.get_int("batch", 32);
     const int64_t steps = args.get_int("steps", 10), warmup = args.get_int("warmup", 2);
     const int64_t vocab = args.get_int("vocab-size", 30522);
-    const int threads = static_cast<int>(args.get_int("threads", available_cpus()));
+    const int threads = static_cast<int>(args.get_int("threads", engine::available_cpus()));
     if (dtype != "fp32" && dtype != "bf16")
         throw UsageError("--dtype: expected fp32 or bf16, got '" + dtype + "'");
     if (format != "table" && format != "json")
@@ -248,7 +242,9 @@ int cmd_bench(const Argv& argv) {
 
     std::cerr << "bench: size " << size << ", seq " << seq << ", batch " << batch << ", vocab "
               << vocab << ", " << at::get_num_threads() << " threads, " << dtype << ", "
-              << device.str() << ", " << optimizer << " AdamW; median of " << steps << " steps after " << warmup
+              << device.str() << ", " << optimizer << " AdamW, BLAS threads "
+              << (blas_threading().empty() ? std::string("not OpenBLAS") : blas_threading())
+              << ", " << allocator_name() << "; median of " << steps << " steps after " << warmup
               << " warm-up steps, variants interleaved step by step; load average "
               << load_average() << "\n";
 
@@ -275,7 +271,7 @@ int cmd_bench(const Argv& argv) {
             std::cerr << "  matmul peak (" << dtype << ", best of the model's shapes): "
                       << fmt("%.1f", peak_flops / 1e9) << " GFLOP/s\n";
         }
-        malloc_trim(0);
+        release_free_memory();
         hwm_reset = reset_peak_rss() && hwm_reset;
         v.rss_base = proc_status_bytes("VmRSS");
         torch::manual_seed(1);
@@ -334,6 +330,7 @@ int cmd_bench(const Argv& argv) {
         out["threads"] = at::get_num_threads(), out["dtype"] = dtype, out["device"] = device.str();
         out["steps"] = steps, out["warmup"] = warmup, out["load_average"] = load_average();
         out["optimizer"] = optimizer;
+        out["blas_threading"] = blas_threading(), out["allocator"] = allocator_name();
         out["matmul_peak_flops"] = peak_flops;
         out["peak_rss_per_variant"] = hwm_reset;
         for (const auto& v : variants) {

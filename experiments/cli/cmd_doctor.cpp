@@ -3,7 +3,6 @@
 // kernels on CPUs it does not know; the launcher in main.cpp corrects that), threads, CPU
 // flags, a quick fp32/bf16 matmul rate, and advice.
 #include <dlfcn.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <ATen/Parallel.h>
@@ -21,7 +20,9 @@
 
 #include "cli_util.h"
 #include "matmul_rate.h"
+#include "runtime_info.h"
 #include "commands.h"
+#include "engine/threads.h"
 
 namespace cli {
 
@@ -108,17 +109,23 @@ int cmd_doctor(const Argv& argv) {
                                                env_or("TUPE_BLAS_REEXEC", "") + ")"
                                          : " (set by you)");
         line("blas core", core + ", " + how);
-        if (threads_fn) line("blas threads", std::to_string(threads_fn()));
+        if (threads_fn)
+            line("blas threads", std::to_string(threads_fn()) + ", " + blas_threading() +
+                                     (blas_threading() == "OpenMP" ? " (ATen's own pool)" : ""));
     } else {
         line("blas library", "not OpenBLAS (no openblas_get_config symbol); MKL or reference BLAS");
     }
 
-    cpu_set_t set;
-    const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    line("allocator", allocator_name());
+
+    const int cpus = engine::available_cpus();
     line("cpus available", std::to_string(cpus));
-    line("aten threads", std::to_string(at::get_num_threads()) + " intra-op, " +
-                             std::to_string(at::get_num_interop_threads()) + " inter-op (OMP_NUM_THREADS=" +
-                             env_or("OMP_NUM_THREADS", "unset") + ")");
+    const int library_default = at::get_num_threads();
+    const int used = engine::apply_thread_count(0);  // what tupe's commands use without --threads
+    line("aten threads", std::to_string(used) + " intra-op (LibTorch's own default: " +
+                             std::to_string(library_default) + "), " +
+                             std::to_string(at::get_num_interop_threads()) +
+                             " inter-op (OMP_NUM_THREADS=" + env_or("OMP_NUM_THREADS", "unset") + ")");
     line("cpu", cpuinfo_field("model name"));
     const auto flags = cpu_flags();
     std::string shown;
@@ -148,10 +155,18 @@ int cmd_doctor(const Argv& argv) {
                          (flags.count("avx512f") ? "SkylakeX" : "Haswell") +
                          " (the tupe launcher does this itself unless OPENBLAS_CORETYPE is set or "
                          "OpenBLAS lacks DYNAMIC_ARCH)");
-    if (cpus > 1 && at::get_num_threads() < cpus)
-        advice.push_back("ATen uses " + std::to_string(at::get_num_threads()) + " of " +
-                         std::to_string(cpus) +
-                         " CPUs: pass --threads N to bench/analyze/run (or set OMP_NUM_THREADS)");
+    if (cpus > 1 && used < cpus)
+        advice.push_back("ATen uses " + std::to_string(used) + " of " + std::to_string(cpus) +
+                         " CPUs (OMP_NUM_THREADS): pass --threads N to bench/analyze/run");
+    if (blas_threading() == "pthreads" && at::get_num_threads() > 1)
+        advice.push_back("OpenBLAS runs its own pthreads beside ATen's OpenMP threads, and the "
+                         "two pools spin against each other (small size: 2.56 instead of 1.72 "
+                         "s/step): install libopenblas0-openmp and rebuild (cmake/TupeRuntime.cmake), "
+                         "or export OMP_WAIT_POLICY=PASSIVE");
+    if (allocator_name() != "tcmalloc")
+        advice.push_back("glibc malloc returns large tensors to the kernel and faults them in "
+                         "again every step: the tupe command links tcmalloc when "
+                         "libtcmalloc-minimal4 is installed at build time");
     const bool native_bf16 = flags.count("avx512_bf16") || flags.count("amx_bf16");
     if (!native_bf16)
         advice.push_back("no AVX512-BF16 or AMX on this CPU: bf16 matmuls are emulated" +

@@ -11,6 +11,7 @@
 
 #include "analysis/metrics.h"
 #include "cli_util.h"
+#include "engine/threads.h"
 #include "commands.h"
 #include "engine/errors.h"
 #include "experiments/experiment.h"
@@ -47,7 +48,7 @@ int cmd_run(const Argv& argv) {
     options.jobs = args.get_int("jobs", 0);
     options.threads = args.get_int("threads", 0);
     options.self_exe = self_exe();
-    if (options.threads > 0) at::set_num_threads(static_cast<int>(options.threads));
+    engine::apply_thread_count(options.threads);
     const bool quiet = args.has("quiet");
 
     StopOnSignal stop_on_signal;

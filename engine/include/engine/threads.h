@@ -1,0 +1,20 @@
+// How many intra-op threads training uses when the user does not say.
+//
+// LibTorch's own default counts physical cores through cpuinfo, which on some VMs reports one
+// core for two vCPUs (this project's CI machine: `at::get_num_threads()` is 1 with 2 CPUs, in
+// Python too), so "library default" silently halves elementwise throughput. The workbench's
+// default is the CPUs this process may run on, unless OMP_NUM_THREADS says otherwise.
+#pragma once
+
+#include <cstdint>
+
+namespace engine {
+
+/// CPUs in this process's affinity mask (sched_getaffinity), at least 1.
+int available_cpus();
+
+/// Sets ATen's intra-op threads: `requested` when > 0, else OMP_NUM_THREADS when set, else
+/// available_cpus(). Returns the count now in force.
+int apply_thread_count(int64_t requested);
+
+}  // namespace engine

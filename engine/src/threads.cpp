@@ -1,0 +1,31 @@
+#include "engine/threads.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace engine {
+
+int available_cpus() {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+    return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
+int apply_thread_count(int64_t requested) {
+    int n = static_cast<int>(requested);
+    if (n <= 0) {
+        const char* omp = std::getenv("OMP_NUM_THREADS");
+        n = omp ? std::atoi(omp) : 0;  // ATen honours it already; 0 means not a number
+        if (n > 0) return at::get_num_threads();
+        n = available_cpus();
+    }
+    if (at::get_num_threads() != n) at::set_num_threads(n);
+    return n;
+}
+
+}  // namespace engine
