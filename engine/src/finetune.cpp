@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 
 #include "engine/corpus.h"
+#include "engine/distributed.h"
 #include "engine/errors.h"
 #include "engine/threads.h"
 #include "engine/trainer.h"
@@ -91,17 +94,33 @@ Batch make_batch(const std::vector<Encoded>& data, const std::vector<size_t>& id
     return out;
 }
 
-// Logits (B, L) in fp32 (autocast may produce bf16/fp16) -> scalar loss.
-torch::Tensor task_loss(const torch::Tensor& logits, const torch::Tensor& labels, bool regression) {
+// Logits (B, L) in fp32 (autocast may produce bf16/fp16) -> scalar loss: the mean over the
+// batch, or with data parallelism this shard's sum over the global batch size `denominator`
+// (the ranks' losses then add up to the global batch's mean, and so do their gradients).
+torch::Tensor task_loss(const torch::Tensor& logits, const torch::Tensor& labels, bool regression,
+                        int64_t denominator = 0) {
     auto x = logits.to(torch::kFloat);
-    if (regression) return F::mse_loss(x.view({-1}), labels);  // (B, 1) -> (B)
-    return F::cross_entropy(x, labels);
+    if (denominator <= 0) {
+        if (regression) return F::mse_loss(x.view({-1}), labels);  // (B, 1) -> (B)
+        return F::cross_entropy(x, labels);
+    }
+    const auto sum = regression
+                         ? F::mse_loss(x.view({-1}), labels, F::MSELossFuncOptions(torch::kSum))
+                         : F::cross_entropy(x, labels, F::CrossEntropyFuncOptions().reduction(torch::kSum));
+    return sum / static_cast<double>(denominator);
+}
+
+// Rank `rank`'s contiguous share of `n` items: [begin, end), sizes differing by at most one.
+std::pair<size_t, size_t> shard_of(size_t n, int rank, int world) {
+    return {n * static_cast<size_t>(rank) / static_cast<size_t>(world),
+            n * static_cast<size_t>(rank + 1) / static_cast<size_t>(world)};
 }
 
 // Predictions for one dev set, in its order: argmax label (as double) or the regressed value.
+// With `dist`, rank r predicts batches r, r + world, ... and the ranks sum their vectors.
 std::vector<double> predict(BertForSequenceClassification& model, const std::vector<Encoded>& data,
                             int64_t batch_size, int64_t pad_id, const FinetuneConfig& config,
-                            torch::Device device) {
+                            torch::Device device, DistributedContext* dist) {
     torch::NoGradGuard no_grad;
     const bool regression = config.num_labels == 1;
     // Sorted by length so that each batch pads little; results go back to their indices.
@@ -110,7 +129,9 @@ std::vector<double> predict(BertForSequenceClassification& model, const std::vec
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return data[a].ids.size() < data[b].ids.size(); });
     std::vector<double> out(data.size(), 0.0);
-    for (size_t begin = 0; begin < order.size(); begin += static_cast<size_t>(batch_size)) {
+    const size_t stride = static_cast<size_t>(batch_size) * (dist ? dist->world_size() : 1);
+    const size_t first = static_cast<size_t>(batch_size) * (dist ? dist->rank() : 0);
+    for (size_t begin = first; begin < order.size(); begin += stride) {
         const std::vector<size_t> idx(
             order.begin() + begin,
             order.begin() + std::min(order.size(), begin + static_cast<size_t>(batch_size)));
@@ -126,6 +147,13 @@ std::vector<double> predict(BertForSequenceClassification& model, const std::vec
         values = values.to(torch::kDouble).cpu().contiguous();
         const double* p = values.data_ptr<double>();
         for (size_t k = 0; k < idx.size(); ++k) out[idx[k]] = p[k];
+    }
+    if (dist && !out.empty()) {
+        auto all = torch::from_blob(out.data(), {static_cast<int64_t>(out.size())}, torch::kDouble)
+                       .to(dist->device());
+        dist->all_reduce_sum_(all);
+        all = all.cpu().contiguous();
+        std::copy(all.data_ptr<double>(), all.data_ptr<double>() + out.size(), out.begin());
     }
     return out;
 }
@@ -269,7 +297,8 @@ std::vector<std::vector<size_t>> bucketed_batches(const std::vector<int64_t>& le
 FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& tokenizer,
                         const std::vector<LabeledText>& train,
                         const std::vector<std::vector<LabeledText>>& dev_sets,
-                        const FinetuneConfig& config, const FinetuneCallbacks& cb) {
+                        const FinetuneConfig& config, const FinetuneCallbacks& cb,
+                        DistributedContext* dist) {
     using Clock = std::chrono::steady_clock;
     auto say = [&](const std::string& m) {
         if (cb.on_message) cb.on_message(m);
@@ -308,6 +337,25 @@ FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& t
     BertForSequenceClassification model(model_config, config.num_labels, config.classifier_dropout);
     model->load_pretrained(pretrained);
     model->to(device);
+    const int world = dist ? dist->world_size() : 1;
+    const int rank = dist ? dist->rank() : 0;
+    std::unique_ptr<GradientReducer> reducer;
+    if (dist) {
+        // The same data everywhere (each rank reads its own copy of the task files), then one
+        // set of weights: rank 0's.
+        const double sizes[] = {static_cast<double>(train.size()), static_cast<double>(dev_sets.size())};
+        const auto sums = dist->all_reduce_sum({sizes[0], sizes[1]});
+        if (sums[0] != sizes[0] * world || sums[1] != sizes[1] * world)
+            throw DistributedError("rank " + std::to_string(rank) + ": " +
+                                   std::to_string(train.size()) + " train examples and " +
+                                   std::to_string(dev_sets.size()) +
+                                   " dev sets, but not every rank has the same; each rank must "
+                                   "read the same task files");
+        auto tensors = model->parameters();
+        for (const auto& b : model->buffers()) tensors.push_back(b);
+        dist->broadcast(tensors);
+        reducer = std::make_unique<GradientReducer>(*dist, model->parameters());
+    }
     auto optimizer = detail::make_adamw(
         *model, {config.lr, kAdamBeta1, kAdamBeta2, kAdamEps, config.weight_decay});
     std::vector<torch::Tensor> params = model->parameters();
@@ -324,6 +372,7 @@ FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& t
            << dev_sets.size() << " dev set(s), " << config.epochs << " epochs of "
            << steps_per_epoch << " steps, " << warmup_steps << " warm-up steps, on "
            << device.str();
+        if (dist) os << ", " << world << " ranks (" << dist->backend_name() << ")";
         say(os.str());
     }
 
@@ -335,7 +384,8 @@ FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& t
         double loss_sum = 0;
         for (const auto& idx : bucketed_batches(lengths, config.batch_size, config.seed,
                                                 static_cast<uint64_t>(epoch))) {
-            if (cb.stop && cb.stop->load()) {
+            bool stop = cb.stop && cb.stop->load();
+            if (stop && !dist) {
                 result.stopped = true;
                 say("fine-tuning stopped at step " + std::to_string(step));
                 return result;
@@ -343,20 +393,56 @@ FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& t
             detail::set_lr(optimizer,
                            detail::linear_warmup_decay(config.lr, step, warmup_steps, total_steps));
             optimizer.zero_grad();
-            Batch b = make_batch(train_enc, idx, &train, regression, pad_id, device);
-            torch::Tensor logits;
-            {
-                detail::AutocastGuard autocast(config.dtype, device, "finetune.dtype");
-                logits = model->forward(b.input_ids, b.attention_mask, b.token_type_ids);
+            // This process's examples of the global batch: all of them, or a rank's shard
+            // (possibly empty when the batch has fewer examples than there are ranks).
+            std::vector<size_t> mine = idx;
+            if (dist) {
+                const auto [begin, end] = shard_of(idx.size(), rank, world);
+                mine.assign(idx.begin() + static_cast<std::ptrdiff_t>(begin),
+                            idx.begin() + static_cast<std::ptrdiff_t>(end));
+                // Dropout: an own stream per rank and step.
+                torch::manual_seed(config.seed + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(step + 1) +
+                                   static_cast<uint64_t>(rank));
             }
-            torch::Tensor loss = task_loss(logits, b.labels, regression);
-            const double value = loss.item<double>();
-            if (!std::isfinite(value))
-                throw TrainingDiverged("fine-tuning step " + std::to_string(step + 1) + " of " +
+            torch::Tensor loss;
+            double value = 0;
+            if (!mine.empty()) {
+                Batch b = make_batch(train_enc, mine, &train, regression, pad_id, device);
+                torch::Tensor logits;
+                {
+                    detail::AutocastGuard autocast(config.dtype, device, "finetune.dtype");
+                    logits = model->forward(b.input_ids, b.attention_mask, b.token_type_ids);
+                }
+                loss = task_loss(logits, b.labels, regression,
+                                 dist ? static_cast<int64_t>(idx.size()) : 0);
+                value = loss.item<double>();
+            }
+            bool finite = std::isfinite(value);
+            if (dist) {
+                // One small all-reduce: the global batch's loss, and whether any rank stops or
+                // diverged (then all do the same, before any gradient is exchanged).
+                const auto sums = dist->all_reduce_sum(
+                    {finite ? value : 0.0, finite ? 0.0 : 1.0, stop ? 1.0 : 0.0});
+                if (sums[2] > 0) {
+                    result.stopped = true;
+                    say("fine-tuning stopped at step " + std::to_string(step));
+                    return result;
+                }
+                if (sums[1] > 0 && finite) {
+                    finite = false;
+                    value = std::numeric_limits<double>::quiet_NaN();
+                }
+                if (finite) value = sums[0];
+            }
+            if (!finite)
+                throw TrainingDiverged((dist ? "rank " + std::to_string(rank) + ": " : std::string()) +
+                                       "fine-tuning step " + std::to_string(step + 1) + " of " +
                                        std::to_string(total_steps) + " (epoch " +
                                        std::to_string(epoch + 1) + "): loss is " +
                                        std::to_string(value) + " (try a lower lr or clip_norm)");
-            loss.backward();
+            if (reducer) reducer->begin_step(1);
+            if (loss.defined()) loss.backward();
+            if (reducer) reducer->finish_step();
             if (config.clip_norm > 0) torch::nn::utils::clip_grad_norm_(params, config.clip_norm);
             optimizer.step();
             ++step;
@@ -368,7 +454,8 @@ FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& t
         r.train_loss = loss_sum / static_cast<double>(n);
         model->eval();
         for (const auto& dev : dev_enc)
-            r.predictions.push_back(predict(model, dev, config.batch_size, pad_id, config, device));
+            r.predictions.push_back(
+                predict(model, dev, config.batch_size, pad_id, config, device, dist));
         r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
         result.epochs.push_back(r);
         if (cb.on_epoch) cb.on_epoch(result.epochs.back());

@@ -11,8 +11,10 @@
 
 #include "analysis/metrics.h"
 #include "cli_util.h"
-#include "engine/threads.h"
 #include "commands.h"
+#include "engine/distributed.h"
+#include "engine/threads.h"
+#include "launcher.h"
 #include "engine/errors.h"
 #include "experiments/experiment.h"
 #include "experiments/glue_data.h"
@@ -41,19 +43,67 @@ std::string one_file(const Args& args, const char* what) {
 }  // namespace
 
 int cmd_run(const Argv& argv) {
-    Args args(argv, {"jobs", "job", "threads"}, {"quiet"}, {"set"});
+    Args args(argv, {"jobs", "job", "threads", "nproc-per-node"}, {"quiet"}, {"set"});
     const auto spec = experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
     experiments::RunnerOptions options;
     options.only_job = args.get("job");
     options.jobs = args.get_int("jobs", 0);
     options.threads = args.get_int("threads", 0);
     options.self_exe = self_exe();
-    engine::apply_thread_count(options.threads);
+    options.overrides = args.all("set");
     const bool quiet = args.has("quiet");
+
+    // Data parallelism: `--nproc-per-node N` runs each job on N local workers (for one job,
+    // this process is their launcher); a worker started by it, torchrun or srun joins its group.
+    const long long nproc = args.get_int("nproc-per-node", 1);
+    if (nproc < 1 || nproc > 1024) throw UsageError("--nproc-per-node must be in [1, 1024]");
+    if (nproc > 1 && engine::distributed_env_present())
+        throw UsageError("--nproc-per-node with RANK/WORLD_SIZE already set: use one launcher "
+                         "(torchrun/srun or --nproc-per-node), not both");
+    if (nproc > 1 && args.has("jobs"))
+        throw UsageError("--jobs and --nproc-per-node: choose parallel jobs or data-parallel jobs");
+    if (nproc > 1 && !options.only_job.empty()) {
+        const auto plan = experiments::make_plan(spec);
+        bool known = false;
+        for (const auto& j : plan) known = known || j.name == options.only_job;
+        if (!known) throw UsageError("no job named '" + options.only_job + "' in " + spec.path);
+        LaunchSpec launch;
+        launch.command = "run";
+        launch.nproc = static_cast<int>(nproc);
+        launch.threads_each = threads_per_worker(options.threads, launch.nproc);
+        launch.worker_args = without_option(argv, "nproc-per-node");
+        launch.worker_args = without_option(launch.worker_args, "threads");
+        launch.worker_args.insert(launch.worker_args.begin(), {"tupe", "run"});
+        launch.worker_args.insert(launch.worker_args.end(),
+                                  {"--threads", std::to_string(launch.threads_each)});
+        launch.failure_hint = "; `tupe status` shows the job, and running the same command redoes it";
+        return launch_local_workers(launch);
+    }
+    options.nproc_per_node = nproc;
+    std::unique_ptr<engine::DistributedContext> group;
+    if (engine::distributed_env_present()) {
+        if (options.only_job.empty())
+            throw UsageError("a data-parallel worker (RANK/WORLD_SIZE set) runs one job: pass "
+                             "--job NAME, or run the whole plan with --nproc-per-node N");
+        std::string device = "cpu";  // the job's variant's train.device picks Gloo or NCCL
+        for (const auto& job : experiments::make_plan(spec))
+            if (job.name == options.only_job)
+                for (const auto& v : spec.variants)
+                    if (v.name == job.variant) device = v.config.train.device;
+        try {
+            group = join_worker_group(device, options.threads);
+        } catch (const engine::DistributedError& e) {
+            std::cerr << "tupe run: error: " << e.what() << "\n";
+            return kPeerFailureStatus;
+        }
+        options.dist = group.get();
+    }
+    engine::apply_thread_count(options.threads);
+    const bool main_rank = !group || group->is_main();
 
     StopOnSignal stop_on_signal;
     const auto plan = experiments::make_plan(spec);
-    if (!quiet)
+    if (!quiet && main_rank)
         std::cerr << "experiment " << spec.name << ": " << spec.variants.size() << " variants, "
                   << plan.size() << " jobs, results in " << spec.database << "\n";
     ProgressBar bar(static_cast<long long>(plan.size()) * 100, 1000000);
@@ -61,12 +111,12 @@ int cmd_run(const Argv& argv) {
     experiments::RunnerCallbacks cb;
     cb.stop = stop_on_signal.flag();
     cb.on_message = [&](const std::string& m) {
-        if (quiet) return;
+        if (quiet || !main_rank) return;
         bar.finish();
         std::cerr << m << "\n";
     };
     cb.on_progress = [&](const experiments::PlanProgress& p) {
-        if (quiet) return;
+        if (quiet || !main_rank) return;
         if (p.current != last_job) {
             bar.finish();
             std::cerr << "[" << p.done + 1 << "/" << p.total << "] " << p.current << "\n";
@@ -76,8 +126,16 @@ int cmd_run(const Argv& argv) {
         if (p.eta_seconds >= 0) status += "  plan ETA " + format_duration(p.eta_seconds);
         bar.update(static_cast<long long>((p.done + p.job_fraction) * 100), status);
     };
-    const auto summary = experiments::run_experiment(spec, options, cb);
+    experiments::RunSummary summary;
+    try {
+        summary = experiments::run_experiment(spec, options, cb);
+    } catch (const engine::DistributedError& e) {
+        bar.finish();
+        std::cerr << "tupe run: error: " << e.what() << "\n";
+        return kPeerFailureStatus;
+    }
     bar.finish();
+    if (!main_rank) return summary.stopped ? 130 : 0;
     if (!quiet)
         std::cerr << spec.name << ": " << summary.finished << " finished, " << summary.skipped
                   << " already done, " << summary.failed << " failed"

@@ -61,8 +61,11 @@ const std::map<std::string, Command>& commands() {
           "the paper's attention maps and figures (Fig. 2 terms, TUPE Fig. 6, [CLS]) as "
           ".npy/.csv/.png"}},
         {"run",
-         {cli::cmd_run, "run EXPERIMENT.yaml [--set key=value ...] [--jobs N] [--threads N]",
-          "run an ablation study: pretrain every variant, fine-tune every task/lr/seed"}},
+         {cli::cmd_run,
+          "run EXPERIMENT.yaml [--set key=value ...] [--jobs N] [--threads N] [--job NAME] "
+          "[--nproc-per-node N]",
+          "run an ablation study: pretrain every variant, fine-tune every task/lr/seed (each job "
+          "on N data-parallel workers with --nproc-per-node)"}},
         {"status",
          {cli::cmd_status, "status EXPERIMENT.yaml", "jobs of an experiment and their state"}},
         {"report",

@@ -28,7 +28,7 @@ const std::vector<std::string> kAnalysisKeys = {"checkpoints", "corpus",     "se
 const std::vector<std::string> kGlueKeys = {"data", "tasks", "synthetic_train", "synthetic_dev"};
 const std::vector<std::string> kFinetuneKeys = {"lrs",          "seeds",        "batch_size",
                                                 "epochs",       "warmup_ratio", "weight_decay",
-                                                "max_seq_len"};
+                                                "max_seq_len",  "classifier_dropout"};
 const std::vector<std::string> kVariantKeys = {"name", "preset", "set"};
 
 long line_of(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().line + 1; }
@@ -194,6 +194,11 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
         if (f["warmup_ratio"]) p.warmup_ratio = r.scalar<double>(f["warmup_ratio"], "finetune.warmup_ratio", "a number");
         if (f["weight_decay"]) p.weight_decay = r.scalar<double>(f["weight_decay"], "finetune.weight_decay", "a number");
         if (f["max_seq_len"]) p.max_seq_len = r.scalar<int64_t>(f["max_seq_len"], "finetune.max_seq_len", "an integer");
+        if (f["classifier_dropout"]) {
+            p.classifier_dropout = r.scalar<double>(f["classifier_dropout"], "finetune.classifier_dropout", "a number");
+            if (!(p.classifier_dropout >= 0 && p.classifier_dropout < 1))
+                r.fail(f["classifier_dropout"], "finetune.classifier_dropout", "must be in [0, 1)");
+        }
         if (p.batch_size < 1) r.fail(f["batch_size"], "finetune.batch_size", "must be >= 1");
         if (p.epochs < 0) r.fail(f["epochs"], "finetune.epochs", "must be >= 0 (0 = the task's default)");
     }

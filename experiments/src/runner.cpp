@@ -29,12 +29,15 @@
 #include "experiments/glue_data.h"
 #include "experiments/result_store.h"
 #include "experiments/synthetic_tasks.h"
+#include "engine/distributed.h"
+#include "runner_internal.h"
 
 extern char** environ;
 
 namespace experiments {
 
 namespace fs = std::filesystem;
+using namespace detail;  // glue_dir, snapshot_path, variant_named, task data, job settings
 
 namespace {
 
@@ -70,20 +73,6 @@ std::vector<std::string> task_keys(const ExperimentSpec& spec) {
     return keys;
 }
 
-std::string glue_dir(const ExperimentSpec& spec) {
-    return spec.glue.data == "builtin" ? prepare_builtin_tasks(spec) : spec.glue.data;
-}
-
-std::string snapshot_path(const Variant& v, int64_t step) {
-    return engine::snapshot_path(v.config.out_dir, step);
-}
-
-const Variant& variant_named(const ExperimentSpec& spec, const std::string& name) {
-    for (const auto& v : spec.variants)
-        if (v.name == name) return v;
-    throw std::invalid_argument("no variant named '" + name + "' in " + spec.path);
-}
-
 RunRecord base_record(int64_t experiment_id, const Job& job) {
     RunRecord r;
     r.experiment_id = experiment_id;
@@ -94,44 +83,6 @@ RunRecord base_record(int64_t experiment_id, const Job& job) {
     r.torch_version = torch_version();
     r.git_commit = git_commit();
     return r;
-}
-
-// Converts examples to the engine's plain form with the task's fixed label order.
-std::vector<engine::LabeledText> labeled(const TaskInfo& task, const Split& split) {
-    std::vector<engine::LabeledText> out;
-    out.reserve(split.examples.size());
-    for (const auto& e : split.examples) {
-        engine::LabeledText t;
-        t.text_a = e.text_a;
-        t.text_b = e.text_b;
-        if (task.regression) {
-            t.target = std::stof(e.label);
-        } else {
-            auto it = std::find(task.labels.begin(), task.labels.end(), e.label);
-            t.label = it - task.labels.begin();
-        }
-        out.push_back(std::move(t));
-    }
-    return out;
-}
-
-std::vector<double> gold_values(const TaskInfo& task, const std::vector<engine::LabeledText>& xs) {
-    std::vector<double> out;
-    for (const auto& x : xs) out.push_back(task.regression ? x.target : static_cast<double>(x.label));
-    return out;
-}
-
-analysis::MetricKind kind_of(const TaskInfo& task) {
-    if (task.metric_kind == "mcc") return analysis::MetricKind::kMcc;
-    if (task.metric_kind == "f1_accuracy") return analysis::MetricKind::kF1Accuracy;
-    if (task.metric_kind == "pearson_spearman") return analysis::MetricKind::kPearsonSpearman;
-    return analysis::MetricKind::kAccuracy;
-}
-
-// The name a dev split is reported under: "mnli_m"/"mnli_mm" for MNLI, else the task key.
-std::string reported_task(const TaskInfo& task, const std::string& split) {
-    if (task.key == "mnli") return split == "dev_mismatched" ? "mnli_mm" : "mnli_m";
-    return task.key;
 }
 
 class Runner {
@@ -177,8 +128,13 @@ class Runner {
                 ++progress_.done;
                 continue;
             }
-            if (job.kind == Job::Kind::kFinetune && parallel > 1 && options_.only_job.empty()) {
+            if (job.kind == Job::Kind::kFinetune && parallel > 1 && options_.only_job.empty() &&
+                options_.nproc_per_node <= 1) {
                 finetunes.push_back(&job);
+                continue;
+            }
+            if (options_.nproc_per_node > 1 && options_.only_job.empty()) {
+                run_on_workers(job, summary);
                 continue;
             }
             run_one(job, summary);
@@ -230,6 +186,9 @@ class Runner {
             << "\nbatch_size = " << spec_.finetune.batch_size << "\nwarmup_ratio = "
             << spec_.finetune.warmup_ratio << "\nweight_decay = " << spec_.finetune.weight_decay
             << "\nmax_seq_len = " << spec_.finetune.max_seq_len << "\n";
+        // Written only when changed, so runs recorded before the key existed stay equal.
+        if (spec_.finetune.classifier_dropout != FinetuneProtocol{}.classifier_dropout)
+            cfg << "classifier_dropout = " << spec_.finetune.classifier_dropout << "\n";
         r.config_text = cfg.str();
         return r;
     }
@@ -289,11 +248,7 @@ class Runner {
         tc.stop = cb_.stop;
         tc.on_message = cb_.on_message;
         // Snapshots for fine-tuning and for the analysis.
-        std::vector<int64_t> snapshots = spec_.checkpoint_steps(v);
-        for (int64_t step : spec_.analysis_steps(v))
-            if (std::find(snapshots.begin(), snapshots.end(), step) == snapshots.end())
-                snapshots.push_back(step);
-        std::sort(snapshots.begin(), snapshots.end());
+        const std::vector<int64_t> snapshots = snapshot_steps(spec_, v);
         tc.snapshot_steps = snapshots;
         tc.on_step = [&](const engine::StepReport& s) {
             const double now = unix_time_now();
@@ -327,7 +282,7 @@ class Runner {
             c.size = static_cast<int64_t>(fs::file_size(path));
             store_.add_checkpoint(c);
         };
-        auto result = engine::pretrain(v.config, tc);
+        auto result = engine::pretrain(v.config, tc, options_.dist);
         flush();
         if (result.stopped) return false;
         analyse(job, run_id);
@@ -441,25 +396,10 @@ class Runner {
                 "; its message is above)");
     }
 
-    struct TaskData {
-        TaskInfo info;
-        std::vector<engine::LabeledText> train;
-        std::vector<std::string> dev_names;
-        std::vector<std::vector<engine::LabeledText>> dev;
-    };
-
     const TaskData& task_data(const std::string& key) {
         auto it = tasks_.find(key);
         if (it != tasks_.end()) return it->second;
-        TaskData d;
-        d.info = find_task(key);
-        auto splits = load_task(d.info, glue_dir_cached());
-        d.train = labeled(d.info, splits.at("train"));
-        for (const auto& name : d.info.dev_splits) {
-            d.dev_names.push_back(name);
-            d.dev.push_back(labeled(d.info, splits.at(name)));
-        }
-        return tasks_.emplace(key, std::move(d)).first->second;
+        return tasks_.emplace(key, load_task_data(key, glue_dir_cached())).first->second;
     }
 
     const std::string& glue_dir_cached() {
@@ -475,22 +415,13 @@ class Runner {
                                                         "' did not reach step " +
                                                         std::to_string(job.checkpoint_step));
         const TaskData& data = task_data(job.task);
+        if (options_.dist) options_.dist->barrier();  // the other ranks read the tasks now
         auto pretrained = engine::load_checkpoint(snapshot);
         engine::WordPieceTokenizer tokenizer(
             engine::Vocab::load((fs::path(v.config.out_dir) / "vocab.txt").string()),
             v.config.data.lower_case);
 
-        engine::FinetuneConfig fc;
-        fc.num_labels = data.info.regression ? 1 : static_cast<int64_t>(data.info.labels.size());
-        fc.lr = job.lr;
-        fc.seed = job.seed;
-        fc.epochs = spec_.finetune.epochs > 0 ? spec_.finetune.epochs : data.info.default_epochs;
-        fc.batch_size = spec_.finetune.batch_size;
-        fc.warmup_ratio = spec_.finetune.warmup_ratio;
-        fc.weight_decay = spec_.finetune.weight_decay;
-        fc.max_seq_len = std::min(spec_.finetune.max_seq_len, v.config.model.max_position_embeddings);
-        fc.device = v.config.train.device;
-        fc.threads = options_.threads;
+        const engine::FinetuneConfig fc = finetune_config(spec_, v, job, data.info, options_.threads);
 
         store_.delete_metrics_after(run_id, 0);  // a redone job starts its curves afresh
 
@@ -523,7 +454,8 @@ class Runner {
                 best_scores = scores;
             }
         };
-        auto result = engine::finetune(pretrained.model, tokenizer, data.train, data.dev, fc, fcb);
+        auto result = engine::finetune(pretrained.model, tokenizer, data.train, data.dev, fc, fcb,
+                                       options_.dist);
         if (result.stopped) return false;
         for (size_t i = 0; i < best_scores.size(); ++i)
             for (const auto& [metric, value] : best_scores[i].metrics) {
@@ -541,6 +473,43 @@ class Runner {
         return true;
     }
 
+    /// `tupe run FILE --job NAME` with this run's --set overrides, plus `extra`.
+    std::vector<std::string> job_command(const Job& job, std::vector<std::string> extra) const {
+        std::vector<std::string> args = {options_.self_exe, "run", spec_.path, "--job", job.name};
+        for (const auto& o : options_.overrides) args.insert(args.end(), {"--set", o});
+        args.insert(args.end(), extra.begin(), extra.end());
+        return args;
+    }
+
+    /// One job as nproc_per_node local data-parallel workers (`tupe run FILE --job NAME
+    /// --nproc-per-node N`); their rank 0 records it in the store.
+    void run_on_workers(const Job& job, RunSummary& summary) {
+        TORCH_CHECK(!options_.self_exe.empty(), "data-parallel jobs need the path of tupe");
+        if (!started_) {
+            started_ = true;
+            start_ = Clock::now();
+            skipped_at_start_ = progress_.done;
+        }
+        progress_.current = job.name;
+        const int64_t n = options_.nproc_per_node;
+        report(0, "on " + std::to_string(n) + " workers");
+        std::vector<std::string> extra = {"--nproc-per-node", std::to_string(n), "--quiet"};
+        if (options_.threads > 0) extra.insert(extra.end(), {"--threads", std::to_string(options_.threads)});
+        try {
+            run_child(job_command(job, extra), "job " + job.name);
+            ++summary.finished;
+        } catch (const std::exception& e) {
+            if (stopped()) {
+                summary.stopped = true;
+                return;
+            }
+            ++summary.failed;
+            say(std::string(e.what()) + " (see `tupe status`)");
+        }
+        ++progress_.done;
+        report(0, "done");
+    }
+
     void run_parallel(const std::vector<const Job*>& jobs, int64_t parallel, RunSummary& summary) {
         TORCH_CHECK(!options_.self_exe.empty(), "parallel jobs need the path of tupe");
         say("running " + std::to_string(jobs.size()) + " fine-tuning jobs, " +
@@ -556,8 +525,8 @@ class Runner {
         while (next < jobs.size() || !running.empty()) {
             while (next < jobs.size() && static_cast<int64_t>(running.size()) < parallel && !stopped()) {
                 const Job* job = jobs[next++];
-                std::vector<std::string> args = {options_.self_exe, "run", spec_.path, "--job", job->name,
-                                                 "--threads", std::to_string(threads), "--quiet"};
+                std::vector<std::string> args =
+                    job_command(*job, {"--threads", std::to_string(threads), "--quiet"});
                 std::vector<char*> argv;
                 for (auto& a : args) argv.push_back(a.data());
                 argv.push_back(nullptr);
@@ -633,6 +602,9 @@ std::vector<Job> make_plan(const ExperimentSpec& spec) {
 
 RunSummary run_experiment(const ExperimentSpec& spec, const RunnerOptions& options,
                           const RunnerCallbacks& callbacks) {
+    if (options.dist && options.only_job.empty())
+        throw std::invalid_argument("a data-parallel worker runs one job: pass --job NAME");
+    if (options.dist && !options.dist->is_main()) return run_worker_job(spec, options, callbacks);
     Runner runner(spec, options, callbacks);
     return runner.run();
 }

@@ -41,8 +41,10 @@ struct FinetuneConfig {
     double clip_norm = 1.0;       ///< 0 disables clipping.
     std::string device = "auto";  ///< cpu, cuda, cuda:N or auto.
     std::string dtype = "fp32";   ///< fp32 or bf16 (autocast); fp16 on CUDA only.
-    int64_t threads = 0;          ///< Intra-op threads, 0 = library default.
+    int64_t threads = 0;          ///< Intra-op threads, 0 = the CPUs available (threads.h).
 };
+
+class DistributedContext;
 
 /// HF: pooler.dense; tanh(dense(h[:, 0])), the [CLS] state. (HF keeps it in BertModel as
 /// bert.pooler; our BertModel has none, so it lives in the classification model.)
@@ -121,9 +123,18 @@ struct FinetuneCallbacks {
 /// max_seq_len tokens; batches are length-bucketed and padded to their longest sequence.
 /// Throws std::invalid_argument for a bad config, empty train set, or a label out of range
 /// (naming the example index); TrainingDiverged for a non-finite loss (naming the step).
+///
+/// Data-parallel with `dist` (every rank calls this with the same data and config): each
+/// global batch is split into contiguous per-rank shards, each rank's loss is its shard's sum
+/// over the global batch size, the gradients are summed over ranks in buckets during backward
+/// (GradientReducer), so every rank takes the single-process step on the same global batch.
+/// Rank 0's weights are broadcast first; dev predictions are computed batch-by-batch across
+/// ranks and summed, so every rank returns all of them. Stop and non-finite losses are agreed
+/// on by all ranks at every step. Dropout draws from a per-rank stream.
 FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& tokenizer,
                         const std::vector<LabeledText>& train,
                         const std::vector<std::vector<LabeledText>>& dev_sets,
-                        const FinetuneConfig& config, const FinetuneCallbacks& callbacks = {});
+                        const FinetuneConfig& config, const FinetuneCallbacks& callbacks = {},
+                        DistributedContext* dist = nullptr);
 
 }  // namespace engine

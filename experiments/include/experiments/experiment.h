@@ -23,6 +23,7 @@ struct FinetuneProtocol {
     double warmup_ratio = 0.06;
     double weight_decay = 0.01;
     int64_t max_seq_len = 128;
+    double classifier_dropout = 0.1;  ///< Dropout before the classifier (HF's default).
 };
 
 /// One pretrained variant of the study.

@@ -50,7 +50,14 @@ struct RunnerOptions {
     std::string only_job;  ///< Run just this job (child processes of a parallel run).
     int64_t jobs = 0;      ///< Parallel fine-tuning processes; 0 = the spec's `jobs`.
     std::string self_exe;  ///< Path of `tupe` for child processes (parallel runs).
-    int64_t threads = 0;   ///< Intra-op threads per process, 0 = library default.
+    int64_t threads = 0;   ///< Intra-op threads per process, 0 = the CPUs available.
+    std::vector<std::string> overrides;  ///< The --set key=value list, passed on to children.
+    /// Every job as this many local data-parallel workers (children `tupe run FILE --job NAME
+    /// --nproc-per-node N`); 1 = in this process.
+    int64_t nproc_per_node = 1;
+    /// This process is one rank of a data-parallel group running only_job: rank 0 runs and
+    /// records it as usual, the other ranks compute in step without touching the store.
+    engine::DistributedContext* dist = nullptr;
 };
 
 struct RunSummary {
