@@ -104,10 +104,15 @@ ProgressBar::ProgressBar(long long total, long long plain_every)
       start_(std::chrono::steady_clock::now()) {}
 
 void ProgressBar::update(long long done, const std::string& status) {
-    const auto now = std::chrono::steady_clock::now();
-    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     const double frac = std::min(1.0, static_cast<double>(done) / static_cast<double>(total_));
-    const double eta = done > 0 ? elapsed / frac - elapsed : NAN;
+    update(done, status, done > 0 ? elapsed / frac - elapsed : NAN);
+}
+
+void ProgressBar::update(long long done, const std::string& status, double eta) {
+    const auto now = std::chrono::steady_clock::now();
+    const double frac = std::min(1.0, static_cast<double>(done) / static_cast<double>(total_));
     std::ostringstream line;
     line << done << "/" << total_ << "  " << status << "  ETA " << format_duration(eta);
     if (tty_) {

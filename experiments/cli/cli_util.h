@@ -47,7 +47,10 @@ std::string format_count(double value);
 class ProgressBar {
   public:
     ProgressBar(long long total, long long plain_every = 10);
+    /// `eta_seconds`: the caller's own estimate (NaN = unknown); without it the bar
+    /// extrapolates done/total linearly.
     void update(long long done, const std::string& status);
+    void update(long long done, const std::string& status, double eta_seconds);
     void finish();
 
   private:

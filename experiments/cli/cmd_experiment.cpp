@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -122,9 +123,10 @@ int cmd_run(const Argv& argv) {
             std::cerr << "[" << p.done + 1 << "/" << p.total << "] " << p.current << "\n";
             last_job = p.current;
         }
-        std::string status = p.job_status;
-        if (p.eta_seconds >= 0) status += "  plan ETA " + format_duration(p.eta_seconds);
-        bar.update(static_cast<long long>((p.done + p.job_fraction) * 100), status);
+        // The runner's ETA weighs jobs by their tokens and times each kind (plan_eta.h); the
+        // bar's own would count a 2-minute pretraining and a 5-second fine-tuning alike.
+        bar.update(static_cast<long long>((p.done + p.job_fraction) * 100), p.job_status,
+                   p.eta_seconds >= 0 ? p.eta_seconds : NAN);
     };
     experiments::RunSummary summary;
     try {

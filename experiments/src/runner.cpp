@@ -30,6 +30,7 @@
 #include "experiments/result_store.h"
 #include "experiments/synthetic_tasks.h"
 #include "engine/distributed.h"
+#include "plan_eta.h"
 #include "runner_internal.h"
 
 extern char** environ;
@@ -100,6 +101,12 @@ class Runner {
         // Parallel fine-tuning: children run one job each (`tupe run FILE --job NAME`).
         const int64_t parallel = options_.jobs > 0 ? options_.jobs : spec_.jobs;
         std::vector<const Job*> finetunes;
+        for (const auto& job : plan) {  // what is left, in tokens, for the ETA
+            if (!options_.only_job.empty() && job.name != options_.only_job) continue;
+            auto existing = store_.find_run(experiment_id_, job.name);
+            if (!existing || existing->status != "finished")
+                eta_.add_pending(job.kind, job_tokens(spec_, job));
+        }
         for (const auto& job : plan) {
             if (!options_.only_job.empty() && job.name != options_.only_job) continue;
             if (stopped()) {
@@ -111,11 +118,6 @@ class Runner {
                 !pending_analysis_steps(job, existing->id).empty()) {
                 // Pretrained before the analysis block was added (or its analysis failed):
                 // analyse the snapshots now; the run stays finished.
-                if (!started_) {
-                    started_ = true;
-                    start_ = Clock::now();
-                    skipped_at_start_ = progress_.done;
-                }
                 progress_.current = job.name + " (analysis)";
                 report(0, "analysing");
                 analyse(job, existing->id);
@@ -150,11 +152,25 @@ class Runner {
     void report(double fraction, const std::string& status) {
         progress_.job_fraction = fraction;
         progress_.job_status = status;
-        const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-        const double done_work = static_cast<double>(progress_.done - skipped_at_start_) + fraction;
-        const double left = static_cast<double>(progress_.total - progress_.done) - fraction;
-        progress_.eta_seconds = done_work > 0.05 ? elapsed / done_work * left : -1;
+        const double elapsed = std::chrono::duration<double>(Clock::now() - job_start_).count();
+        progress_.eta_seconds = eta_.seconds_left(current_ != nullptr,
+                                                  current_ ? current_->kind : Job::Kind::kPretrain,
+                                                  current_tokens_, fraction, elapsed);
         if (cb_.on_progress) cb_.on_progress(progress_);
+    }
+
+    /// A job runs in this process (or on workers this process waits for): the ETA times it.
+    void begin_timing(const Job& job) {
+        current_ = &job;
+        current_tokens_ = job_tokens(spec_, job);
+        job_start_ = Clock::now();
+        eta_.start(job.kind, current_tokens_);
+    }
+    void end_timing() {
+        if (!current_) return;
+        eta_.finish(current_->kind, current_tokens_,
+                    std::chrono::duration<double>(Clock::now() - job_start_).count());
+        current_ = nullptr;
     }
 
     // The run's row: what it is, where it writes, its resolved config.
@@ -194,12 +210,8 @@ class Runner {
     }
 
     void run_one(const Job& job, RunSummary& summary) {
-        if (!started_) {
-            started_ = true;
-            start_ = Clock::now();
-            skipped_at_start_ = progress_.done;
-        }
         progress_.current = job.name;
+        begin_timing(job);
         report(0, "starting");
         // One upsert with every column, then the status (which stamps the start time).
         const int64_t run_id = store_.upsert_run(record_for(job));
@@ -210,14 +222,17 @@ class Runner {
             if (!done) {
                 store_.set_run_status(run_id, "stopped");
                 summary.stopped = true;
+                current_ = nullptr;
                 return;
             }
             store_.set_run_status(run_id, "finished");
             ++summary.finished;
+            end_timing();
         } catch (const engine::TrainingDiverged& e) {
             store_.set_run_status(run_id, "failed", e.what());
             say("job " + job.name + " failed: " + e.what());
             ++summary.failed;
+            end_timing();
         } catch (const std::exception& e) {
             // Anything else (bad data, bad config, store) stops the plan; the run says why.
             store_.set_run_status(run_id, "failed", e.what());
@@ -485,13 +500,9 @@ class Runner {
     /// --nproc-per-node N`); their rank 0 records it in the store.
     void run_on_workers(const Job& job, RunSummary& summary) {
         TORCH_CHECK(!options_.self_exe.empty(), "data-parallel jobs need the path of tupe");
-        if (!started_) {
-            started_ = true;
-            start_ = Clock::now();
-            skipped_at_start_ = progress_.done;
-        }
         progress_.current = job.name;
         const int64_t n = options_.nproc_per_node;
+        begin_timing(job);
         report(0, "on " + std::to_string(n) + " workers");
         std::vector<std::string> extra = {"--nproc-per-node", std::to_string(n), "--quiet"};
         if (options_.threads > 0) extra.insert(extra.end(), {"--threads", std::to_string(options_.threads)});
@@ -501,11 +512,13 @@ class Runner {
         } catch (const std::exception& e) {
             if (stopped()) {
                 summary.stopped = true;
+                current_ = nullptr;
                 return;
             }
             ++summary.failed;
             say(std::string(e.what()) + " (see `tupe status`)");
         }
+        end_timing();
         ++progress_.done;
         report(0, "done");
     }
@@ -515,13 +528,9 @@ class Runner {
         say("running " + std::to_string(jobs.size()) + " fine-tuning jobs, " +
             std::to_string(parallel) + " at a time");
         std::map<pid_t, const Job*> running;
+        std::map<pid_t, Clock::time_point> launched;
         size_t next = 0;
         const int64_t threads = std::max<int64_t>(1, (options_.threads > 0 ? options_.threads : 2) / parallel);
-        if (!started_) {
-            started_ = true;
-            start_ = Clock::now();
-            skipped_at_start_ = progress_.done;
-        }
         while (next < jobs.size() || !running.empty()) {
             while (next < jobs.size() && static_cast<int64_t>(running.size()) < parallel && !stopped()) {
                 const Job* job = jobs[next++];
@@ -534,6 +543,8 @@ class Runner {
                 if (posix_spawn(&pid, options_.self_exe.c_str(), nullptr, nullptr, argv.data(), environ) != 0)
                     throw std::runtime_error("cannot start " + options_.self_exe);
                 running[pid] = job;
+                launched[pid] = Clock::now();
+                eta_.start(job->kind, job_tokens(spec_, *job));
                 progress_.current = job->name;
                 report(0, std::to_string(running.size()) + " running");
             }
@@ -544,6 +555,10 @@ class Runner {
             auto it = running.find(pid);
             if (it == running.end()) continue;
             const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            // Wall time shared by the children running side by side.
+            eta_.finish(it->second->kind, job_tokens(spec_, *it->second),
+                        std::chrono::duration<double>(Clock::now() - launched[pid]).count() /
+                            static_cast<double>(parallel));
             if (ok) ++summary.finished;
             else {
                 ++summary.failed;
@@ -562,9 +577,10 @@ class Runner {
     ResultStore store_;
     int64_t experiment_id_ = 0;
     PlanProgress progress_;
-    bool started_ = false;
-    Clock::time_point start_;
-    int64_t skipped_at_start_ = 0;
+    PlanEta eta_;
+    const Job* current_ = nullptr;  // the job timed in this process, if any
+    double current_tokens_ = 0;
+    Clock::time_point job_start_ = Clock::now();
     std::string glue_dir_;
     std::map<std::string, TaskData> tasks_;
 };

@@ -24,7 +24,7 @@ struct PlanProgressInfo {
     QString job;          ///< its name, e.g. "tupe-a" or "tupe-a/step180/syn-cola/lr0.001/seed1"
     double jobFraction = 0;   ///< 0..1 inside the current job
     double planFraction = 0;  ///< 0..1 for the whole plan
-    QString status;       ///< e.g. "loss 6.21  1,500 tok/s  plan ETA 3m"
+    QString status;       ///< e.g. "step 42/200  loss 7.624"
 };
 
 /// Folds one output line of `tupe run` into `p`; returns whether it changed the progress.
