@@ -1,10 +1,12 @@
 // The child-process runner: progress parsing of `tupe run` output, signals from a real child
-// (lines, progress, exit code and message), pause (SIGSTOP) and resume, cancellation, and the
+// (lines, progress, exit code and message), pause (SIGSTOP) and resume, cancellation (also of
+// the child's own children), and the
 // real `tupe` CLI: a malformed experiment fails with its file and line, and a running tiny
 // experiment stops on cancel (SIGTERM -> exit 130, "run the same command to resume").
 #include <gtest/gtest.h>
 
 #include <QCoreApplication>
+#include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QThread>
@@ -50,6 +52,27 @@ char processState(qint64 pid) {
     const QByteArray s = f.readAll();
     const int close = s.lastIndexOf(')');
     return close >= 0 && close + 2 < s.size() ? s[close + 2] : '?';
+}
+
+// Every process of process group `pgid` is stopped: 'T', or 'D' for a shell blocked in vfork()
+// until its stopped child execs. At least one must be 'T'.
+bool groupStopped(qint64 pgid) {
+    bool any = false;
+    for (const QString& entry : QDir("/proc").entryList(QDir::Dirs)) {
+        bool numeric = false;
+        entry.toLongLong(&numeric);
+        if (!numeric) continue;
+        QFile f("/proc/" + entry + "/stat");
+        if (!f.open(QIODevice::ReadOnly)) continue;
+        const QByteArray s = f.readAll();
+        const int close = s.lastIndexOf(')');
+        if (close < 0) continue;
+        const QList<QByteArray> fields = s.mid(close + 2).split(' ');  // state ppid pgrp ...
+        if (fields.size() < 3 || fields[2].toLongLong() != pgid) continue;
+        if (fields[0] == "T") any = true;
+        else if (fields[0] != "D") return false;
+    }
+    return any;
 }
 
 }  // namespace
@@ -99,12 +122,35 @@ TEST(TupeProcess, PauseStopsTheChildAndResumeContinues) {
     ASSERT_TRUE(p.start("/bin/sh", {"-c", "sleep 0.6; echo done"}));
     p.pause();
     EXPECT_EQ(p.state(), TupeProcess::State::kPaused);
-    ASSERT_TRUE(waitFor([&] { return processState(p.pid()) == 'T'; }, 3000));
+    ASSERT_TRUE(waitFor([&] { return groupStopped(p.pid()); }, 3000));
     EXPECT_FALSE(waitFor([&] { return f->seen; }, 1500));  // stopped: it cannot finish
     p.resume();
     EXPECT_EQ(p.state(), TupeProcess::State::kRunning);
     ASSERT_TRUE(waitFor([&] { return f->seen; }, 10000));
     EXPECT_EQ(f->code, 0);
+}
+
+// `tupe run --jobs N` and `--nproc-per-node N` start processes of their own: pause, resume and
+// cancel must reach them too (the child leads a process group that the signals go to).
+TEST(TupeProcess, SignalsReachTheChildsOwnChildren) {
+    app_test::ensureApplication();
+    TupeProcess p;
+    Finished* f = watch(p);
+    QStringList lines;
+    QObject::connect(&p, &TupeProcess::lineReceived, [&](const QString& l) { lines << l; });
+    ASSERT_TRUE(p.start("/bin/sh", {"-c", "sleep 30 & echo $!; wait"}));
+    ASSERT_TRUE(waitFor([&] { return !lines.isEmpty(); }, 5000));
+    const qint64 grandchild = lines.first().toLongLong();
+    ASSERT_GT(grandchild, 0) << lines.first().toStdString();
+    p.pause();
+    EXPECT_TRUE(waitFor([&] { return processState(grandchild) == 'T'; }, 3000));
+    p.resume();
+    EXPECT_TRUE(waitFor([&] { return processState(grandchild) == 'S'; }, 3000));
+    p.cancel(2000);
+    ASSERT_TRUE(waitFor([&] { return f->seen; }, 10000));
+    // The grandchild got SIGTERM as well: gone, or a zombie waiting for its reaper.
+    EXPECT_TRUE(waitFor([&] { const char s = processState(grandchild); return s == '?' || s == 'Z'; }, 3000))
+        << processState(grandchild);
 }
 
 TEST(TupeProcess, CancelEndsAPausedChild) {

@@ -3,6 +3,7 @@
 
 #include <signal.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <QCoreApplication>
 #include <QFileInfo>
@@ -57,8 +58,21 @@ bool parseRunProgressLine(const QString& raw, PlanProgressInfo& p) {
     return false;
 }
 
+namespace {
+
+// The child leads its own process group, so one signal reaches it and everything it starts:
+// `tupe run --jobs N` children and `--nproc-per-node` workers pause, resume and stop with it.
+// Falls back to the child alone if it has no group of its own (see start()).
+void signalGroup(qint64 pid, int sig) {
+    if (pid <= 0) return;
+    if (::kill(-static_cast<pid_t>(pid), sig) != 0) ::kill(static_cast<pid_t>(pid), sig);
+}
+
+}  // namespace
+
 TupeProcess::TupeProcess(QObject* parent) : QObject(parent), process_(new QProcess(this)) {
     process_->setProcessChannelMode(QProcess::MergedChannels);
+    process_->setChildProcessModifier([] { ::setpgid(0, 0); });
     connect(process_, &QProcess::readyRead, this, &TupeProcess::readOutput);
     connect(process_, &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
         if (e != QProcess::FailedToStart) return;
@@ -87,8 +101,8 @@ TupeProcess::TupeProcess(QObject* parent) : QObject(parent), process_(new QProce
 
 TupeProcess::~TupeProcess() {
     if (process_->state() != QProcess::NotRunning) {
-        ::kill(static_cast<pid_t>(process_->processId()), SIGCONT);
-        process_->kill();
+        signalGroup(process_->processId(), SIGCONT);
+        signalGroup(process_->processId(), SIGKILL);
         process_->waitForFinished(3000);
     }
 }
@@ -110,6 +124,10 @@ bool TupeProcess::start(const QString& program, const QStringList& args, const Q
     process_->setWorkingDirectory(dir);
     process_->start(program, args);
     if (!process_->waitForStarted(10000)) return false;  // errorOccurred emitted failed()
+    // The child makes itself a group leader before exec; doing it from here too closes the
+    // window in which a signal to the group could find no group (the shells' double setpgid;
+    // EACCES once the child has exec'd means it is done already).
+    ::setpgid(static_cast<pid_t>(process_->processId()), static_cast<pid_t>(process_->processId()));
     setState(State::kRunning);
     return true;
 }
@@ -118,26 +136,26 @@ qint64 TupeProcess::pid() const { return process_->processId(); }
 
 void TupeProcess::pause() {
     if (state_ != State::kRunning) return;
-    ::kill(static_cast<pid_t>(process_->processId()), SIGSTOP);
+    signalGroup(process_->processId(), SIGSTOP);
     setState(State::kPaused);
 }
 
 void TupeProcess::resume() {
     if (state_ != State::kPaused) return;
-    ::kill(static_cast<pid_t>(process_->processId()), SIGCONT);
+    signalGroup(process_->processId(), SIGCONT);
     setState(State::kRunning);
 }
 
 void TupeProcess::cancel(int graceMs) {
     if (state_ == State::kIdle || state_ == State::kStopping) return;
     cancelled_ = true;
-    const auto pid = static_cast<pid_t>(process_->processId());
-    if (state_ == State::kPaused) ::kill(pid, SIGCONT);
-    ::kill(pid, SIGTERM);
+    const qint64 pid = process_->processId();
+    if (state_ == State::kPaused) signalGroup(pid, SIGCONT);
+    signalGroup(pid, SIGTERM);
     setState(State::kStopping);
     QTimer::singleShot(graceMs, this, [this, pid] {
         if (process_->state() != QProcess::NotRunning && process_->processId() == pid)
-            process_->kill();
+            signalGroup(pid, SIGKILL);
     });
 }
 

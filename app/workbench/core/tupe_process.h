@@ -1,8 +1,9 @@
 // Heavy work off the GUI thread as a child `tupe` process (training and analysis need torch,
 // which no Qt file may include): QProcess runs `tupe run FILE` or `tupe analyze ...`, its
 // stderr/stdout lines are parsed into plan progress, and pause/resume/cancel are signals to
-// the child (SIGSTOP/SIGCONT; SIGTERM makes `tupe run` stop after the current step and keep
-// its checkpoint, a kill follows if it does not exit in time).
+// the child's process group, so they reach the processes `tupe run --jobs N` and
+// `--nproc-per-node N` start as well (SIGSTOP/SIGCONT; SIGTERM makes `tupe run` stop after the
+// current step and keep its checkpoint, a SIGKILL follows if it does not exit in time).
 #pragma once
 
 #include <QMetaType>
