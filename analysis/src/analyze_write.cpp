@@ -1,0 +1,368 @@
+// `tupe analyze`'s files (see analyze.h, write_analysis): every matrix as .npy + .csv, the
+// texts, and an index.json that says what each file holds.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "analysis/analyze.h"
+#include "analysis/npy.h"
+#include "engine/errors.h"
+
+namespace analysis {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Writes arrays under one directory and remembers an IndexEntry per file.
+class Writer {
+  public:
+    explicit Writer(const fs::path& dir) : dir_(dir) {}
+
+    /// A 2-d matrix as rel.npy and rel.csv.
+    void matrix(const std::string& rel, const torch::Tensor& m, IndexEntry entry) {
+        auto t = m.detach().to(torch::kCPU).contiguous();
+        if (t.dim() == 1) t = t.unsqueeze(0);  // (T) -> (1, T)
+        array(rel, t, entry);
+        mkdir(rel);
+        write_csv((dir_ / (rel + ".csv")).string(), t);
+        entry.file = rel + ".csv";
+        entry.shape = t.sizes().vec();
+        entries.push_back(std::move(entry));
+    }
+    /// Any array as rel.npy.
+    void array(const std::string& rel, const torch::Tensor& a, IndexEntry entry) {
+        mkdir(rel);
+        auto t = a.detach().to(torch::kCPU).contiguous();
+        write_npy((dir_ / (rel + ".npy")).string(), t);
+        entry.file = rel + ".npy";
+        entry.shape = t.sizes().vec();
+        entries.push_back(std::move(entry));
+    }
+    void text(const std::string& rel, const std::string& content, IndexEntry entry) {
+        mkdir(rel);
+        const fs::path path = dir_ / rel;
+        std::ofstream f(path, std::ios::trunc);
+        f << content;
+        f.flush();
+        if (!f) throw engine::InputError(path.string(), "cannot write");
+        entry.file = rel;
+        entries.push_back(std::move(entry));
+    }
+
+    std::vector<IndexEntry> entries;
+
+  private:
+    void mkdir(const std::string& rel) {
+        std::error_code ec;
+        const fs::path parent = (dir_ / rel).parent_path();
+        fs::create_directories(parent, ec);
+        if (ec)
+            throw engine::InputError(parent.string(),
+                                     "cannot create the directory: " + ec.message());
+    }
+    fs::path dir_;
+};
+
+IndexEntry describe(const std::string& what, const std::string& description, int64_t layer = -1,
+                    int64_t head = -1) {
+    IndexEntry e;
+    e.what = what;
+    e.description = description;
+    e.layer = layer;
+    e.head = head;
+    return e;
+}
+
+nlohmann::json number(double v) {
+    return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+void write_terms(Writer& w, const TermMaps& terms) {
+    struct Part {
+        const char* name;
+        const torch::Tensor* map;
+        const char* description;
+        double TermSpread::*field;
+    };
+    const Part parts[] = {
+        {"word_word", &terms.word_word, "layer-0 word->word term (x_w W^Q)(x_w W^K)^T * scale",
+         &TermSpread::word_word},
+        {"word_pos", &terms.word_pos,
+         "layer-0 word->position term (x_w W^Q)(x_p W^K)^T * scale: word query, key position",
+         &TermSpread::word_pos},
+        {"pos_word", &terms.pos_word,
+         "layer-0 position->word term (x_p W^Q)(x_w W^K)^T * scale: query position, key word",
+         &TermSpread::pos_word},
+        {"pos_pos", &terms.pos_pos, "layer-0 position->position term (x_p W^Q)(x_p W^K)^T * scale",
+         &TermSpread::pos_pos},
+        {"bias", &terms.bias,
+         "layer-0 logit bias of the model (T5 relative bias and/or [CLS] theta)",
+         &TermSpread::bias},
+        {"rest", &terms.rest,
+         "layer-0 products with the rest stream (segment embedding, LayerNorm and Linear biases)",
+         &TermSpread::rest},
+    };
+    const std::string suffix =
+        ", mean over the batch where query and key are both tokens; rows = query position, "
+        "columns = key position, logit units";
+    for (const Part& p : parts) {
+        if (!p.map->defined()) continue;
+        w.array(std::string("terms/") + p.name, *p.map,
+                describe(p.name, std::string(p.description) + suffix + "; all heads (H, T, T)", 0));
+        for (int64_t h = 0; h < p.map->size(0); ++h) {
+            IndexEntry e = describe(p.name, std::string(p.description) + suffix, 0, h);
+            const auto hs = static_cast<size_t>(h);
+            e.statistics = {
+                {"uniformity", terms.stats.spread[hs].*p.field},
+                {"uniformity_relative_to_word_word", terms.stats.relative[hs].*p.field}};
+            w.matrix(std::string("terms/") + p.name + "_h" + std::to_string(h), (*p.map)[h], e);
+        }
+    }
+    const int64_t H = terms.word_word.size(0);
+    auto spread = torch::zeros({H, 6}, torch::kDouble),
+         relative = torch::zeros({H, 6}, torch::kDouble);
+    const auto& fields = term_fields();
+    for (int64_t h = 0; h < H; ++h) {
+        const auto& s = terms.stats.spread[static_cast<size_t>(h)];
+        const auto& r = terms.stats.relative[static_cast<size_t>(h)];
+        for (size_t k = 0; k < fields.size(); ++k) {
+            spread[h][static_cast<int64_t>(k)] = s.*fields[k].spread;
+            relative[h][static_cast<int64_t>(k)] = r.*fields[k].spread;
+        }
+    }
+    const std::string columns =
+        "; rows = heads, columns = word_word, word_pos, pos_word, pos_pos, bias, rest";
+    w.matrix("terms/uniformity", spread,
+             describe("uniformity",
+                      "uniformity (spread across keys, logit units; 0 = cannot move "
+                      "attention) of each layer-0 term per head, over every sentence" +
+                          columns,
+                      0));
+    w.matrix("terms/uniformity_relative", relative,
+             describe("uniformity_relative",
+                      "uniformity of each term divided by the word-word term's" + columns, 0));
+}
+
+void write_tupe(Writer& w, const TupeMaps& tupe) {
+    const auto& corr = tupe.correlation;
+    const size_t groups = corr.groups.size();
+    if (corr.relative.defined())
+        w.array(
+            "tupe/relative", corr.relative,
+            describe("tupe_relative", "T5 relative bias per head (H, T, T), shared by all layers"));
+    for (size_t g = 0; g < groups; ++g) {
+        const auto& group = corr.groups[g];
+        const int64_t layer = groups > 1 ? static_cast<int64_t>(g) : -1;
+        const std::string prefix =
+            "tupe/" + (groups > 1 ? "layer" + std::to_string(g) + "_" : std::string());
+        const std::string scope =
+            groups > 1 ? "layer " + std::to_string(g) : std::string("shared by all layers");
+        w.array(prefix + "raw", group.raw,
+                describe("tupe_raw",
+                         "untied correlation (p'U^Q)(p'U^K)^T * scale before the "
+                         "[CLS] reset, (H, T, T), " +
+                             scope,
+                         layer));
+        w.array(prefix + "reset", group.reset,
+                describe("tupe_reset",
+                         "untied correlation after the [CLS] reset (row 0 <- theta1, "
+                         "column 0 <- theta2), (H, T, T), " +
+                             scope,
+                         layer));
+        w.array(prefix + "total", group.total,
+                describe("tupe_total",
+                         "the positional bias the model adds to the logits (reset "
+                         "correlation + relative bias), (H, T, T), " +
+                             scope,
+                         layer));
+        w.array(prefix + "probs", group.probs,
+                describe("tupe_probs", "row softmax of tupe_total over keys, (H, T, T), " + scope,
+                         layer));
+        const int64_t H = group.theta1.size(0);
+        w.matrix(prefix + "theta", torch::stack({group.theta1, group.theta2}, 1),
+                 describe("tupe_theta",
+                          "per head (rows): theta1 ([CLS] -> others), theta2 "
+                          "(others -> [CLS])",
+                          layer));
+        for (int64_t h = 0; h < H; ++h) {
+            std::vector<std::pair<std::string, double>> stats = {
+                {"theta1", group.theta1[h].item<double>()},
+                {"theta2", group.theta2[h].item<double>()}};
+            std::string label;
+            if (g < tupe.statistics.size()) {
+                const HeadStatistics& s = tupe.statistics[g][static_cast<size_t>(h)];
+                stats.insert(stats.end(), {{"mean_distance", s.mean_distance},
+                                           {"entropy", s.entropy},
+                                           {"previous_mass", s.previous_mass},
+                                           {"next_mass", s.next_mass},
+                                           {"self_mass", s.self_mass}});
+                label = to_string(tupe.patterns[g][static_cast<size_t>(h)]);
+            }
+            IndexEntry total =
+                describe("tupe_total",
+                         "positional correlation of one head (after the [CLS] reset, relative "
+                         "bias included): rows = query position, columns = key position, "
+                         "logit units, " +
+                             scope,
+                         layer, h);
+            total.statistics = stats;
+            total.label = label;
+            w.matrix(prefix + "total_h" + std::to_string(h), group.total[h], total);
+            IndexEntry probs =
+                describe("tupe_probs",
+                         "row softmax of the positional correlation of one head (what "
+                         "positions alone would attend to), " +
+                             scope,
+                         layer, h);
+            probs.statistics = stats;
+            probs.label = label;
+            w.matrix(prefix + "probs_h" + std::to_string(h), group.probs[h], probs);
+        }
+    }
+}
+
+void write_cls(Writer& w, const ClsAttention& cls) {
+    const int64_t L = cls.from_cls.size(0), H = cls.from_cls.size(1);
+    const std::string k = std::to_string(cls.k);
+    w.array("cls/from_cls", cls.from_cls,
+            describe("from_cls",
+                     "attention from [CLS] to each key position, (L, H, T), mean over "
+                     "the sentences with a token there"));
+    w.array("cls/to_cls", cls.to_cls,
+            describe("to_cls",
+                     "attention from each query position to [CLS], (L, H, T), mean over "
+                     "the sentences with a token there"));
+    w.matrix("cls/from_cls_mean", cls.from_cls.mean(1),
+             describe("from_cls",
+                      "attention from [CLS], mean over heads: rows = layers, columns "
+                      "= key position"));
+    w.matrix("cls/to_cls_mean", cls.to_cls.mean(1),
+             describe("to_cls",
+                      "attention to [CLS], mean over heads: rows = layers, columns = "
+                      "query position"));
+    for (int64_t h = 0; h < H; ++h) {
+        std::vector<std::pair<std::string, double>> stats;
+        for (int64_t l = 0; l < L; ++l) {
+            const std::string sl = "_layer" + std::to_string(l);
+            stats.push_back({"entropy" + sl, cls.entropy[l][h].item<double>()});
+            stats.push_back({"mean_distance" + sl, cls.mean_distance[l][h].item<double>()});
+            stats.push_back({"first_" + k + "_mass" + sl, cls.first_k_mass[l][h].item<double>()});
+        }
+        IndexEntry from = describe("from_cls",
+                                   "attention from [CLS] of one head: rows = layers, "
+                                   "columns = key position",
+                                   -1, h);
+        from.statistics = stats;
+        w.matrix("cls/from_cls_h" + std::to_string(h), cls.from_cls.select(1, h), from);
+        IndexEntry to = describe("to_cls",
+                                 "attention to [CLS] of one head: rows = layers, "
+                                 "columns = query position",
+                                 -1, h);
+        to.statistics = stats;
+        w.matrix("cls/to_cls_h" + std::to_string(h), cls.to_cls.select(1, h), to);
+    }
+    const std::string lh = ": rows = layers, columns = heads";
+    w.matrix("cls/entropy", cls.entropy,
+             describe("cls_entropy", "entropy of the [CLS] row in nats, mean over sentences" + lh));
+    w.matrix("cls/mean_distance", cls.mean_distance,
+             describe("cls_mean_distance",
+                      "mean key position attended from [CLS] (tokens), mean over sentences" + lh));
+    w.matrix("cls/first_k_mass", cls.first_k_mass,
+             describe("cls_first_k_mass", "attention mass of [CLS] on the first " + k +
+                                              " positions, mean over sentences" + lh));
+    w.array("cls/token_count", cls.token_count,
+            describe("token_count", "sentences with a token at each position, (T)"));
+}
+
+}  // namespace
+
+std::vector<IndexEntry> write_analysis(const AnalysisOutput& output, const std::string& dir) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw engine::InputError(dir, "cannot create the directory: " + ec.message());
+    Writer w{fs::path(dir)};
+    std::string tokens;
+    for (const auto& sentence : output.tokens) {
+        for (size_t i = 0; i < sentence.size(); ++i) tokens += (i ? " " : "") + sentence[i];
+        tokens += "\n";
+    }
+    IndexEntry t = describe("tokens",
+                            "the wordpieces of each sentence, one sentence per line, "
+                            "[CLS] and [SEP] included, after truncation");
+    t.shape = {static_cast<int64_t>(output.tokens.size())};
+    w.text("input/tokens.txt", tokens, t);
+    w.array("input/input_ids", output.input_ids,
+            describe("input_ids", "token ids (N, T), [PAD] after each sentence"));
+    w.array("input/attention_mask", output.attention_mask,
+            describe("attention_mask", "(N, T), 1 = token, 0 = padding"));
+    if (output.terms) write_terms(w, *output.terms);
+    if (output.tupe) write_tupe(w, *output.tupe);
+    write_cls(w, output.cls);
+    write_analysis_index(output, dir, w.entries);
+    return w.entries;
+}
+
+void write_analysis_index(const AnalysisOutput& output, const std::string& dir,
+                          const std::vector<IndexEntry>& entries) {
+    using nlohmann::json;
+    const auto& c = output.config;
+    json index;
+    index["model"] = output.model_name;
+    index["variant"] = c.preset;
+    index["size"] = c.size;
+    index["config"] = {{"absolute_position", engine::to_string(c.absolute_position)},
+                       {"rel_pos", c.rel_pos},
+                       {"untie_cls", c.untie_cls},
+                       {"shared_pos_term", c.shared_pos_term},
+                       {"attention_scale_factor", c.attention_scale_factor},
+                       {"pre_layernorm", c.pre_layernorm},
+                       {"num_hidden_layers", c.num_hidden_layers},
+                       {"num_attention_heads", c.num_attention_heads},
+                       {"hidden_size", c.hidden_size},
+                       {"max_position_embeddings", c.max_position_embeddings},
+                       {"vocab_size", c.vocab_size}};
+    index["sentences"] = output.tokens.size();
+    index["tokens"] = output.input_ids.defined() ? output.input_ids.size(1) : 0;
+    index["forward_passes"] = output.forward_passes;
+    index["seconds"] = output.seconds;
+    index["axes"] =
+        "T x T maps: rows = query position i, columns = key position j, position 0 "
+        "= [CLS]; layers and heads count from 0";
+    index["notes"] = output.notes;
+    json skipped = json::array();
+    for (const auto& s : output.skipped)
+        skipped.push_back({{"what", s.what}, {"reason", s.reason}});
+    index["skipped"] = skipped;
+    json files = json::array();
+    for (const auto& e : entries) {
+        json f = {{"file", e.file}, {"what", e.what}, {"description", e.description}};
+        f["layer"] = e.layer >= 0 ? json(e.layer) : json(nullptr);
+        f["head"] = e.head >= 0 ? json(e.head) : json(nullptr);
+        if (!e.shape.empty()) f["shape"] = e.shape;
+        if (!e.label.empty()) f["label"] = e.label;
+        if (!e.statistics.empty()) {
+            json stats = json::object();
+            for (const auto& [name, value] : e.statistics) stats[name] = number(value);
+            f["statistics"] = stats;
+        }
+        files.push_back(f);
+    }
+    index["files"] = files;
+
+    const fs::path path = fs::path(dir) / "index.json";
+    const fs::path tmp = fs::path(dir) / "index.json.tmp";
+    {
+        std::ofstream f(tmp, std::ios::trunc);
+        f << index.dump(1) << "\n";
+        f.flush();
+        if (!f) throw engine::InputError(path.string(), "cannot write");
+    }
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec) throw engine::InputError(path.string(), "cannot write: " + ec.message());
+}
+
+}  // namespace analysis
