@@ -91,7 +91,7 @@ struct TrainConfig {
     uint64_t seed = 1;
     std::string device = "auto";  ///< cpu, cuda, cuda:N or auto.
     std::string dtype = "fp32";   ///< fp32 or bf16 (autocast); fp16 on CUDA only.
-    int64_t threads = 0;          ///< Intra-op threads, 0 = library default.
+    int64_t threads = 0;          ///< Intra-op threads, 0 = the CPUs available (threads.h).
 };
 
 /// Everything `tupe pretrain` needs.
