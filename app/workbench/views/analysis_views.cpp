@@ -161,6 +161,8 @@ void SideBySideView::addHeader(QVBoxLayout* layout) {
     layout->addLayout(sentenceBar(sentence_, go_, status_));
 }
 
+QList<QCustomPlot*> SideBySideView::exportablePlots() { return {mainPlot(0), mainPlot(1)}; }
+
 void SideBySideView::setStore(experiments::ResultStore* store, const QString& dbPath) {
     for (auto* p : pickers_) p->setStore(store, dbPath);
     pickers_[1]->select("tupe-a");

@@ -53,6 +53,8 @@ class SideBySideView : public WorkbenchView {
     Q_OBJECT
   public:
     void setStore(experiments::ResultStore* store, const QString& dbPath) override;
+    /// Both sides' main plots, left then right.
+    QList<QCustomPlot*> exportablePlots() override;
 
   protected:
     SideBySideView(AnalysisService* service, QWidget* parent);

@@ -144,14 +144,15 @@ WorkbenchView* MainWindow::currentView() const {
 
 void MainWindow::exportPlot() {
     WorkbenchView* v = currentView();
-    QCustomPlot* plot = v ? v->exportablePlot() : nullptr;
-    if (!plot) return showError("This view has no plot to export.");
+    const QList<QCustomPlot*> plots = v ? v->exportablePlots() : QList<QCustomPlot*>{};
+    if (plots.isEmpty()) return showError("This view has no plot to export.");
     const QString path = QFileDialog::getSaveFileName(this, "Export plot (PNG and PDF)", "plot.png",
                                                       "PNG (*.png)");
     if (path.isEmpty()) return;
-    const QString error = app::exportPlot(plot, path);
+    QStringList written;
+    const QString error = app::exportPlots(plots, path, &written);
     if (!error.isEmpty()) return showError(error);
-    statusBar()->showMessage("wrote " + path + " and the PDF beside it", 8000);
+    statusBar()->showMessage("wrote " + written.join(", ") + " and the PDFs beside them", 8000);
 }
 
 void MainWindow::exportData() {

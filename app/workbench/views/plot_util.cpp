@@ -164,6 +164,21 @@ QString exportPlot(QCustomPlot* plot, const QString& basePath) {
     return {};
 }
 
+QString exportPlots(const QList<QCustomPlot*>& plots, const QString& basePath, QStringList* written) {
+    if (plots.isEmpty()) return "this view has no plot to export";
+    QString base = basePath;
+    base.remove(QRegularExpression("\\.(png|pdf)$"));
+    for (int i = 0; i < plots.size(); ++i) {
+        const QString suffix = plots.size() == 1   ? QString()
+                               : plots.size() == 2 ? (i == 0 ? "-left" : "-right")
+                                                   : "-" + QString::number(i + 1);
+        const QString error = exportPlot(plots[i], base + suffix);
+        if (!error.isEmpty()) return error;
+        if (written) written->push_back(base + suffix + ".png");
+    }
+    return {};
+}
+
 QString plotCsv(QCustomPlot* plot) {
     if (!plot) return {};
     if (auto* heat = qobject_cast<HeatmapPlot*>(plot)) {

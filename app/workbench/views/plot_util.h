@@ -64,6 +64,10 @@ class HeatmapPlot : public QCustomPlot {
 
 /// Saves `plot` as base.png and base.pdf; returns the error, empty on success.
 QString exportPlot(QCustomPlot* plot, const QString& basePath);
+/// Several plots: one alone as exportPlot; two as BASE-left and BASE-right, more as BASE-1 ...
+/// Returns the first error (empty on success); `written` gets the PNG paths.
+QString exportPlots(const QList<QCustomPlot*>& plots, const QString& basePath,
+                    QStringList* written = nullptr);
 /// The plot's graphs as CSV ("series,x,y" rows) or, for a heatmap, its matrix.
 QString plotCsv(QCustomPlot* plot);
 

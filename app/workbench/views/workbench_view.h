@@ -2,6 +2,7 @@
 // and offers its plot, its data and its table to the window's export actions.
 #pragma once
 
+#include <QList>
 #include <QString>
 #include <QWidget>
 
@@ -21,6 +22,11 @@ class WorkbenchView : public QWidget {
     virtual void setStore(experiments::ResultStore* store, const QString& dbPath) = 0;
     /// The plot that File > Export plot saves; nullptr when the view has none.
     virtual QCustomPlot* exportablePlot() { return nullptr; }
+    /// Every plot File > Export plot saves, left to right (side-by-side views: both sides).
+    virtual QList<QCustomPlot*> exportablePlots() {
+        QCustomPlot* p = exportablePlot();
+        return p ? QList<QCustomPlot*>{p} : QList<QCustomPlot*>{};
+    }
     /// The view's data as CSV for File > Export data.
     virtual QString dataCsv();
     /// The view's table as "markdown" or "latex"; empty when it has none.
