@@ -343,9 +343,9 @@ FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& t
     if (dist) {
         // The same data everywhere (each rank reads its own copy of the task files), then one
         // set of weights: rank 0's.
-        const double sizes[] = {static_cast<double>(train.size()), static_cast<double>(dev_sets.size())};
-        const auto sums = dist->all_reduce_sum({sizes[0], sizes[1]});
-        if (sums[0] != sizes[0] * world || sums[1] != sizes[1] * world)
+        const std::vector<double> sizes = {static_cast<double>(train.size()),
+                                           static_cast<double>(dev_sets.size())};
+        if (dist->all_reduce_sum(sizes) != std::vector<double>{sizes[0] * world, sizes[1] * world})
             throw DistributedError("rank " + std::to_string(rank) + ": " +
                                    std::to_string(train.size()) + " train examples and " +
                                    std::to_string(dev_sets.size()) +

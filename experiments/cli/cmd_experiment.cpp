@@ -63,11 +63,14 @@ int cmd_run(const Argv& argv) {
                          "(torchrun/srun or --nproc-per-node), not both");
     if (nproc > 1 && args.has("jobs"))
         throw UsageError("--jobs and --nproc-per-node: choose parallel jobs or data-parallel jobs");
-    if (nproc > 1 && !options.only_job.empty()) {
-        const auto plan = experiments::make_plan(spec);
-        bool known = false;
-        for (const auto& j : plan) known = known || j.name == options.only_job;
-        if (!known) throw UsageError("no job named '" + options.only_job + "' in " + spec.path);
+    const auto plan = experiments::make_plan(spec);
+    const experiments::Job* only = nullptr;  // --job NAME
+    for (const auto& j : plan)
+        if (j.name == options.only_job) only = &j;
+    if (!options.only_job.empty() && !only)
+        throw UsageError("no job named '" + options.only_job + "' in " + spec.path +
+                         " (`tupe status` lists them)");
+    if (nproc > 1 && only) {
         LaunchSpec launch;
         launch.command = "run";
         launch.nproc = static_cast<int>(nproc);
@@ -87,10 +90,8 @@ int cmd_run(const Argv& argv) {
             throw UsageError("a data-parallel worker (RANK/WORLD_SIZE set) runs one job: pass "
                              "--job NAME, or run the whole plan with --nproc-per-node N");
         std::string device = "cpu";  // the job's variant's train.device picks Gloo or NCCL
-        for (const auto& job : experiments::make_plan(spec))
-            if (job.name == options.only_job)
-                for (const auto& v : spec.variants)
-                    if (v.name == job.variant) device = v.config.train.device;
+        for (const auto& v : spec.variants)
+            if (v.name == only->variant) device = v.config.train.device;
         try {
             group = join_worker_group(device, options.threads);
         } catch (const engine::DistributedError& e) {
@@ -103,7 +104,6 @@ int cmd_run(const Argv& argv) {
     const bool main_rank = !group || group->is_main();
 
     StopOnSignal stop_on_signal;
-    const auto plan = experiments::make_plan(spec);
     if (!quiet && main_rank)
         std::cerr << "experiment " << spec.name << ": " << spec.variants.size() << " variants, "
                   << plan.size() << " jobs, results in " << spec.database << "\n";

@@ -101,12 +101,12 @@ class Runner {
         // Parallel fine-tuning: children run one job each (`tupe run FILE --job NAME`).
         const int64_t parallel = options_.jobs > 0 ? options_.jobs : spec_.jobs;
         std::vector<const Job*> finetunes;
-        for (const auto& job : plan) {  // what is left, in tokens, for the ETA
-            if (!options_.only_job.empty() && job.name != options_.only_job) continue;
-            auto existing = store_.find_run(experiment_id_, job.name);
-            if (!existing || existing->status != "finished")
+        std::set<std::string> finished;  // one query for the ETA's "what is left"
+        for (const auto& r : store_.list_runs(experiment_id_))
+            if (r.status == "finished") finished.insert(r.name);
+        for (const auto& job : plan)
+            if ((options_.only_job.empty() || job.name == options_.only_job) && !finished.count(job.name))
                 eta_.add_pending(job.kind, job_tokens(spec_, job));
-        }
         for (const auto& job : plan) {
             if (!options_.only_job.empty() && job.name != options_.only_job) continue;
             if (stopped()) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -69,6 +70,18 @@ inline void write_toy_corpus(const std::filesystem::path& dir, int documents, in
     std::ofstream vocab(dir / "vocab.txt");
     for (const char* t : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."}) vocab << t << "\n";
     for (const char* w : words) vocab << w << "\n";
+}
+
+/// A fresh scratch directory, temp/<prefix>_<pid> (a leftover from a killed run is removed),
+/// holding the toy corpus and vocabulary of write_toy_corpus above.
+inline std::filesystem::path toy_corpus_dir(const std::string& prefix, int documents,
+                                            int sentences, int min_words, unsigned seed) {
+    const auto dir = std::filesystem::temp_directory_path() /
+                     (prefix + "_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    write_toy_corpus(dir, documents, sentences, min_words, seed);
+    return dir;
 }
 
 }  // namespace test_support

@@ -26,10 +26,7 @@ namespace {
 class RunnerDistributedTest : public ::testing::Test {
   protected:
     void SetUp() override {
-        dir_ = fs::temp_directory_path() / ("tupe_dp_run_" + std::to_string(::getpid()));
-        fs::remove_all(dir_);
-        fs::create_directories(dir_);
-        test_support::write_toy_corpus(dir_, 16, 30, 7, 5);
+        dir_ = test_support::toy_corpus_dir("tupe_dp_run", 16, 30, 7, 5);
     }
     void TearDown() override { fs::remove_all(dir_); }
 

@@ -28,10 +28,7 @@ namespace {
 class RunnerJobsTest : public ::testing::Test {
   protected:
     void SetUp() override {
-        dir_ = fs::temp_directory_path() / ("tupe_jobs_" + std::to_string(::getpid()));
-        fs::remove_all(dir_);
-        fs::create_directories(dir_);
-        test_support::write_toy_corpus(dir_, 16, 30, 7, 11);
+        dir_ = test_support::toy_corpus_dir("tupe_jobs", 16, 30, 7, 11);
     }
     void TearDown() override { fs::remove_all(dir_); }
 
