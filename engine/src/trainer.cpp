@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -316,6 +317,17 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         std::to_string(data.train.size()) + " training and " +
         std::to_string(data.validation.size()) + " validation blocks of <= " +
         std::to_string(config.data.max_seq_len) + " tokens");
+    result.floor = corpus_floor(data, vocab);
+    if (writer && result.floor.validation_tokens > 0) {
+        write_floor(floor_path(config.out_dir), result.floor);
+        char line[160];
+        std::snprintf(line, sizeof line,
+                      "floor: unigram %.3f nats, bigram %.3f nats (validation MLM targets, %lld "
+                      "tokens)",
+                      result.floor.unigram_nats, result.floor.bigram_nats,
+                      static_cast<long long>(result.floor.validation_tokens));
+        say(line);
+    }
 
     std::unique_ptr<MetricsLog> metrics;
     if (writer) metrics = std::make_unique<MetricsLog>(metrics_path(config.out_dir), step);

@@ -12,6 +12,7 @@
 
 #include "engine/bert.h"
 #include "engine/config.h"
+#include "engine/corpus.h"
 
 namespace engine {
 
@@ -56,6 +57,7 @@ struct TrainResult {
     bool stopped = false;           ///< Ended by the stop flag before `steps`.
     std::vector<EvalReport> evals;  ///< Every validation, including those before a resume.
     std::string checkpoint;         ///< Path of the last checkpoint written.
+    CorpusFloor floor;              ///< The validation targets' floor (also out_dir/floor.txt).
 };
 
 /// File names inside a run's out_dir.
