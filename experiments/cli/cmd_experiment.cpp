@@ -13,12 +13,14 @@
 #include "analysis/metrics.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "engine/bert.h"
 #include "engine/distributed.h"
 #include "engine/threads.h"
 #include "launcher.h"
 #include "engine/errors.h"
 #include "experiments/experiment.h"
 #include "experiments/glue_data.h"
+#include "experiments/claims.h"
 #include "experiments/report.h"
 #include "experiments/result_store.h"
 #include "experiments/runner.h"
@@ -170,7 +172,7 @@ int cmd_report(const Argv& argv) {
         throw engine::InputError(db, "no experiment named '" + args.get("experiment") + "' (has: " + names + ")");
     }
     for (const auto& e : chosen) {
-        auto report = experiments::build_report(e.name, store.glue_results(e.id));
+        auto report = experiments::load_report(store, e.name);
         if (args.has("paper")) {
             const std::string dir = args.get("resources", TUPE_RESOURCES_DIR);
             experiments::add_paper_rows(report, (fs::path(dir) / "paper_table1.tsv").string());
@@ -182,7 +184,36 @@ int cmd_report(const Argv& argv) {
             continue;
         }
         std::cout << experiments::render_report(report, format, args.has("mean-std"));
+        if (format == experiments::ReportFormat::kTable || format == experiments::ReportFormat::kMarkdown)
+            std::cout << "\n" << experiments::pretraining_summary(store, e.name);
     }
+    return 0;
+}
+
+int cmd_claims(const Argv& argv) {
+    Args args(argv, {"db", "experiment", "format"});
+    const std::string db = args.get("db", "results/tupe.sqlite");
+    const auto format = experiments::claims_format_from_string(args.get("format", "table"));
+    if (!fs::exists(db)) throw engine::InputError(db, "no results database (run `tupe run EXPERIMENT.yaml` first, or pass --db)");
+    auto store = experiments::ResultStore::open(db, experiments::OpenMode::kReadOnly);
+    auto experiments_list = store.list_experiments();
+    if (experiments_list.empty()) throw engine::InputError(db, "holds no experiments");
+    std::string name = args.get("experiment", experiments_list.back().name);
+    if (!store.find_experiment(name)) {
+        std::string names;
+        for (const auto& e : experiments_list) names += (names.empty() ? "" : ", ") + e.name;
+        throw engine::InputError(db, "no experiment named '" + name + "' (has: " + names + ")");
+    }
+    // Parameters counted on the engine's own modules (nothing is trained).
+    auto count = [](const engine::ModelConfig& config) {
+        torch::NoGradGuard no_grad;
+        engine::BertForMaskedLM model(config);
+        int64_t n = 0;
+        for (const auto& p : model->parameters()) n += p.numel();
+        return n;
+    };
+    const auto claims = experiments::evaluate_claims(store, name, count);
+    std::cout << experiments::render_claims(name, claims, format);
     return 0;
 }
 

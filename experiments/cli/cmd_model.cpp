@@ -48,6 +48,16 @@ int cmd_info(const Argv& argv) {
         std::cout << "validation   loss " << e.loss << ", accuracy " << e.accuracy << " at step "
                   << e.step << "\n";
     }
+    engine::CorpusFloor floor;
+    if (engine::read_floor(engine::floor_path(fs::path(path).parent_path().string()), floor)) {
+        std::cout << "floor        unigram " << floor.unigram_nats << " nats, bigram "
+                  << floor.bigram_nats << " nats (validation MLM targets, "
+                  << floor.validation_tokens << " tokens)\n";
+        if (!ckpt.evals.empty()) {
+            const std::string w = engine::floor_warning(ckpt.evals.back().loss, floor);
+            if (!w.empty()) std::cout << w << "\n";
+        }
+    }
     std::cout << "\nparameters\n";
     for (const auto& [group, n] : engine::parameter_groups(*ckpt.model))
         if (group != "total") std::cout << "  " << group << std::string(12 - group.size(), ' ')

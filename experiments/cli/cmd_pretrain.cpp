@@ -5,7 +5,9 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +15,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "cli_util.h"
@@ -21,7 +24,9 @@
 #include "launcher.h"
 #include "engine/errors.h"
 #include "engine/trainer.h"
+#include "app/plotting/plotting.h"
 #include "experiments/config_loader.h"
+#include "experiments/experiment.h"
 
 namespace cli {
 
@@ -126,11 +131,88 @@ int cmd_pretrain(const Argv& argv) {
         std::cout << ", validation loss " << fixed(result.evals.front().loss, 4) << " -> "
                   << fixed(result.evals.back().loss, 4);
     std::cout << "; checkpoint " << result.checkpoint << "\n";
+    if (result.floor.validation_tokens > 0)
+        std::cout << "floor: unigram " << fixed(result.floor.unigram_nats, 4) << " nats, bigram "
+                  << fixed(result.floor.bigram_nats, 4) << " nats (validation MLM targets)\n";
+    if (!result.evals.empty()) {
+        const std::string warning = engine::floor_warning(result.evals.back().loss, result.floor);
+        if (!warning.empty()) std::cout << warning << "\n";
+    }
     return 0;
 }
 
+namespace {
+
+/// The curves as a PNG: one line per variant group (run directories named VARIANT@seedN are
+/// pooled: the mean over seeds with a min-max band), the unigram floor and the bigram
+/// reference dashed. Step 0 (the untrained model, ~log V) is left out so the plateau shows.
+void plot_curves(const std::string& path, const std::string& metric,
+                 const std::vector<std::string>& names, const std::vector<std::string>& dirs,
+                 const std::map<long long, std::map<size_t, double>>& table) {
+    namespace plt = app::plotting;
+    std::map<std::string, std::vector<size_t>> groups;
+    std::vector<std::string> order;
+    for (size_t i = 0; i < names.size(); ++i) {
+        const std::string g = experiments::variant_group(names[i]);
+        if (!groups.count(g)) order.push_back(g);
+        groups[g].push_back(i);
+    }
+    plt::LinePlot plot;
+    plot.title = "validation MLM " + metric;
+    plot.x_label = "pretraining step";
+    plot.y_label = metric == "loss" ? "validation MLM loss (nats)" : "validation MLM accuracy";
+    double xmin = INFINITY, xmax = -INFINITY;
+    for (const auto& g : order) {
+        plt::Series s;
+        const auto& members = groups[g];
+        s.name = g + (members.size() > 1 ? " (mean of " + std::to_string(members.size()) +
+                                               " seeds, min-max band)"
+                                         : "");
+        for (const auto& [step, values] : table) {
+            if (step == 0) continue;
+            std::vector<double> v;
+            for (size_t i : members)
+                if (auto it = values.find(i); it != values.end()) v.push_back(it->second);
+            if (v.size() != members.size()) continue;  // a step some seeds lack
+            double sum = 0;
+            for (double x : v) sum += x;
+            s.x.push_back(static_cast<double>(step));
+            s.y.push_back(sum / static_cast<double>(v.size()));
+            if (members.size() > 1) {
+                s.band_lo.push_back(*std::min_element(v.begin(), v.end()));
+                s.band_hi.push_back(*std::max_element(v.begin(), v.end()));
+            }
+            xmin = std::min(xmin, static_cast<double>(step));
+            xmax = std::max(xmax, static_cast<double>(step));
+        }
+        plot.series.push_back(s);
+    }
+    if (metric == "loss" && xmin <= xmax) {
+        std::set<std::string> seen;
+        for (const auto& dir : dirs) {
+            engine::CorpusFloor floor;
+            if (!engine::read_floor(engine::floor_path(dir), floor)) continue;
+            const std::string key = fixed(floor.unigram_nats, 3) + "/" + fixed(floor.bigram_nats, 3);
+            if (!seen.insert(key).second) continue;
+            plt::Series u, b;
+            u.name = "unigram floor " + fixed(floor.unigram_nats, 3) + " (word frequencies only)";
+            b.name = "bigram reference " + fixed(floor.bigram_nats, 3) + " (left context)";
+            u.dashed = b.dashed = true;
+            u.x = b.x = {xmin, xmax};
+            u.y = {floor.unigram_nats, floor.unigram_nats};
+            b.y = {floor.bigram_nats, floor.bigram_nats};
+            plot.series.push_back(u);
+            plot.series.push_back(b);
+        }
+    }
+    plt::OffscreenSession session;
+    plt::save_line_plot_png(plot, path, 900, 560);
+}
+
+}  // namespace
+
 int cmd_curves(const Argv& argv) {
-    Args args(argv, {"metric"});
+    Args args(argv, {"metric", "png"});
     const std::string metric = args.get("metric", "loss");
     if (metric != "loss" && metric != "accuracy")
         throw UsageError("--metric must be loss or accuracy");
@@ -169,7 +251,45 @@ int cmd_curves(const Argv& argv) {
         }
         rows.push_back(r);
     }
+    // The floor under the curves (floor.txt beside each run's checkpoint): a loss near the
+    // unigram floor means the model learned word frequencies only.
+    std::vector<std::string> warnings;
+    std::vector<std::string> floor_row = {"unigram floor"}, bigram_row = {"bigram ref."};
+    bool any_floor = false;
+    for (size_t i = 0; i < names.size(); ++i) {
+        engine::CorpusFloor floor;
+        const bool have = engine::read_floor(engine::floor_path(args.positionals()[i]), floor);
+        any_floor = any_floor || have;
+        floor_row.push_back(have && metric == "loss" ? fixed(floor.unigram_nats, 4) : "-");
+        bigram_row.push_back(have && metric == "loss" ? fixed(floor.bigram_nats, 4) : "-");
+        if (have && metric == "loss" && !table.empty()) {
+            // The run's last validation point.
+            for (auto it = table.rbegin(); it != table.rend(); ++it) {
+                auto v = it->second.find(i);
+                if (v == it->second.end()) continue;
+                const std::string w = engine::floor_warning(v->second, floor);
+                if (!w.empty()) warnings.push_back(names[i] + ": " + w);
+                break;
+            }
+        }
+    }
+    if (any_floor && metric == "loss") {
+        rows.push_back(floor_row);
+        rows.push_back(bigram_row);
+    }
     std::cout << format_table(rows);
+    if (any_floor && metric == "loss")
+        std::cout << "unigram floor: cross-entropy of the validation MLM targets under the training "
+                     "token frequencies (a model that learned frequencies only); bigram ref.: "
+                     "under a left-context bigram model\n";
+    else if (metric == "loss")
+        std::cout << "(no floor.txt in these run directories: pretrained before the floor was "
+                     "recorded; resume or rerun `tupe pretrain` to write it)\n";
+    for (const auto& w : warnings) std::cout << w << "\n";
+    if (args.has("png")) {
+        plot_curves(args.get("png"), metric, names, args.positionals(), table);
+        std::cout << "wrote " << args.get("png") << "\n";
+    }
     return 0;
 }
 

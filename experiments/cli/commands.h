@@ -23,6 +23,7 @@ int cmd_doctor(const Argv& args);        // cmd_doctor.cpp
 int cmd_run(const Argv& args);           // cmd_experiment.cpp
 int cmd_status(const Argv& args);
 int cmd_report(const Argv& args);
+int cmd_claims(const Argv& args);
 int cmd_score(const Argv& args);
 int cmd_glue(const Argv& args);
 

@@ -42,8 +42,8 @@ const std::map<std::string, Command>& commands() {
          {cli::cmd_pretrain, "pretrain --config FILE [--set key=value ...] [--out DIR] [--nproc-per-node N]",
           "MLM pretraining of one variant (resumes when DIR holds a checkpoint; N data-parallel workers)"}},
         {"curves",
-         {cli::cmd_curves, "curves RUN_DIR [RUN_DIR ...] [--metric loss|accuracy]",
-          "validation curves of runs side by side"}},
+         {cli::cmd_curves, "curves RUN_DIR [RUN_DIR ...] [--metric loss|accuracy] [--png FILE]",
+          "validation curves of runs side by side, with the unigram floor (--png: a figure, seeds pooled into bands)"}},
         {"info", {cli::cmd_info, "info CHECKPOINT", "variant, config, parameter groups, progress"}},
         {"export",
          {cli::cmd_export, "export CHECKPOINT --out DIR [--vocab FILE] | --out FILE.pt",
@@ -73,6 +73,11 @@ const std::map<std::string, Command>& commands() {
           "report [--db FILE] [--experiment NAME] [--format table|markdown|csv|latex|json] "
           "[--mean-std] [--paper]",
           "the paper's Table 1 layout from the results store"}},
+        {"claims",
+         {cli::cmd_claims,
+          "claims [--db FILE] [--experiment NAME] [--format table|markdown|json]",
+          "the paper's claims tested on stored runs: supported / contradicted / inconclusive / "
+          "not run, with the numbers and the test"}},
         {"score",
          {cli::cmd_score, "score --task NAME --dev FILE --predictions FILE [--format json]",
           "score a GLUE submission file against dev labels"}},

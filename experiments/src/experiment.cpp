@@ -22,13 +22,14 @@ namespace {
 
 const std::vector<std::string> kExperimentKeys = {"name",    "variants", "grid",     "checkpoints",
                                                   "glue",    "finetune", "database", "runs_dir",
-                                                  "jobs",    "analysis"};
+                                                  "jobs",    "analysis", "pretrain_seeds"};
 const std::vector<std::string> kAnalysisKeys = {"checkpoints", "corpus",     "sentences", "text",
                                                 "max_tokens",  "batch_size", "figures"};
 const std::vector<std::string> kGlueKeys = {"data", "tasks", "synthetic_train", "synthetic_dev"};
 const std::vector<std::string> kFinetuneKeys = {"lrs",          "seeds",        "batch_size",
                                                 "epochs",       "warmup_ratio", "weight_decay",
-                                                "max_seq_len",  "classifier_dropout"};
+                                                "max_seq_len",  "classifier_dropout",
+                                                "shuffle_words"};
 const std::vector<std::string> kVariantKeys = {"name", "preset", "set"};
 
 long line_of(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().line + 1; }
@@ -112,6 +113,14 @@ std::vector<int64_t> ExperimentSpec::checkpoint_steps(const Variant& v) const {
 
 std::vector<int64_t> ExperimentSpec::analysis_steps(const Variant& v) const {
     return analysis.enabled ? steps_of(analysis.checkpoints, v) : std::vector<int64_t>{};
+}
+
+std::string variant_group(const std::string& name) {
+    const auto at = name.rfind("@seed");
+    if (at == std::string::npos || at == 0 || at + 5 == name.size()) return name;
+    for (size_t i = at + 5; i < name.size(); ++i)
+        if (name[i] < '0' || name[i] > '9') return name;
+    return name.substr(0, at);
 }
 
 ExperimentSpec load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
@@ -199,6 +208,8 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
             if (!(p.classifier_dropout >= 0 && p.classifier_dropout < 1))
                 r.fail(f["classifier_dropout"], "finetune.classifier_dropout", "must be in [0, 1)");
         }
+        if (f["shuffle_words"])
+            p.shuffle_words = r.scalar<bool>(f["shuffle_words"], "finetune.shuffle_words", "true or false");
         if (p.batch_size < 1) r.fail(f["batch_size"], "finetune.batch_size", "must be >= 1");
         if (p.epochs < 0) r.fail(f["epochs"], "finetune.epochs", "must be >= 0 (0 = the task's default)");
     }
@@ -263,12 +274,39 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
         pending.insert(pending.end(), combos.begin(), combos.end());
     }
     if (pending.empty()) pending.push_back(Pending{"base", {}, root});
+    std::vector<std::string> groups;
+    if (root["pretrain_seeds"]) {
+        spec.pretrain_seeds = r.list<uint64_t>(root["pretrain_seeds"], "pretrain_seeds", "non-negative integers");
+        if (std::set<uint64_t>(spec.pretrain_seeds.begin(), spec.pretrain_seeds.end()).size() !=
+            spec.pretrain_seeds.size())
+            r.fail(root["pretrain_seeds"], "pretrain_seeds", "seeds must be distinct");
+    }
+    if (spec.pretrain_seeds.size() > 1) {
+        std::vector<Pending> seeded;
+        for (const auto& p : pending)
+            for (uint64_t seed : spec.pretrain_seeds) {
+                Pending q = p;
+                q.name += "@seed" + std::to_string(seed);
+                q.overrides.push_back("train.seed=" + std::to_string(seed));
+                seeded.push_back(q);
+                groups.push_back(p.name);
+            }
+        pending = seeded;
+    } else {
+        for (auto& p : pending) {
+            if (spec.pretrain_seeds.size() == 1)
+                p.overrides.push_back("train.seed=" + std::to_string(spec.pretrain_seeds[0]));
+            groups.push_back(p.name);
+        }
+    }
 
     std::set<std::string> names;
-    for (const auto& p : pending) {
+    for (size_t i = 0; i < pending.size(); ++i) {
+        const Pending& p = pending[i];
         if (!names.insert(p.name).second) r.fail(p.at, "variants", "duplicate variant name '" + p.name + "'");
         Variant v;
         v.name = p.name;
+        v.group = groups[i];
         v.overrides = p.overrides;
         std::vector<std::string> all = overrides;
         all.insert(all.end(), p.overrides.begin(), p.overrides.end());

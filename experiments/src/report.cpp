@@ -11,7 +11,10 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "analysis/evidence.h"
+#include "engine/corpus.h"
 #include "engine/errors.h"
+#include "experiments/experiment.h"
 
 namespace experiments {
 
@@ -23,13 +26,6 @@ const std::vector<std::string> kOrder = {"mnli_m", "mnli_mm", "qnli", "qqp",    
                                          "syn-rte", "wnli"};
 const std::vector<std::string> kTupeNine = {"mnli_m", "mnli_mm", "qnli", "qqp", "sst2",
                                             "cola",   "mrpc",    "rte",  "stsb"};
-
-// The TUPE paper's selection metric per task (GLUE_FORMAT.md).
-std::string selection_metric(const std::string& task) {
-    if (task == "cola" || task == "syn-cola") return "mcc";
-    if (task == "stsb" || task == "syn-stsb") return "pearson";
-    return "accuracy";
-}
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -49,7 +45,73 @@ std::string signed_fmt(double v) {
     return buf;
 }
 
+uint64_t text_hash(const std::string& text) {
+    uint64_t h = 1469598103934665603ULL;
+    for (char c : text) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+    return h;
+}
+
 }  // namespace
+
+// The TUPE paper's selection metric per task (GLUE_FORMAT.md).
+std::string selection_metric(const std::string& task) {
+    if (task == "cola" || task == "syn-cola") return "mcc";
+    if (task == "stsb" || task == "syn-stsb") return "pearson";
+    return "accuracy";
+}
+
+Report load_report(ResultStore& store, const std::string& name) {
+    const auto e = store.find_experiment(name);
+    if (!e) throw std::invalid_argument("no experiment named '" + name + "' in " + store.path());
+    std::map<int64_t, int64_t> parent_of;
+    for (const auto& r : store.list_runs(e->id))
+        if (r.parent_run_id) parent_of[r.id] = *r.parent_run_id;
+    return build_report(name, store.glue_results(e->id), store.predictions(e->id), parent_of);
+}
+
+std::string pretraining_summary(ResultStore& store, const std::string& name) {
+    const auto e = store.find_experiment(name);
+    if (!e) throw std::invalid_argument("no experiment named '" + name + "' in " + store.path());
+    std::map<std::string, std::vector<std::string>> finals;  // group -> "seed S: loss"
+    std::vector<std::string> order, warnings;
+    std::set<std::string> floors;
+    for (const auto& r : store.list_runs(e->id)) {
+        if (r.kind != "pretrain") continue;
+        const auto curve = store.metrics(r.id, "validation/loss");
+        if (curve.empty()) continue;
+        const std::string group = variant_group(r.variant.empty() ? r.name : r.variant);
+        if (!finals.count(group)) order.push_back(group);
+        finals[group].push_back(fmt(curve.back().value, 3) + " (seed " + std::to_string(r.seed) +
+                                ", step " + std::to_string(curve.back().step) + ")");
+        const auto params = store.params(r.id);
+        auto it = params.find("floor.unigram_nats");
+        if (it == params.end()) continue;
+        const double floor = std::stod(it->second);
+        floors.insert(fmt(floor, 3));
+        if (curve.back().value > floor - engine::kFloorMargin)
+            warnings.push_back("warning: " + r.name + " ends at " + fmt(curve.back().value, 3) +
+                               ", not " + fmt(engine::kFloorMargin, 1) + " nats below the unigram floor " +
+                               fmt(floor, 3) + ": it learned word frequencies only, and its fine-tuning "
+                               "rows say nothing about positions");
+    }
+    if (order.empty()) return "";
+    std::ostringstream os;
+    os << "validation MLM loss at the end of pretraining (nats; lower is better):\n";
+    for (const auto& g : order) {
+        os << "  " << g << ":";
+        for (const auto& f : finals[g]) os << " " << f;
+        os << "\n";
+    }
+    if (floors.empty()) {
+        os << "  unigram floor: not recorded (pretrained before the floor was stored)\n";
+    } else {
+        os << "  unigram floor:";
+        for (const auto& f : floors) os << " " << f;
+        os << " (the validation targets' cross-entropy under training word frequencies)\n";
+    }
+    for (const auto& w : warnings) os << w << "\n";
+    return os.str();
+}
 
 ReportFormat report_format_from_string(const std::string& name) {
     if (name == "table") return ReportFormat::kTable;
@@ -70,20 +132,62 @@ std::string column_title(const std::string& key) {
     return it == titles.end() ? key : it->second;
 }
 
-Report build_report(const std::string& experiment, const std::vector<GlueResultRecord>& results) {
+Report build_report(const std::string& experiment, const std::vector<GlueResultRecord>& results,
+                    const std::vector<PredictionSet>& predictions,
+                    const std::map<int64_t, int64_t>& parent_of) {
     Report report;
     report.experiment = experiment;
-    // (variant, step) -> task -> lr -> values over seeds
+    // (variant group, step) -> task -> lr -> values over seeds, and the runs behind them
     std::map<std::pair<std::string, int64_t>, std::map<std::string, std::map<double, std::vector<double>>>> groups;
+    std::map<std::pair<std::string, int64_t>, std::map<std::string, std::map<double, std::vector<const GlueResultRecord*>>>> runs_of;
     std::vector<std::pair<std::string, int64_t>> row_order;
     std::set<std::string> tasks;
     for (const auto& r : results) {
         if (r.metric != selection_metric(r.task)) continue;
-        const auto key = std::make_pair(r.variant, r.checkpoint_step);
+        const auto key = std::make_pair(variant_group(r.variant), r.checkpoint_step);
         if (!groups.count(key)) row_order.push_back(key);
         groups[key][r.task][r.lr].push_back(r.value);
+        runs_of[key][r.task][r.lr].push_back(&r);
         tasks.insert(r.task);
     }
+    std::map<std::pair<int64_t, std::string>, const PredictionSet*> prediction_of;  // (run, split)
+    for (const auto& p : predictions) prediction_of[{p.run_id, p.split}] = &p;
+    constexpr int kResamples = 1000;
+    // One cell's interval and chance from the predictions of its runs, when all are stored.
+    auto add_evidence = [&](ReportCell& cell, const std::string& task,
+                            const std::vector<const GlueResultRecord*>& runs) {
+        cell.has_interval = cell.has_chance = cell.above_chance = false;
+        cell.replicates.clear();
+        cell.pretrain_seeds = 0;
+        std::vector<analysis::RunPredictions> preds;
+        const std::vector<double>* gold = nullptr;
+        std::set<int64_t> parents;
+        for (const auto* r : runs) {
+            auto it = prediction_of.find({r->run_id, r->split});
+            if (it == prediction_of.end()) return;
+            if (gold && it->second->gold != *gold) return;  // not one dev set
+            gold = &it->second->gold;
+            auto parent = parent_of.find(r->run_id);
+            const int64_t cluster = parent == parent_of.end() ? r->run_id : parent->second;
+            parents.insert(cluster);
+            preds.push_back({cluster, &it->second->predicted});
+        }
+        if (!gold || gold->empty()) return;
+        const std::string metric = selection_metric(task);
+        cell.pretrain_seeds = static_cast<int>(parents.size());
+        cell.has_chance = true;
+        cell.chance = analysis::chance_level(metric, *gold);
+        analysis::BootstrapOptions options;
+        options.resamples = kResamples;
+        options.example_seed = text_hash(task);  // the same examples for every row: paired
+        options.run_seed = text_hash(task + "/" + runs.front()->variant);
+        cell.replicates = analysis::bootstrap_median_metric(metric, *gold, preds, options);
+        const auto interval = analysis::percentile_interval(cell.replicates);
+        cell.has_interval = true;
+        cell.lo = interval.lo;
+        cell.hi = interval.hi;
+        cell.above_chance = cell.lo > cell.chance;
+    };
     for (const auto& k : kOrder)
         if (tasks.count(k)) report.columns.push_back(k);
     for (const auto& t : tasks)
@@ -118,6 +222,7 @@ Report build_report(const std::string& experiment, const std::vector<GlueResultR
             for (const auto& [lr, values] : by_lr) {
                 const double m = median(values);
                 if (m > best) {
+                    add_evidence(cell, task, runs_of[key][task][lr]);
                     best = m;
                     cell.best_lr = lr;
                     cell.median = m;
@@ -137,6 +242,29 @@ Report build_report(const std::string& experiment, const std::vector<GlueResultR
             if (row.cells.count(t)) sum += row.cells[t].median, ++count;
         row.has_average = count == static_cast<int>(avg_over.size()) && count > 0;
         row.average = count ? sum / count : 0;
+        // Avg's interval: the mean of the columns' replicates (independent dev sets).
+        if (row.has_average) {
+            bool all = true;
+            for (const auto& t : avg_over) all = all && row.cells[t].has_interval;
+            if (all) {
+                auto& a = row.average_cell;
+                a.present = true;
+                a.median = row.average;
+                a.replicates.assign(kResamples, 0.0);
+                for (const auto& t : avg_over) {
+                    const auto& c = row.cells[t];
+                    a.chance += c.chance / static_cast<double>(avg_over.size());
+                    for (int b = 0; b < kResamples; ++b)
+                        a.replicates[static_cast<size_t>(b)] +=
+                            c.replicates[static_cast<size_t>(b)] / static_cast<double>(avg_over.size());
+                }
+                const auto interval = analysis::percentile_interval(a.replicates);
+                a.has_interval = a.has_chance = true;
+                a.lo = interval.lo;
+                a.hi = interval.hi;
+                a.above_chance = a.lo > a.chance;
+            }
+        }
         report.rows.push_back(row);
     }
     return report;
@@ -214,14 +342,29 @@ std::string render_report(const Report& report, ReportFormat format, bool mean_s
         j["experiment"] = report.experiment;
         j["average_rule"] = report.average_rule;
         j["columns"] = report.columns;
+        j["interval"] = "95% percentile bootstrap of the median (dev examples; pretraining and fine-tuning seeds where several)";
         j["rows"] = nlohmann::json::array();
         for (const auto& row : report.rows) {
             nlohmann::json r = {{"label", row.label}, {"variant", row.variant}, {"step", row.step},
                                 {"reference", row.reference}};
-            for (const auto& [k, c] : row.cells)
+            auto evidence = [](nlohmann::json& j, const ReportCell& c) {
+                if (c.has_interval) j["ci95"] = {c.lo, c.hi};
+                if (c.has_chance) j["chance"] = c.chance;
+                if (c.has_interval) j["above_chance"] = c.above_chance;
+                if (c.pretrain_seeds > 0) j["pretrain_seeds"] = c.pretrain_seeds;
+            };
+            for (const auto& [k, c] : row.cells) {
                 r["cells"][k] = {{"median", c.median}, {"mean", c.mean}, {"std", c.stddev},
                                  {"n", c.n}, {"best_lr", c.best_lr}};
-            if (row.has_average) r["avg"] = row.average;
+                evidence(r["cells"][k], c);
+            }
+            if (row.has_average) {
+                r["avg"] = row.average;
+                if (row.average_cell.present) {
+                    r["avg_evidence"] = nlohmann::json::object();
+                    evidence(r["avg_evidence"], row.average_cell);
+                }
+            }
             j["rows"].push_back(r);
         }
         return j.dump(2) + "\n";
@@ -234,10 +377,18 @@ std::string render_report(const Report& report, ReportFormat format, bool mean_s
         std::string s = mean_std && !row.reference
                             ? fmt(c.mean) + " +- " + fmt(c.stddev) + " (" + std::to_string(c.n) + ")"
                             : fmt(c.median);
-        if (with_delta && baseline && &row != baseline && !row.reference && baseline->cells.count(k))
+        if (c.has_interval) {
+            s += " [" + fmt(c.lo, 1) + ", " + fmt(c.hi, 1) + "]";
+            if (!c.above_chance) s += format == ReportFormat::kLatex ? "$^{\\sim}$" : " ~";
+        } else if (with_delta && baseline && &row != baseline && !row.reference &&
+                   baseline->cells.count(k)) {
             s += " (" + signed_fmt(c.median - baseline->cells.at(k).median) + ")";
+        }
         return s;
     };
+    bool any_interval = false;
+    for (const auto& row : report.rows)
+        for (const auto& [k, c] : row.cells) any_interval = any_interval || c.has_interval;
     auto is_best = [&](const ReportRow& row, const std::string& k) {
         auto it = row.cells.find(k);
         return !row.reference && it != row.cells.end() && best.count(k) &&
@@ -249,15 +400,33 @@ std::string render_report(const Report& report, ReportFormat format, bool mean_s
 
     std::ostringstream os;
     if (format == ReportFormat::kCsv) {
-        for (size_t i = 0; i < header.size(); ++i) os << (i ? "," : "") << header[i];
+        for (size_t i = 0; i < header.size(); ++i) {
+            os << (i ? "," : "") << header[i];
+            if (i > 0 && any_interval)
+                os << "," << header[i] << "_lo," << header[i] << "_hi," << header[i] << "_chance,"
+                   << header[i] << "_above_chance";
+        }
         os << "\n";
         for (const auto& row : report.rows) {
             os << '"' << row.label << '"';
+            auto evidence = [&](const ReportCell* c) {
+                if (!any_interval) return;
+                if (!c || !c->has_interval) {
+                    os << ",,,,";
+                    return;
+                }
+                os << "," << fmt(c->lo, 4) << "," << fmt(c->hi, 4) << ","
+                   << (c->has_chance ? fmt(c->chance, 4) : "") << ","
+                   << (c->above_chance ? "1" : "0");
+            };
             for (const auto& k : report.columns) {
                 auto it = row.cells.find(k);
                 os << "," << (it == row.cells.end() ? "" : fmt(it->second.median, 4));
+                evidence(it == row.cells.end() ? nullptr : &it->second);
             }
-            os << "," << (row.has_average ? fmt(row.average, 4) : "") << "\n";
+            os << "," << (row.has_average ? fmt(row.average, 4) : "");
+            evidence(row.average_cell.present ? &row.average_cell : nullptr);
+            os << "\n";
         }
         return os.str();
     }
@@ -274,9 +443,35 @@ std::string render_report(const Report& report, ReportFormat format, bool mean_s
             }
             cells.push_back(t);
         }
-        cells.push_back(row.has_average ? fmt(row.average) : "-");
+        std::string avg = row.has_average ? fmt(row.average) : "-";
+        if (row.average_cell.has_interval) {
+            const auto& a = row.average_cell;
+            avg += " [" + fmt(a.lo, 1) + ", " + fmt(a.hi, 1) + "]";
+            if (!a.above_chance) avg += format == ReportFormat::kLatex ? "$^{\\sim}$" : " ~";
+        }
+        cells.push_back(avg);
         table.push_back(cells);
     }
+    // The chance line under the table: what a model that ignores its input scores.
+    bool any_chance = false;
+    std::vector<std::string> chance_row = {"chance"};
+    for (const auto& k : report.columns) {
+        const ReportCell* found = nullptr;
+        for (const auto& row : report.rows) {
+            auto it = row.cells.find(k);
+            if (!row.reference && it != row.cells.end() && it->second.has_chance) {
+                found = &it->second;
+                break;
+            }
+        }
+        any_chance = any_chance || found;
+        chance_row.push_back(found ? fmt(found->chance) : "-");
+    }
+    const ReportRow* with_avg = nullptr;
+    for (const auto& row : report.rows)
+        if (!row.reference && row.average_cell.has_chance) with_avg = &row;
+    chance_row.push_back(with_avg ? fmt(with_avg->average_cell.chance) : "-");
+    if (any_chance) table.push_back(chance_row);
     if (format == ReportFormat::kMarkdown) {
         for (size_t r = 0; r < table.size(); ++r) {
             os << "|";
@@ -320,7 +515,13 @@ std::string render_report(const Report& report, ReportFormat format, bool mean_s
     std::string notes = report.average_rule + ". Cells: " +
                         (mean_std ? "mean +- std (n seeds) at the best lr"
                                   : "median over seeds at the best lr (TUPE's rule)") +
-                        "; (+x) = difference to the first row; best per column marked" +
+                        (any_interval
+                             ? std::string("; [lo, hi] = 95% bootstrap interval of that median "
+                                           "(dev examples, and pretraining and fine-tuning seeds "
+                                           "where several); ~ = the interval reaches the chance "
+                                           "row (cannot be told from chance)")
+                             : std::string("; (+x) = difference to the first row")) +
+                        "; best per column marked" +
                         (format == ReportFormat::kMarkdown ? " in bold" : format == ReportFormat::kLatex ? " in bold" : " *") + ".";
     if (report.synthetic) notes += " SYN-* columns are synthetic built-in tasks, not GLUE.";
     if (format == ReportFormat::kLatex) os << "% " << notes << "\n";

@@ -99,6 +99,18 @@ CREATE TABLE artifacts (
     UNIQUE (run_id, path)
 );
 )sql",
+        // Version 2: per-example dev predictions of each fine-tuning run (the epoch its
+        // scores come from), so intervals and paired tests can be computed after the fact.
+        R"sql(
+CREATE TABLE predictions (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    split TEXT NOT NULL,
+    example INTEGER NOT NULL,
+    gold REAL,
+    prediction REAL,
+    PRIMARY KEY (run_id, split, example)
+) WITHOUT ROWID;
+)sql",
     };
     return steps;
 }

@@ -110,6 +110,26 @@ std::vector<GlueResultRecord> ResultStore::glue_results(std::int64_t experiment_
     });
 }
 
+std::vector<PredictionSet> ResultStore::predictions(std::int64_t experiment_id) {
+    return impl_->with_retry([&] {
+        std::vector<PredictionSet> out;
+        Query q(*impl_,
+                "SELECT p.run_id, p.split, p.gold, p.prediction FROM predictions p "
+                "JOIN runs r ON r.id = p.run_id WHERE r.experiment_id = ?1 "
+                "ORDER BY p.run_id, p.split, p.example");
+        q.bind(1, experiment_id);
+        while (q.step("read predictions")) {
+            const std::int64_t run = q.integer(0);
+            const std::string split = q.text(1);
+            if (out.empty() || out.back().run_id != run || out.back().split != split)
+                out.push_back({run, split, {}, {}});
+            out.back().gold.push_back(q.real(2));
+            out.back().predicted.push_back(q.real(3));
+        }
+        return out;
+    });
+}
+
 std::vector<CheckpointRecord> ResultStore::checkpoints(std::int64_t run_id) {
     return impl_->with_retry([&] {
         std::vector<CheckpointRecord> out;

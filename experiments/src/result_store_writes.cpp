@@ -140,6 +140,27 @@ void ResultStore::add_glue_result(const GlueResultRecord& result) {
     });
 }
 
+void ResultStore::set_predictions(const PredictionSet& set) {
+    const std::string what =
+        "store predictions on " + set.split + " of run " + std::to_string(set.run_id);
+    if (set.gold.size() != set.predicted.size())
+        throw StoreError(impl_->path, "cannot " + what + ": " + std::to_string(set.gold.size()) +
+                                          " gold labels but " +
+                                          std::to_string(set.predicted.size()) + " predictions");
+    impl_->write(what, [&] {
+        Query erase(*impl_, "DELETE FROM predictions WHERE run_id = ?1 AND split = ?2");
+        erase.bind(1, set.run_id).bind(2, set.split).run(what);
+        Query insert(*impl_,
+                     "INSERT INTO predictions (run_id, split, example, gold, prediction) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5)");
+        for (size_t i = 0; i < set.gold.size(); ++i) {
+            insert.bind(1, set.run_id).bind(2, set.split).bind(3, static_cast<std::int64_t>(i));
+            insert.bind_real(4, set.gold[i]).bind_real(5, set.predicted[i]).run(what);
+            insert.reset();
+        }
+    });
+}
+
 void ResultStore::add_checkpoint(const CheckpointRecord& checkpoint) {
     const std::string what = "add checkpoint " + std::to_string(checkpoint.step) + " to run " +
                              std::to_string(checkpoint.run_id);

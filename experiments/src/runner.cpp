@@ -205,6 +205,7 @@ class Runner {
         // Written only when changed, so runs recorded before the key existed stay equal.
         if (spec_.finetune.classifier_dropout != FinetuneProtocol{}.classifier_dropout)
             cfg << "classifier_dropout = " << spec_.finetune.classifier_dropout << "\n";
+        if (spec_.finetune.shuffle_words) cfg << "shuffle_words = true\n";
         r.config_text = cfg.str();
         return r;
     }
@@ -245,7 +246,8 @@ class Runner {
     bool pretrain(const Job& job, int64_t run_id) {
         const Variant& v = variant_named(spec_, job.variant);
         store_.add_params(run_id, {{"variant", v.name}, {"preset", v.config.model.preset},
-                                   {"size", v.config.model.size}});
+                                   {"size", v.config.model.size}, {"group", v.group},
+                                   {"pretrain_seed", std::to_string(v.config.train.seed)}});
         // A resume continues from the checkpoint; points after it (from a killed process)
         // are dropped so no curve holds a step twice.
         const std::string ckpt = engine::checkpoint_path(v.config.out_dir);
@@ -299,7 +301,20 @@ class Runner {
         };
         auto result = engine::pretrain(v.config, tc, options_.dist);
         flush();
+        if (result.floor.validation_tokens > 0) {
+            char uni[32], bi[32];
+            std::snprintf(uni, sizeof uni, "%.6f", result.floor.unigram_nats);
+            std::snprintf(bi, sizeof bi, "%.6f", result.floor.bigram_nats);
+            store_.add_params(run_id, {{"floor.unigram_nats", uni},
+                                       {"floor.bigram_nats", bi},
+                                       {"floor.validation_tokens",
+                                        std::to_string(result.floor.validation_tokens)}});
+        }
         if (result.stopped) return false;
+        if (!result.evals.empty()) {
+            const std::string warning = engine::floor_warning(result.evals.back().loss, result.floor);
+            if (!warning.empty()) say(v.name + ": " + warning);
+        }
         analyse(job, run_id);
         return !stopped();
     }
@@ -414,7 +429,8 @@ class Runner {
     const TaskData& task_data(const std::string& key) {
         auto it = tasks_.find(key);
         if (it != tasks_.end()) return it->second;
-        return tasks_.emplace(key, load_task_data(key, glue_dir_cached())).first->second;
+        return tasks_.emplace(key, load_task_data(key, glue_dir_cached(), spec_.finetune.shuffle_words))
+            .first->second;
     }
 
     const std::string& glue_dir_cached() {
@@ -444,6 +460,7 @@ class Runner {
         // Best epoch by the paper's selection metric on the first dev split (MNLI: matched).
         double best = -1e300;
         std::vector<analysis::TaskScores> best_scores;
+        std::vector<std::vector<double>> best_predictions;  // per dev split, of the best epoch
         engine::FinetuneCallbacks fcb;
         fcb.stop = cb_.stop;
         fcb.on_step = [&](int64_t step, int64_t total, double loss) {
@@ -467,6 +484,7 @@ class Runner {
             if (primary > best) {
                 best = primary;
                 best_scores = scores;
+                best_predictions = e.predictions;
             }
         };
         auto result = engine::finetune(pretrained.model, tokenizer, data.train, data.dev, fc, fcb,
@@ -485,6 +503,11 @@ class Runner {
                 g.seed = static_cast<int64_t>(job.seed);
                 store_.add_glue_result(g);
             }
+        // The per-example predictions behind those scores: bootstrap intervals and paired
+        // comparisons (tupe report, tupe claims) are computed from them.
+        for (size_t i = 0; i < best_predictions.size() && i < data.dev.size(); ++i)
+            store_.set_predictions({run_id, data.dev_names[i], gold_values(data.info, data.dev[i]),
+                                    best_predictions[i]});
         return true;
     }
 

@@ -38,7 +38,10 @@ struct TaskData {
     std::vector<std::string> dev_names;
     std::vector<std::vector<engine::LabeledText>> dev;
 };
-TaskData load_task_data(const std::string& task_key, const std::string& dir);
+/// The task's train and dev splits; with shuffle_words, every sentence's words shuffled
+/// (the bag-of-words control, FinetuneProtocol::shuffle_words).
+TaskData load_task_data(const std::string& task_key, const std::string& dir,
+                        bool shuffle_words = false);
 
 /// The snapshot steps a variant's pretraining writes: fine-tuning and analysis checkpoints.
 std::vector<int64_t> snapshot_steps(const ExperimentSpec& spec, const Variant& v);

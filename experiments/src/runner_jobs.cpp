@@ -7,6 +7,7 @@
 #include "engine/distributed.h"
 #include "engine/errors.h"
 #include "engine/tokenizer.h"
+#include "experiments/synthetic_tasks.h"
 #include "runner_internal.h"
 
 namespace experiments::detail {
@@ -68,10 +69,16 @@ std::string reported_task(const TaskInfo& task, const std::string& split) {
     return task.key;
 }
 
-TaskData load_task_data(const std::string& task_key, const std::string& dir) {
+TaskData load_task_data(const std::string& task_key, const std::string& dir, bool shuffle) {
     TaskData d;
     d.info = find_task(task_key);
     auto splits = load_task(d.info, dir);
+    if (shuffle)
+        for (auto& [name, split] : splits)
+            for (auto& e : split.examples) {
+                e.text_a = shuffle_words(e.text_a, 0x5eedULL);
+                if (!e.text_b.empty()) e.text_b = shuffle_words(e.text_b, 0x5eedULL);
+            }
     d.train = labeled(d.info, splits.at("train"));
     for (const auto& name : d.info.dev_splits) {
         d.dev_names.push_back(name);
@@ -121,7 +128,7 @@ RunSummary run_worker_job(const ExperimentSpec& spec, const RunnerOptions& optio
     } else {
         // Rank 0 prepares the built-in tasks (it writes them once); the others read them after.
         dist.barrier();
-        const TaskData data = load_task_data(job.task, glue_dir(spec));
+        const TaskData data = load_task_data(job.task, glue_dir(spec), spec.finetune.shuffle_words);
         const std::string snapshot = snapshot_path(v, job.checkpoint_step);
         auto pretrained = engine::load_checkpoint(snapshot);
         engine::WordPieceTokenizer tokenizer(

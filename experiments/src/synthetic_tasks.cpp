@@ -409,4 +409,25 @@ SyntheticSummary write_synthetic_tasks(const std::string& corpus_path, const std
     return summary;
 }
 
+std::string shuffle_words(const std::string& text, uint64_t seed) {
+    std::vector<std::string> words;
+    std::string word;
+    for (char c : text) {
+        if (c == ' ' || c == '\t') {
+            if (!word.empty()) words.push_back(word), word.clear();
+        } else {
+            word += c;
+        }
+    }
+    if (!word.empty()) words.push_back(word);
+    // The stream mixes in the text, so two examples of one seed get different orders.
+    uint64_t h = 1469598103934665603ULL;
+    for (char c : text) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+    Rng rng(seed, h);
+    rng.shuffle(words.begin(), words.end());
+    std::string out;
+    for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
+    return out;
+}
+
 }  // namespace experiments

@@ -48,10 +48,15 @@ void check(const Heatmap& m) {
 }
 
 void check(const LinePlot& p) {
-    for (const Series& s : p.series)
+    for (const Series& s : p.series) {
         require(s.x.size() == s.y.size(), "line plot '" + p.title + "', series '" + s.name +
                                               "': " + std::to_string(s.x.size()) + " x values, " +
                                               std::to_string(s.y.size()) + " y values");
+        require((s.band_lo.empty() && s.band_hi.empty()) ||
+                    (s.band_lo.size() == s.x.size() && s.band_hi.size() == s.x.size()),
+                "line plot '" + p.title + "', series '" + s.name +
+                    "': the band needs as many lo and hi values as x values");
+    }
 }
 
 void check_size(int width, int height) {
@@ -209,12 +214,36 @@ QPixmap render_line_plot(const LinePlot& p, int width, int height) {
     QCustomPlot plot;
     double lo = INFINITY, hi = -INFINITY, xlo = INFINITY, xhi = -INFINITY;
     size_t named = 0;
+    size_t colored = 0;
+    for (const Series& s : p.series) colored += !s.dashed;
+    size_t color_index = 0;
     for (size_t i = 0; i < p.series.size(); ++i) {
         const Series& s = p.series[i];
+        const QColor color = s.dashed ? QColor(90, 90, 90) : series_color(color_index++, colored);
+        if (!s.band_lo.empty()) {
+            // The band: a filled channel between two pen-less graphs, out of the legend.
+            QCPGraph* low = plot.addGraph();
+            QCPGraph* high = plot.addGraph();
+            low->setData(QVector<double>(s.x.begin(), s.x.end()),
+                         QVector<double>(s.band_lo.begin(), s.band_lo.end()));
+            high->setData(QVector<double>(s.x.begin(), s.x.end()),
+                          QVector<double>(s.band_hi.begin(), s.band_hi.end()));
+            low->setPen(Qt::NoPen);
+            high->setPen(Qt::NoPen);
+            QColor fill = color;
+            fill.setAlpha(55);
+            high->setBrush(QBrush(fill));
+            high->setChannelFillGraph(low);
+            for (size_t k = 0; k < s.x.size(); ++k)
+                for (double v : {s.band_lo[k], s.band_hi[k]})
+                    if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+        }
         QCPGraph* g = plot.addGraph();
         g->setData(QVector<double>(s.x.begin(), s.x.end()),
                    QVector<double>(s.y.begin(), s.y.end()));
-        g->setPen(QPen(series_color(i, p.series.size()), 1.6));
+        QPen pen(color, s.dashed ? 1.2 : 1.6);
+        if (s.dashed) pen.setStyle(Qt::DashLine);
+        g->setPen(pen);
         g->setName(qs(s.name));
         if (!s.name.empty()) ++named;
         for (size_t k = 0; k < s.x.size(); ++k) {

@@ -24,11 +24,18 @@ struct FinetuneProtocol {
     double weight_decay = 0.01;
     int64_t max_seq_len = 128;
     double classifier_dropout = 0.1;  ///< Dropout before the classifier (HF's default).
+    /// The bag-of-words control: shuffle the words inside each sentence of every train and
+    /// dev example (deterministically per example). A task that needs word order must then
+    /// be at chance whatever the model.
+    bool shuffle_words = false;
 };
 
 /// One pretrained variant of the study.
 struct Variant {
-    std::string name;                    ///< Unique in the study, e.g. "tupe-a" or "tupe-a+per-layer".
+    std::string name;                    ///< Unique in the study, e.g. "tupe-a" or "tupe-a@seed2".
+    /// The variant without its pretraining seed: equal to name, or "tupe-a" for
+    /// "tupe-a@seed2" when the study lists several pretrain_seeds. Reports group by it.
+    std::string group;
     std::vector<std::string> overrides;  ///< "key=value" applied on the base, e.g. model.preset=tupe-a
     engine::PretrainConfig config;       ///< The resolved config (out_dir = runs_dir/name).
 };
@@ -60,6 +67,9 @@ struct ExperimentSpec {
     std::string yaml_text;  ///< Its text, stored with every run.
     std::vector<Variant> variants;
     std::vector<double> checkpoints = {1.0};  ///< Fractions of train.steps to fine-tune from.
+    /// Pretraining seeds (train.seed) of every variant; with more than one, each variant V
+    /// becomes V@seedS per seed. Empty: train.seed as configured.
+    std::vector<uint64_t> pretrain_seeds;
     GlueSource glue;
     FinetuneProtocol finetune;
     std::string database = "results/tupe.sqlite";
@@ -74,6 +84,9 @@ struct ExperimentSpec {
     /// Pretraining steps at which fine-tuning starts: round(fraction * steps), at least 1.
     std::vector<int64_t> checkpoint_steps(const Variant& v) const;
 };
+
+/// "tupe-a@seed2" -> "tupe-a"; a name without an "@seedN" suffix is its own group.
+std::string variant_group(const std::string& variant_name);
 
 /// Reads an experiment file. Unknown keys and wrong types raise ConfigError with the key path
 /// and line:column (and the nearest valid key); `overrides` ("key=value") apply to the base

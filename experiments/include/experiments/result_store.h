@@ -98,6 +98,15 @@ struct GlueResultRecord {
     std::string variant;   ///< Filled by glue_results(): the run's, else its parent's variant.
 };
 
+/// The per-example dev predictions of one fine-tuning run on one split, in dev-file order:
+/// the label index (classification) or value (regression) predicted, and the gold one.
+struct PredictionSet {
+    std::int64_t run_id = 0;
+    std::string split;  ///< e.g. "dev", "dev_matched".
+    std::vector<double> gold;
+    std::vector<double> predicted;
+};
+
 /// One saved checkpoint. Unique by (run_id, step); a later add replaces it.
 struct CheckpointRecord {
     std::int64_t id = 0;
@@ -168,6 +177,9 @@ class ResultStore {
     std::int64_t delete_metrics_after(std::int64_t run_id, std::int64_t step);
     /// Adds the score, replacing the one with the same (run_id, task, split, metric).
     void add_glue_result(const GlueResultRecord& result);
+    /// Stores the run's predictions on set.split, replacing any earlier ones of that split,
+    /// in one transaction. Throws StoreError when gold and predicted differ in length.
+    void set_predictions(const PredictionSet& set);
     /// Adds the checkpoint, replacing the one with the same (run_id, step).
     void add_checkpoint(const CheckpointRecord& checkpoint);
     /// Adds the artifact, replacing the one with the same (run_id, path).
@@ -197,6 +209,8 @@ class ResultStore {
     /// The GLUE scores of every run of the experiment, with run_name and variant filled (a
     /// finetune with no variant of its own gets its parent's), by run then task/split/metric.
     std::vector<GlueResultRecord> glue_results(std::int64_t experiment_id);
+    /// The predictions of every run of the experiment, by run id then split.
+    std::vector<PredictionSet> predictions(std::int64_t experiment_id);
     /// The run's checkpoints by step.
     std::vector<CheckpointRecord> checkpoints(std::int64_t run_id);
     /// The run's artifacts in insertion order.

@@ -83,4 +83,9 @@ SyntheticSummary write_synthetic_tasks(const std::string& corpus_path, const std
 double sts_order_score(const std::vector<std::string>& original,
                        const std::vector<std::string>& permuted);
 
+/// The bag-of-words control (finetune.shuffle_words): the words of `text` (split on spaces
+/// and tabs, joined by one space) in an order that depends only on (text, seed). The same
+/// multiset of words; the order is gone.
+std::string shuffle_words(const std::string& text, uint64_t seed);
+
 }  // namespace experiments

@@ -35,6 +35,10 @@ struct Heatmap {
 struct Series {
     std::string name;
     std::vector<double> x, y;
+    /// Optional shaded band around the curve (e.g. the spread over seeds): empty, or the
+    /// same length as x.
+    std::vector<double> band_lo, band_hi;
+    bool dashed = false;  ///< A reference line (a floor, a chance level): dashed, grey
 };
 
 /// Curves on shared axes; a legend appears when there is more than one named series.

@@ -1,0 +1,48 @@
+// The paper's claims as functions of stored results (`tupe claims`): each returns supported /
+// contradicted / inconclusive / not run, with the numbers, the seeds and the test behind the
+// verdict. Ke, He, Liu, "Rethinking Positional Encoding in Language Pre-training" (ICLR 2021):
+// Table 1, Fig. 2, Fig. 5, Fig. 6 and Sec. 3.3. Decision rules are fixed here, before any
+// result is looked at, and stated in each claim's `test`.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/config.h"
+#include "experiments/result_store.h"
+
+namespace experiments {
+
+enum class Verdict { kSupported, kContradicted, kInconclusive, kNotRun };
+/// "supported", "contradicted", "inconclusive", "not run".
+std::string to_string(Verdict verdict);
+
+struct Claim {
+    std::string id;        ///< "1", "2", "2b", "3a", "3b", "4", "5", "6", "7".
+    std::string title;     ///< What the paper says, in one line.
+    Verdict verdict = Verdict::kNotRun;
+    std::string evidence;  ///< The numbers behind the verdict, one line.
+    std::string test;      ///< The test and the decision rule.
+    std::vector<std::string> details;  ///< One line per pair, seed or head.
+    std::string view;                  ///< Where the app shows it: "curves", "glue", "maps".
+    std::vector<std::string> runs;     ///< Pretrain run names the claim reads.
+};
+
+/// Counts the parameters of a model of this config. Supplied by the caller (the CLI builds
+/// the model with the engine), so that this library stays free of tensors.
+using ParameterCounter = std::function<int64_t(const engine::ModelConfig& config)>;
+
+/// Evaluates every claim on experiment `name` of the store. A claim whose variants or data
+/// are missing is kNotRun with what is missing in its evidence. Throws
+/// std::invalid_argument for an unknown experiment, StoreError for a store problem.
+std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
+                                   const ParameterCounter& count_parameters = {});
+
+enum class ClaimsFormat { kTable, kMarkdown, kJson };
+/// "table", "markdown", "json"; throws std::invalid_argument otherwise.
+ClaimsFormat claims_format_from_string(const std::string& name);
+std::string render_claims(const std::string& experiment, const std::vector<Claim>& claims,
+                          ClaimsFormat format);
+
+}  // namespace experiments

@@ -1,0 +1,336 @@
+// Evidence at the experiments layer: pretraining seeds as variants, the report's intervals and
+// chance marks from stored predictions, the runner storing predictions and the floor, the
+// bag-of-words control (shuffled words stay at chance), and every claim's verdict on
+// hand-made stores (supported, contradicted, inconclusive, not run).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "cli_fixture.h"
+#include "experiments/claims.h"
+#include "experiments/config_loader.h"
+#include "experiments/experiment.h"
+#include "experiments/report.h"
+#include "experiments/result_store.h"
+#include "experiments/runner.h"
+#include "experiments/synthetic_tasks.h"
+
+using namespace experiments;
+namespace fs = std::filesystem;
+
+namespace {
+
+class EvidenceTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        dir_ = fs::temp_directory_path() /
+               ("tupe_evidence_" + std::to_string(::getpid()) + "_" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(dir_);
+        fs::create_directories(dir_);
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+    fs::path write(const std::string& name, const std::string& text) const {
+        std::ofstream(dir_ / name) << text;
+        return dir_ / name;
+    }
+    fs::path dir_;
+};
+
+// A store with one experiment; pretrain runs with validation curves and fine-tuning runs
+// with predictions are added by the helpers.
+struct HandStore {
+    ResultStore store;
+    int64_t experiment = 0;
+    explicit HandStore(const fs::path& path)
+        : store(ResultStore::open(path.string())) {
+        experiment = store.get_or_create_experiment("hand", "hand.yaml", "name: hand\n");
+    }
+    // validation/loss at steps 0, 100, ..., 1000: from 8 down to `final`, reached linearly
+    // by `reach_step` then flat.
+    int64_t pretrain(const std::string& variant, int64_t seed, double final, int64_t reach_step = 1000) {
+        RunRecord r;
+        r.experiment_id = experiment;
+        r.kind = "pretrain";
+        r.name = variant + "@seed" + std::to_string(seed);
+        r.variant = r.name;
+        r.seed = seed;
+        r.status = "finished";
+        const int64_t id = store.upsert_run(r);
+        std::vector<MetricPoint> points;
+        for (int64_t step = 0; step <= 1000; step += 100) {
+            const double f = std::min(1.0, static_cast<double>(step) / static_cast<double>(reach_step));
+            points.push_back({"validation/loss", step, 8.0 + f * (final - 8.0), 0});
+        }
+        store.add_metrics(id, points);
+        return id;
+    }
+    // A fine-tuning run on "syn-rte" (accuracy) whose dev predictions are right on the first
+    // `correct` of n examples (gold alternates 0/1).
+    void finetune(const std::string& variant, int64_t parent, int64_t seed, int n, int correct,
+                  const std::string& task = "syn-rte") {
+        RunRecord r;
+        r.experiment_id = experiment;
+        r.kind = "finetune";
+        r.name = variant + "/" + task + "/seed" + std::to_string(seed);
+        r.variant = variant;
+        r.parent_run_id = parent;
+        r.seed = seed;
+        r.status = "finished";
+        const int64_t id = store.upsert_run(r);
+        PredictionSet p{id, "dev", {}, {}};
+        for (int i = 0; i < n; ++i) {
+            const double gold = i % 2;
+            p.gold.push_back(gold);
+            p.predicted.push_back(i < correct ? gold : 1 - gold);
+        }
+        store.set_predictions(p);
+        GlueResultRecord g;
+        g.run_id = id;
+        g.task = task;
+        g.split = "dev";
+        g.metric = selection_metric(task);
+        g.value = 100.0 * correct / n;
+        g.checkpoint_step = 1000;
+        g.lr = 1e-3;
+        g.seed = seed;
+        store.add_glue_result(g);
+    }
+};
+
+const Claim& claim(const std::vector<Claim>& claims, const std::string& id) {
+    for (const auto& c : claims)
+        if (c.id == id) return c;
+    throw std::runtime_error("no claim " + id);
+}
+
+}  // namespace
+
+TEST(VariantGroup, StripsOnlyASeedSuffix) {
+    EXPECT_EQ(variant_group("tupe-a@seed2"), "tupe-a");
+    EXPECT_EQ(variant_group("tupe-a"), "tupe-a");
+    EXPECT_EQ(variant_group("a@seedling"), "a@seedling");
+    EXPECT_EQ(variant_group("x@seed"), "x@seed");
+}
+
+TEST_F(EvidenceTest, PretrainSeedsMakeOneVariantPerSeedWithItsGroup) {
+    auto spec = load_experiment(write("s.yaml", "name: s\nvariants: [bert-a, tupe-a]\npretrain_seeds: [3, 7]\n"
+                                                "train: {steps: 10}\nglue: {tasks: [syn-cola]}\n").string());
+    ASSERT_EQ(spec.variants.size(), 4u);
+    EXPECT_EQ(spec.variants[0].name, "bert-a@seed3");
+    EXPECT_EQ(spec.variants[0].group, "bert-a");
+    EXPECT_EQ(spec.variants[0].config.train.seed, 3u);
+    EXPECT_EQ(spec.variants[3].name, "tupe-a@seed7");
+    EXPECT_EQ(spec.variants[3].config.train.seed, 7u);
+    EXPECT_EQ(spec.variants[3].config.model.preset, "tupe-a");
+    // One seed keeps the plain name and sets train.seed.
+    auto one = load_experiment(write("o.yaml", "name: o\nvariants: [bert-a]\npretrain_seeds: [5]\n").string());
+    ASSERT_EQ(one.variants.size(), 1u);
+    EXPECT_EQ(one.variants[0].name, "bert-a");
+    EXPECT_EQ(one.variants[0].config.train.seed, 5u);
+    try {
+        load_experiment(write("d.yaml", "name: d\nvariants: [bert-a]\npretrain_seeds: [1, 1]\n").string());
+        FAIL() << "expected ConfigError";
+    } catch (const ConfigError& e) {
+        EXPECT_NE(std::string(e.what()).find("pretrain_seeds"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("d.yaml:3"), std::string::npos) << e.what();
+    }
+}
+
+TEST(ShuffleWords, KeepsTheWordsAndDropsTheOrderDeterministically) {
+    const std::string s = "the quick brown fox jumps over the lazy dog";
+    const std::string a = shuffle_words(s, 1), b = shuffle_words(s, 1);
+    EXPECT_EQ(a, b);
+    EXPECT_NE(a, s);
+    auto words = [](const std::string& t) {
+        std::multiset<std::string> w;
+        std::istringstream in(t);
+        for (std::string x; in >> x;) w.insert(x);
+        return w;
+    };
+    EXPECT_EQ(words(a), words(s));
+    EXPECT_EQ(shuffle_words("one", 1), "one");
+    EXPECT_EQ(shuffle_words("  a\tb  ", 1).size(), 3u);
+}
+
+TEST_F(EvidenceTest, ReportIntervalsAndChanceFromStoredPredictions) {
+    HandStore h(dir_ / "db.sqlite");
+    // tupe-a: 2 pretraining seeds x 1 fine-tuning seed, 90% right on 400 examples.
+    // bert-a: 51% right: its interval reaches the chance level (50%).
+    for (int64_t seed : {1, 2}) {
+        h.finetune("tupe-a@seed" + std::to_string(seed), h.pretrain("tupe-a", seed, 5.0), 1, 400, 360);
+        h.finetune("bert-a@seed" + std::to_string(seed), h.pretrain("bert-a", seed, 6.0), 1, 400, 204);
+    }
+    const Report report = load_report(h.store, "hand");
+    ASSERT_EQ(report.rows.size(), 2u);  // grouped by variant, seeds pooled
+    const ReportRow& tupe = report.rows[0].variant == "tupe-a" ? report.rows[0] : report.rows[1];
+    const ReportRow& bert = report.rows[0].variant == "bert-a" ? report.rows[0] : report.rows[1];
+    const ReportCell& t = tupe.cells.at("syn-rte");
+    EXPECT_EQ(t.n, 2);
+    EXPECT_EQ(t.pretrain_seeds, 2);
+    ASSERT_TRUE(t.has_interval && t.has_chance);
+    EXPECT_DOUBLE_EQ(t.chance, 50.0);
+    // Both seeds are identical here, so the interval is the examples' one: 90 +- 1.96 * 1.5.
+    EXPECT_NEAR(t.lo, 90 - 1.96 * std::sqrt(0.9 * 0.1 / 400) * 100, 0.8);
+    EXPECT_NEAR(t.hi, 90 + 1.96 * std::sqrt(0.9 * 0.1 / 400) * 100, 0.8);
+    EXPECT_TRUE(t.above_chance);
+    EXPECT_FALSE(bert.cells.at("syn-rte").above_chance);
+    ASSERT_TRUE(tupe.average_cell.has_interval);
+    const std::string table = render_report(report, ReportFormat::kTable);
+    EXPECT_NE(table.find("chance"), std::string::npos) << table;
+    EXPECT_NE(table.find("51.00 ["), std::string::npos) << table;
+    EXPECT_NE(table.find("] ~"), std::string::npos) << table;  // bert-a marked
+    const std::string csv = render_report(report, ReportFormat::kCsv);
+    EXPECT_NE(csv.find("SYN-RTE,SYN-RTE_lo,SYN-RTE_hi,SYN-RTE_chance,SYN-RTE_above_chance"), std::string::npos) << csv;
+    const std::string json = render_report(report, ReportFormat::kJson);
+    EXPECT_NE(json.find("\"above_chance\": false"), std::string::npos);
+    EXPECT_NE(json.find("\"ci95\""), std::string::npos);
+    EXPECT_NE(render_report(report, ReportFormat::kLatex).find("$^{\\sim}$"), std::string::npos);
+    EXPECT_NE(render_report(report, ReportFormat::kMarkdown).find(" ~"), std::string::npos);
+}
+
+TEST_F(EvidenceTest, ClaimsSupportedWhenTupeIsClearlyBetter) {
+    HandStore h(dir_ / "db.sqlite");
+    // TUPE-A ends ~1 nat lower on every seed and reaches BERT-A's final loss by step ~260.
+    const double bert_final[] = {6.40, 6.45, 6.38}, tupe_final[] = {5.40, 5.48, 5.41};
+    for (int s = 0; s < 3; ++s) {
+        const int64_t b = h.pretrain("bert-a", s + 1, bert_final[s]);
+        const int64_t t = h.pretrain("tupe-a", s + 1, tupe_final[s], 300);
+        h.finetune("bert-a@seed" + std::to_string(s + 1), b, 1, 400, 210);
+        h.finetune("tupe-a@seed" + std::to_string(s + 1), t, 1, 400, 330);
+    }
+    const auto claims = evaluate_claims(h.store, "hand", [](const engine::ModelConfig& c) {
+        return static_cast<int64_t>(c.preset == "tupe-a" ? 101 : 100);
+    });
+    EXPECT_EQ(claim(claims, "1").verdict, Verdict::kSupported) << claim(claims, "1").evidence;
+    EXPECT_EQ(claim(claims, "2").verdict, Verdict::kSupported) << claim(claims, "2").evidence;
+    EXPECT_EQ(claim(claims, "3a").verdict, Verdict::kSupported);
+    EXPECT_EQ(claim(claims, "3b").verdict, Verdict::kSupported) << claim(claims, "3b").evidence;
+    EXPECT_EQ(claim(claims, "4").verdict, Verdict::kNotRun);  // no tupe-a-tie-cls
+    EXPECT_EQ(claim(claims, "5").verdict, Verdict::kNotRun);  // no analysis artifacts
+    EXPECT_EQ(claim(claims, "6").verdict, Verdict::kNotRun);
+    EXPECT_EQ(claim(claims, "7").verdict, Verdict::kSupported);  // +1%
+    EXPECT_NE(claim(claims, "1").evidence.find("3 seed(s)"), std::string::npos) << claim(claims, "1").evidence;
+    const std::string json = render_claims("hand", claims, ClaimsFormat::kJson);
+    EXPECT_NE(json.find("\"verdict\": \"not run\""), std::string::npos);
+    EXPECT_NE(render_claims("hand", claims, ClaimsFormat::kTable).find("supported"), std::string::npos);
+}
+
+TEST_F(EvidenceTest, ClaimsContradictedWhenTupeIsClearlyWorse) {
+    HandStore h(dir_ / "db.sqlite");
+    const double bert_final[] = {5.40, 5.45, 5.38}, tupe_final[] = {6.40, 6.48, 6.41};
+    for (int s = 0; s < 3; ++s) {
+        h.finetune("bert-a@seed" + std::to_string(s + 1), h.pretrain("bert-a", s + 1, bert_final[s], 300), 1, 400, 330);
+        h.finetune("tupe-a@seed" + std::to_string(s + 1), h.pretrain("tupe-a", s + 1, tupe_final[s]), 1, 400, 210);
+        h.finetune("tupe-a-tie-cls@seed" + std::to_string(s + 1), h.pretrain("tupe-a-tie-cls", s + 1, 6.4), 1, 400, 330);
+    }
+    const auto claims = evaluate_claims(h.store, "hand", [](const engine::ModelConfig& c) {
+        return static_cast<int64_t>(c.preset == "tupe-a" ? 110 : 100);  // +10%
+    });
+    EXPECT_EQ(claim(claims, "1").verdict, Verdict::kContradicted);
+    EXPECT_EQ(claim(claims, "2").verdict, Verdict::kContradicted) << claim(claims, "2").evidence;
+    EXPECT_EQ(claim(claims, "3a").verdict, Verdict::kContradicted);
+    EXPECT_EQ(claim(claims, "3b").verdict, Verdict::kContradicted);
+    EXPECT_EQ(claim(claims, "4").verdict, Verdict::kContradicted) << claim(claims, "4").evidence;
+    EXPECT_EQ(claim(claims, "7").verdict, Verdict::kContradicted);
+}
+
+TEST_F(EvidenceTest, ClaimsInconclusiveOnMixedOrSingleSeeds) {
+    HandStore h(dir_ / "db.sqlite");
+    // Seed 1: TUPE better; seed 2: worse. No test can decide.
+    h.finetune("bert-a@seed1", h.pretrain("bert-a", 1, 6.0), 1, 400, 220);
+    h.finetune("tupe-a@seed1", h.pretrain("tupe-a", 1, 5.8), 1, 400, 222);
+    h.finetune("bert-a@seed2", h.pretrain("bert-a", 2, 6.0), 1, 400, 221);
+    h.finetune("tupe-a@seed2", h.pretrain("tupe-a", 2, 6.2), 1, 400, 219);
+    auto claims = evaluate_claims(h.store, "hand");
+    EXPECT_EQ(claim(claims, "1").verdict, Verdict::kInconclusive);
+    EXPECT_EQ(claim(claims, "2").verdict, Verdict::kInconclusive);
+    EXPECT_EQ(claim(claims, "3b").verdict, Verdict::kInconclusive);
+    EXPECT_EQ(claim(claims, "7").verdict, Verdict::kNotRun);  // no parameter counter given
+    // One seed: no paired test, whatever the gap.
+    HandStore one(dir_ / "one.sqlite");
+    one.pretrain("bert-a", 1, 6.5);
+    one.pretrain("tupe-a", 1, 5.0, 200);
+    claims = evaluate_claims(one.store, "hand");
+    EXPECT_EQ(claim(claims, "1").verdict, Verdict::kInconclusive);
+    EXPECT_NE(claim(claims, "1").evidence.find("one seed"), std::string::npos) << claim(claims, "1").evidence;
+    EXPECT_EQ(claim(claims, "2").verdict, Verdict::kInconclusive);
+    EXPECT_EQ(claim(claims, "3b").verdict, Verdict::kNotRun);  // no fine-tuning at all
+    EXPECT_THROW(evaluate_claims(one.store, "absent"), std::invalid_argument);
+}
+
+TEST_F(EvidenceTest, ClaimsFromAnalysisArtifacts) {
+    HandStore h(dir_ / "db.sqlite");
+    const int64_t b = h.pretrain("bert-a", 1, 6.0);
+    const int64_t t = h.pretrain("tupe-a", 1, 5.0);
+    auto index = [&](const std::string& name, const std::string& files) {
+        const fs::path d = dir_ / name / "analysis" / "step1000";
+        fs::create_directories(d);
+        std::ofstream(d / "index.json") << "{\"files\": [" << files << "]}";
+        return (d / "index.json").string();
+    };
+    std::string terms;
+    for (int hd = 0; hd < 4; ++hd)
+        for (auto [what, u] : std::vector<std::pair<std::string, double>>{{"word_word", 2.0}, {"word_pos", 0.5}, {"pos_word", 0.4}})
+            terms += std::string(terms.empty() ? "" : ",") + "{\"what\": \"" + what + "\", \"head\": " +
+                     std::to_string(hd) + ", \"layer\": 0, \"statistics\": {\"uniformity\": " + std::to_string(u) + "}}";
+    std::string heads;
+    const char* labels[] = {"local", "previous", "next", "global"};
+    for (int hd = 0; hd < 4; ++hd)
+        for (const char* ext : {"npy", "csv"})  // one head, two files: counted once
+            heads += std::string(heads.empty() ? "" : ",") + "{\"what\": \"tupe_total\", \"file\": \"x." + ext +
+                     "\", \"head\": " + std::to_string(hd) + ", \"layer\": null, \"label\": \"" + labels[hd] + "\"}";
+    h.store.add_artifact({0, b, "analysis-index", index("bert-a", terms), 0, "", ""});
+    h.store.add_artifact({0, t, "analysis-index", index("tupe-a", heads), 0, "", ""});
+    const auto claims = evaluate_claims(h.store, "hand");
+    EXPECT_EQ(claim(claims, "5").verdict, Verdict::kSupported) << claim(claims, "5").evidence;
+    EXPECT_NE(claim(claims, "5").evidence.find("8 of 8"), std::string::npos) << claim(claims, "5").evidence;
+    EXPECT_EQ(claim(claims, "6").verdict, Verdict::kSupported) << claim(claims, "6").evidence;
+    EXPECT_NE(claim(claims, "6").evidence.find("4 heads"), std::string::npos) << claim(claims, "6").evidence;
+}
+
+TEST_F(EvidenceTest, RunnerStoresPredictionsAndTheFloorAndTheShuffledControlStaysAtChance) {
+    test_support::write_toy_corpus(dir_, 20, 30, 7, 7);
+    const std::string yaml =
+        "name: tiny\nvariants: [bert-a]\n"
+        "model: {size: tiny, max_position_embeddings: 32}\n"
+        "data: {corpus: " + (dir_ / "corpus.txt").string() + ", vocab: " + (dir_ / "vocab.txt").string() +
+        ", cache_dir: " + (dir_ / "cache").string() + ", max_seq_len: 32, validation_fraction: 0.25}\n"
+        "train: {steps: 20, batch_size: 8, eval_interval: 10, checkpoint_interval: 10, threads: 1}\n"
+        "glue: {data: builtin, tasks: [syn-cola, syn-mrpc, syn-stsb, syn-rte], synthetic_train: 200, synthetic_dev: 200}\n"
+        "finetune: {lrs: [1.0e-3], seeds: [1], batch_size: 16, epochs: 2, max_seq_len: 32, shuffle_words: true}\n"
+        "database: " + (dir_ / "db.sqlite").string() + "\nruns_dir: " + (dir_ / "runs").string() + "\n";
+    const auto spec = load_experiment(write("t.yaml", yaml).string());
+    const auto summary = run_experiment(spec, {}, {});
+    ASSERT_EQ(summary.failed, 0);
+    auto store = ResultStore::open(spec.database, OpenMode::kReadOnly);
+    const auto e = store.find_experiment("tiny");
+    ASSERT_TRUE(e);
+    const auto pre = store.find_run(e->id, "bert-a");
+    ASSERT_TRUE(pre);
+    const auto params = store.params(pre->id);
+    ASSERT_TRUE(params.count("floor.unigram_nats"));
+    EXPECT_GT(std::stod(params.at("floor.unigram_nats")), 0);
+    EXPECT_TRUE(fs::exists(fs::path(spec.runs_dir) / "bert-a" / "floor.txt"));
+    const auto preds = store.predictions(e->id);
+    ASSERT_EQ(preds.size(), 4u);  // one dev split per task
+    for (const auto& p : preds) EXPECT_EQ(p.gold.size(), 200u);
+    for (const auto& r : store.list_runs(e->id))
+        if (r.kind == "finetune") EXPECT_NE(r.config_text.find("shuffle_words = true"), std::string::npos);
+    // With the words shuffled, the classes (or scores) of every built-in task are the same bag
+    // of words: no model can tell them apart, whatever it learned. A task that leaked a
+    // non-order cue (length, a dropped word) would show up here above chance.
+    const Report report = load_report(store, "tiny");
+    for (const std::string task : {"syn-cola", "syn-mrpc", "syn-stsb", "syn-rte"}) {
+        const ReportCell& c = report.rows.at(0).cells.at(task);
+        ASSERT_TRUE(c.has_interval) << task;
+        EXPECT_FALSE(c.above_chance) << task << " " << c.median << " [" << c.lo << ", " << c.hi
+                                     << "], chance " << c.chance;
+    }
+}
