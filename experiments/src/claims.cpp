@@ -258,6 +258,7 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
         p.out_dir = r.out_dir;
         p.config_text = r.config_text;
         p.validation = store.metrics(r.id, "validation/loss");
+        if (p.validation.empty()) continue;  // nothing to compare (a run without validation data)
         groups[p.group][p.seed] = p;
     }
     const Report report = load_report(store, name);

@@ -263,6 +263,16 @@ TEST_F(EvidenceTest, ClaimsInconclusiveOnMixedOrSingleSeeds) {
     EXPECT_EQ(claim(claims, "2").verdict, Verdict::kInconclusive);
     EXPECT_EQ(claim(claims, "3b").verdict, Verdict::kNotRun);  // no fine-tuning at all
     EXPECT_THROW(evaluate_claims(one.store, "absent"), std::invalid_argument);
+    // A finished pretrain run without a validation curve is left out, not dereferenced.
+    RunRecord bare;
+    bare.experiment_id = one.experiment;
+    bare.kind = "pretrain";
+    bare.name = bare.variant = "bert-r@seed1";
+    bare.seed = 1;
+    bare.status = "finished";
+    one.store.upsert_run(bare);
+    claims = evaluate_claims(one.store, "hand");
+    EXPECT_NE(claim(claims, "3a").evidence.find("tupe-a"), std::string::npos);
 }
 
 TEST_F(EvidenceTest, ClaimsFromAnalysisArtifacts) {

@@ -56,7 +56,7 @@ std::vector<std::size_t> decimateMinMax(const std::vector<double>& y, std::size_
 }
 
 std::string seedGroupKey(const std::string& runName) {
-    static const std::regex seed("[/_-]seed[0-9]+");
+    static const std::regex seed("[/_@-]seed[0-9]+");
     return std::regex_replace(runName, seed, "");
 }
 

@@ -38,8 +38,9 @@ struct SeedGroup {
     std::vector<int> n;                ///< members with a finite value at this x
 };
 
-/// The group key of a run name: the name without its seed part ("/seed2", "-seed2",
-/// "_seed2"), e.g. "tupe-a/step180/syn-cola/lr0.001/seed2" -> "tupe-a/step180/syn-cola/lr0.001".
+/// The group key of a run name: the name without its seed parts ("/seed2", "-seed2",
+/// "_seed2", and the pretraining seed "@seed2"), e.g. "tupe-a@seed2" -> "tupe-a",
+/// "tupe-a/step180/syn-cola/lr0.001/seed2" -> "tupe-a/step180/syn-cola/lr0.001".
 std::string seedGroupKey(const std::string& runName);
 
 /// Groups `curves` by groupKey (first appearance order). Points are matched by exact x (runs

@@ -3,6 +3,8 @@
 
 #include <QDir>
 #include <QFileInfo>
+#include <algorithm>
+#include <cmath>
 
 namespace app {
 
@@ -45,6 +47,77 @@ QString projectRootFor(const QString& dbPath) {
     const QDir dbDir = QFileInfo(dbPath).absoluteDir();
     if (dbDir.dirName() == "results") return QDir::cleanPath(dbDir.absolutePath() + "/..");
     return dbDir.absolutePath();
+}
+
+QList<qint64> runIdsByName(experiments::ResultStore& store, const QString& experiment,
+                           const QStringList& names) {
+    QList<qint64> ids;
+    const auto e = store.find_experiment(experiment.toStdString());
+    if (!e) return ids;
+    if (names.isEmpty()) {
+        for (const auto& r : store.list_runs(e->id))
+            if (r.kind == "pretrain") ids << r.id;
+        return ids;
+    }
+    for (const QString& n : names)
+        if (const auto r = store.find_run(e->id, n.toStdString())) ids << r->id;
+    return ids;
+}
+
+namespace {
+
+bool parseDouble(const std::map<std::string, std::string>& params, const std::string& key,
+                 double& out) {
+    const auto it = params.find(key);
+    if (it == params.end()) return false;
+    bool ok = false;
+    const double v = QString::fromStdString(it->second).trimmed().toDouble(&ok);
+    if (!ok || !std::isfinite(v)) return false;
+    out = v;
+    return true;
+}
+
+}  // namespace
+
+LossFloor readLossFloor(experiments::ResultStore& store, std::int64_t runId) {
+    LossFloor f;
+    const auto params = store.params(runId);
+    f.hasUnigram = parseDouble(params, "floor.unigram_nats", f.unigram);
+    f.hasBigram = parseDouble(params, "floor.bigram_nats", f.bigram);
+    const auto curve = store.metrics(runId, "validation/loss");
+    // The last finite point: a diverged NaN at the end says nothing about the floor.
+    for (auto it = curve.rbegin(); it != curve.rend(); ++it)
+        if (std::isfinite(it->value)) {
+            f.hasFinal = true;
+            f.finalLoss = it->value;
+            f.finalStep = it->step;
+            break;
+        }
+    return f;
+}
+
+QString floorWarning(const QString& runName, const LossFloor& floor) {
+    if (!floor.hasUnigram || !floor.hasFinal) return {};
+    if (floor.finalLoss <= floor.unigram - kFloorMarginNats) return {};
+    return QString("%1: final loss %2 is not %3 nats below the unigram floor %4: "
+                   "word frequencies only")
+        .arg(runName)
+        .arg(floor.finalLoss, 0, 'f', 3)
+        .arg(kFloorMarginNats, 0, 'f', 1)
+        .arg(floor.unigram, 0, 'f', 3);
+}
+
+std::vector<FloorLine> mergeFloorLines(const std::vector<std::pair<QString, double>>& values,
+                                       double tolerance) {
+    std::vector<FloorLine> lines;
+    for (const auto& [run, v] : values) {
+        auto it = std::find_if(lines.begin(), lines.end(), [&](const FloorLine& l) {
+            return std::abs(l.value - v) <= tolerance;
+        });
+        if (it == lines.end()) lines.push_back({v, {run}});
+        else it->runs << run;
+    }
+    return lines;
 }
 
 }  // namespace app

@@ -4,8 +4,11 @@
 // the window instead of an exception, and the paths the store records made usable.
 #pragma once
 
+#include <QList>
 #include <QString>
+#include <QStringList>
 #include <memory>
+#include <vector>
 
 #include "experiments/result_store.h"
 
@@ -30,5 +33,44 @@ QString resolveStorePath(const QString& recorded, const QString& dbPath);
 /// The directory `tupe run` should run in for the store at dbPath: the folder above the
 /// database's folder when the database sits in "results/", else the database's folder.
 QString projectRootFor(const QString& dbPath);
+
+/// The ids of the runs of experiment `experiment` called `names`, in that order (unknown names
+/// skipped); all its pretrain runs when `names` is empty. Empty for an unknown experiment.
+QList<qint64> runIdsByName(experiments::ResultStore& store, const QString& experiment,
+                           const QStringList& names);
+
+/// How far below the unigram floor a final validation loss must be to show the model learned
+/// more than word frequencies (the engine's kFloorMargin; engine headers pull in torch).
+inline constexpr double kFloorMarginNats = 0.1;
+
+/// A pretrain run's loss floor, from its params "floor.unigram_nats" and "floor.bigram_nats"
+/// (nats per masked token on its validation split), and its last validation/loss.
+struct LossFloor {
+    bool hasUnigram = false, hasBigram = false, hasFinal = false;
+    double unigram = 0;      ///< the MLM loss of predicting word frequencies only
+    double bigram = 0;       ///< a left-context bigram reference
+    double finalLoss = 0;    ///< the last validation/loss point
+    std::int64_t finalStep = 0;
+};
+
+/// Reads the floor params and last validation loss of run `runId`; a run without them gets
+/// has* false. Unparseable floor text counts as absent. Throws StoreError like the store.
+LossFloor readLossFloor(experiments::ResultStore& store, std::int64_t runId);
+
+/// "RUN: final loss X is not 0.1 nats below the unigram floor Y: word frequencies only" when
+/// the run's final validation loss is above floor - kFloorMarginNats; empty otherwise or when
+/// the floor or the final loss is unknown.
+QString floorWarning(const QString& runName, const LossFloor& floor);
+
+/// One horizontal reference line: a value and the runs that share it.
+struct FloorLine {
+    double value = 0;
+    QStringList runs;
+};
+
+/// Merges (run, value) pairs whose values agree within `tolerance` into one line each, in
+/// order of first appearance (runs on one corpus share one floor).
+std::vector<FloorLine> mergeFloorLines(const std::vector<std::pair<QString, double>>& values,
+                                       double tolerance = 1e-6);
 
 }  // namespace app

@@ -114,7 +114,8 @@ QString CheckpointPicker::label() const {
 }
 
 bool CheckpointPicker::select(const QString& runName) {
-    const int i = run_->findText(runName);
+    int i = run_->findText(runName);
+    if (i < 0) i = run_->findText(runName + "@", Qt::MatchStartsWith);
     if (i < 0) return false;
     run_->setCurrentIndex(i);
     return true;
@@ -180,6 +181,13 @@ void SideBySideView::recompute() {
         service_->request(ckpt, sentence_->text());
     }
     if (service_->busy()) status_->setText("computing (tupe analyze)...");
+}
+
+int SideBySideView::showPair(const QStringList& runs) {
+    int found = 0;
+    for (int s = 0; s < 2 && s < runs.size(); ++s) found += pickers_[s]->select(runs[s]) ? 1 : 0;
+    recompute();
+    return found;
 }
 
 void SideBySideView::showDefaultPair() {

@@ -29,7 +29,8 @@ class CheckpointPicker : public QWidget {
     void setStore(experiments::ResultStore* store, const QString& dbPath);
     QString checkpointPath() const;  ///< resolved; empty when none
     QString label() const;           ///< "tupe-a @ 600"
-    /// Selects the run called `runName` (and its last checkpoint); false when absent.
+    /// Selects the run called `runName` (and its last checkpoint), else its first seed
+    /// ("tupe-a" -> "tupe-a@seed1"); false when absent.
     bool select(const QString& runName);
 
   signals:
@@ -55,6 +56,9 @@ class SideBySideView : public WorkbenchView {
     void setStore(experiments::ResultStore* store, const QString& dbPath) override;
     /// Both sides' main plots, left then right.
     QList<QCustomPlot*> exportablePlots() override;
+    /// Puts runs[0] on the left and runs[1] on the right (by run name) and recomputes; a
+    /// missing name leaves that side as it was. Returns how many were found.
+    int showPair(const QStringList& runs);
 
   protected:
     SideBySideView(AnalysisService* service, QWidget* parent);

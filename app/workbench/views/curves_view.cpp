@@ -72,8 +72,11 @@ CurvesView::CurvesView(QWidget* parent)
       groupSeeds_(new QCheckBox("group seeds (mean \u00b1 std)")),
       markers_(new QCheckBox("min / last markers")),
       baseline_(new QComboBox),
+      floor_(new QCheckBox("unigram floor (under a loss)")),
+      bigram_(new QCheckBox("bigram reference")),
       plot_(makePlot(nullptr)),
       readout_(new QLabel),
+      warnings_(new QLabel),
       throttle_(new ReplotThrottle(plot_)) {
     xAxis_->addItems({"step", "tokens", "wall time (min)"});
     smooth_->setRange(0, 99);
@@ -83,6 +86,16 @@ CurvesView::CurvesView(QWidget* parent)
     readout_->setWordWrap(true);
     readout_->setTextInteractionFlags(Qt::TextSelectableByMouse);
     readout_->setMinimumHeight(40);
+    warnings_->setWordWrap(true);
+    warnings_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    warnings_->setStyleSheet("QLabel { color: #9a5b00; }");
+    warnings_->hide();
+    floor_->setChecked(true);
+    floor_->setToolTip("The validation MLM loss of a model that learned only word frequencies "
+                       "(the unigram entropy of the masked tokens): a curve that does not go "
+                       "clearly below it has learned nothing about context or positions.");
+    bigram_->setToolTip("A left-context bigram model's loss on the same tokens: a reference for "
+                        "how much one neighbouring word explains.");
     runs_->setMinimumWidth(240);
 
     auto* form = new QFormLayout;
@@ -95,6 +108,8 @@ CurvesView::CurvesView(QWidget* parent)
     form->addRow(logY_);
     form->addRow(groupSeeds_);
     form->addRow(markers_);
+    form->addRow(floor_);
+    form->addRow(bigram_);
     form->addRow("Baseline", baseline_);
     auto* left = new QWidget;
     auto* ll = new QVBoxLayout(left);
@@ -107,6 +122,7 @@ CurvesView::CurvesView(QWidget* parent)
     rl->setContentsMargins(0, 0, 0, 0);
     rl->addWidget(plot_, 1);
     rl->addWidget(readout_);
+    rl->addWidget(warnings_);
     auto* split = new QSplitter;
     split->addWidget(left);
     split->addWidget(right);
@@ -131,6 +147,8 @@ CurvesView::CurvesView(QWidget* parent)
     connect(logY_, &QCheckBox::toggled, this, changed);
     connect(groupSeeds_, &QCheckBox::toggled, this, changed);
     connect(markers_, &QCheckBox::toggled, this, changed);
+    connect(floor_, &QCheckBox::toggled, this, changed);
+    connect(bigram_, &QCheckBox::toggled, this, changed);
     connect(baseline_, &QComboBox::currentIndexChanged, this, changed);
     connect(runs_, &QListWidget::itemChanged, this, [this] { loadCurves(false); });
     connect(plot_, &QCustomPlot::legendClick, this,
@@ -219,6 +237,13 @@ void CurvesView::showRuns(const QList<qint64>& ids) {
     loadCurves(false);
 }
 
+bool CurvesView::showMetric(const QString& key) {
+    const int i = metric_->findText(key);
+    if (i < 0) return false;
+    metric_->setCurrentIndex(i);  // loads the curves when it changes
+    return true;
+}
+
 void CurvesView::loadCurves(bool onlyNew) {
     if (!store_) return;
     const std::string key = metric_->currentText().toStdString();
@@ -246,6 +271,8 @@ void CurvesView::loadCurves(bool onlyNew) {
             } else if (const auto run = store_->get_run(id)) {
                 c.status = QString::fromStdString(run->status);
             }
+            // The floor params arrive with the first evaluation; the final loss grows.
+            c.floor = readLossFloor(*store_, id);
             const auto points = store_->metrics(id, key, c.lastStep);
             for (const auto& p : points) {
                 c.step.push_back(double(p.step));
@@ -334,6 +361,7 @@ void CurvesView::rebuild() {
         }
     };
     std::map<QString, std::pair<std::vector<double>, std::vector<double>>> smoothedBy;  // for the readout
+    std::map<QString, QString> seriesOfRun;  // run name -> the series that draws it (its group)
     if (groupSeeds_->isChecked()) {
         std::vector<Curve> grouped;
         for (const Curve& c : all)
@@ -342,6 +370,8 @@ void CurvesView::rebuild() {
             const QColor col = curveColour(colour++);
             const QString name = QString::fromStdString(g.key) +
                                  QString(" (n=%1)").arg(*std::max_element(g.n.begin(), g.n.end()));
+            for (const Curve& c : grouped)
+                if (c.groupKey == g.key) seriesOfRun[QString::fromStdString(c.label)] = name;
             const auto mean = emaDebiased(g.mean, w);
             std::vector<double> hi(g.x.size()), lo(g.x.size());
             for (size_t i = 0; i < g.x.size(); ++i) hi[i] = mean[i] + g.stddev[i], lo[i] = mean[i] - g.stddev[i];
@@ -382,7 +412,10 @@ void CurvesView::rebuild() {
     }
     // Steps to reach the baseline's final (smoothed) value.
     QString text;
-    const QString base = baseline_->currentText();
+    // The baseline is a run; when it is drawn as part of a seed group, the group is the baseline.
+    const QString base = seriesOfRun.count(baseline_->currentText())
+                             ? seriesOfRun.at(baseline_->currentText())
+                             : baseline_->currentText();
     if (auto it = smoothedBy.find(base); it != smoothedBy.end() && !it->second.second.empty()) {
         const double target = it->second.second.back(), baseSteps = it->second.first.back();
         text = QString("Steps to reach %1's final %2 (%3 at step %4, smoothed):")
@@ -399,12 +432,48 @@ void CurvesView::rebuild() {
                                : "Choose a baseline to see how many steps the others need to reach its final value.";
     }
     readout_->setText(text);
+    QStringList warnings;
+    for (const auto& [id, c] : curves_)
+        if (const QString w = floorWarning(c.name, c.floor); !w.isEmpty()) warnings << w;
+    warnings_->setText(warnings.join("\n"));
+    warnings_->setVisible(!warnings.isEmpty());
+    addFloorLines(key);
     plot_->rescaleAxes();
     // A little room so the min/last markers at the edges are not cut in half.
     plot_->xAxis->scaleRange(1.03, plot_->xAxis->range().center());
     if (!log) plot_->yAxis->scaleRange(1.05, plot_->yAxis->range().center());
     if (log && plot_->yAxis->range().lower <= 0) plot_->yAxis->setRangeLower(1e-6);
     throttle_->request();
+}
+
+void CurvesView::addFloorLines(const QString& key) {
+    if (key != "validation/loss" && key != "train/loss") return;
+    // The x extent of the plotted curves, for lines that span them.
+    double x0 = INFINITY, x1 = -INFINITY;
+    for (int i = 0; i < plot_->graphCount(); ++i) {
+        bool found = false;
+        const QCPRange r = plot_->graph(i)->getKeyRange(found);
+        if (found) x0 = std::min(x0, r.lower), x1 = std::max(x1, r.upper);
+    }
+    if (!std::isfinite(x0)) return;
+    std::vector<std::pair<QString, double>> unigram, bigram;
+    for (const auto& [id, c] : curves_) {
+        if (c.floor.hasUnigram) unigram.emplace_back(c.name, c.floor.unigram);
+        if (c.floor.hasBigram) bigram.emplace_back(c.name, c.floor.bigram);
+    }
+    auto draw = [&](const std::vector<FloorLine>& lines, const QString& what, Qt::PenStyle style) {
+        for (const FloorLine& l : lines) {
+            QString name = QString("%1 %2").arg(what).arg(l.value, 0, 'f', 3);
+            if (lines.size() > 1) name += " (" + l.runs.join(", ") + ")";
+            QCPGraph* g = plot_->addGraph();
+            g->setPen(QPen(QColor(90, 90, 90), 1.5, style));
+            g->setName(name);
+            g->setData(QVector<double>{x0, x1}, QVector<double>{l.value, l.value});
+            g->setProperty("floor", true);
+        }
+    };
+    if (floor_->isChecked()) draw(mergeFloorLines(unigram), "unigram floor", Qt::DashLine);
+    if (bigram_->isChecked()) draw(mergeFloorLines(bigram), "bigram ref.", Qt::DotLine);
 }
 
 void CurvesView::onMouseMove(QMouseEvent* event) {
@@ -429,8 +498,11 @@ void CurvesView::onMouseMove(QMouseEvent* event) {
 void CurvesView::prepareScreenshot() {
     const int i = metric_->findText("train/loss");
     if (i >= 0) metric_->setCurrentIndex(i);
-    const int b = baseline_->findText("bert-a");
+    // bert-a, or its first seed ("bert-a@seed1") when pretraining has several.
+    int b = baseline_->findText("bert-a");
+    if (b < 0) b = baseline_->findText("bert-a@", Qt::MatchStartsWith);
     if (b >= 0) baseline_->setCurrentIndex(b);
+    bigram_->setChecked(true);
     rebuild();
     plot_->replot();
 }

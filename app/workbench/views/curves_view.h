@@ -1,7 +1,8 @@
 // Training curves: any runs overlaid for one metric, x by step, tokens or wall time,
 // TensorBoard's debiased EMA over the faint raw curve, log y, seed groups as mean +- std with
-// n, hover values, legend toggles, min/last markers and the "steps to reach the baseline's final
-// value" readout. Live: a timer polls the store (metrics after the last step) for running runs;
+// n, hover values, legend toggles, min/last markers, the "steps to reach the baseline's final
+// value" readout, and under a loss the runs' unigram floor (dashed) and bigram reference
+// (dotted), with a warning for a run that ends within 0.1 nats of the floor. Live: a timer polls the store (metrics after the last step) for running runs;
 // replots are throttled and long curves decimated.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include <map>
 #include <vector>
 
+#include "core/store_access.h"
 #include "views/plot_util.h"
 #include "views/workbench_view.h"
 
@@ -30,9 +32,13 @@ class CurvesView : public WorkbenchView {
 
     /// Checks exactly these runs (from the browser).
     void showRuns(const QList<qint64>& runIds);
+    /// Plots metric `key` when the checked runs have it; false otherwise.
+    bool showMetric(const QString& key);
     double smoothing() const;
     void setSmoothing(double weight);
     QString readout() const { return readout_->text(); }
+    /// One line per plotted run that ends too near its unigram floor (floorWarning()).
+    QString floorWarnings() const { return warnings_->text(); }
 
   signals:
     void smoothingChanged(double weight);
@@ -44,6 +50,7 @@ class CurvesView : public WorkbenchView {
         std::vector<double> step, value, wall;
         std::int64_t lastStep = std::numeric_limits<std::int64_t>::min();
         std::vector<double> tokenStep, tokens;  ///< train/tokens, for the tokens axis
+        LossFloor floor;  ///< the run's floor params and last validation loss
     };
     void fillRunList();
     void fillMetrics();
@@ -51,6 +58,7 @@ class CurvesView : public WorkbenchView {
     void rebuild();
     std::vector<double> xOf(const RunCurve& c) const;
     void onMouseMove(QMouseEvent* event);
+    void addFloorLines(const QString& key);
 
     experiments::ResultStore* store_ = nullptr;
     QListWidget* runs_;
@@ -62,8 +70,11 @@ class CurvesView : public WorkbenchView {
     QCheckBox* groupSeeds_;
     QCheckBox* markers_;
     QComboBox* baseline_;
+    QCheckBox* floor_;
+    QCheckBox* bigram_;
     QCustomPlot* plot_;
     QLabel* readout_;
+    QLabel* warnings_;
     ReplotThrottle* throttle_;
     QTimer poll_;
     std::map<qint64, RunCurve> curves_;  ///< checked runs, for the current metric

@@ -7,8 +7,11 @@
 #include <QHeaderView>
 #include <QSplitter>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
+#include "core/glue_cells.h"
 #include "experiments/result_store.h"
 
 namespace app {
@@ -24,9 +27,7 @@ QString paperTablePath() {
     return {};
 }
 
-double cellValue(const experiments::ReportCell& c, bool meanStd) {
-    return meanStd ? c.mean : c.median;
-}
+const QColor kMuted(125, 125, 125);
 
 }  // namespace
 
@@ -63,6 +64,7 @@ GlueView::GlueView(QWidget* parent)
     split->addWidget(bars_);
     split->setStretchFactor(0, 1);
     split->setStretchFactor(1, 1);
+    split->setSizes({380, 440});
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(bar);
     layout->addWidget(split, 1);
@@ -103,8 +105,7 @@ void GlueView::rebuild() {
     }
     const bool meanStd = meanStd_->isChecked();
     try {
-        const auto results = store_->glue_results(experiment_->currentData().toLongLong());
-        report_ = experiments::build_report(experiment_->currentText().toStdString(), results);
+        report_ = experiments::load_report(*store_, experiment_->currentText().toStdString());
         if (paper_->isChecked()) {
             const QString path = paperTablePath();
             if (path.isEmpty()) emit errorRaised("resources/paper_table1.tsv not found: no paper rows");
@@ -116,70 +117,90 @@ void GlueView::rebuild() {
     QStringList headers{"model"};
     for (const auto& c : report_.columns) headers << QString::fromStdString(experiments::column_title(c));
     headers << "Avg";
+    const auto chance = chanceLevels(report_);
+    const bool chanceRow = std::any_of(chance.begin(), chance.end(), [](const auto& c) { return c.has_value(); });
+    const int nRows = int(report_.rows.size()) + (chanceRow ? 1 : 0);
     table_->setColumnCount(headers.size());
     table_->setHorizontalHeaderLabels(headers);
-    table_->setRowCount(int(report_.rows.size()));
+    table_->setRowCount(nRows);
+    // The cells of a row by column (columns, then Avg).
+    auto cellsOf = [&](const experiments::ReportRow& row) {
+        std::vector<experiments::ReportCell> cells;
+        for (const auto& c : report_.columns) {
+            auto it = row.cells.find(c);
+            cells.push_back(it != row.cells.end() ? it->second : experiments::ReportCell{});
+        }
+        cells.push_back(averageCell(row));
+        return cells;
+    };
     // Best per column among this store's rows; deltas against the first row (the baseline).
-    std::vector<double> best(report_.columns.size() + 1, -INFINITY);
+    std::vector<double> best(headers.size() - 1, -INFINITY);
     for (const auto& row : report_.rows) {
         if (row.reference) continue;
-        for (size_t c = 0; c < report_.columns.size(); ++c)
-            if (auto it = row.cells.find(report_.columns[c]); it != row.cells.end() && it->second.present)
-                best[c] = std::max(best[c], cellValue(it->second, meanStd));
-        if (row.has_average) best.back() = std::max(best.back(), row.average);
+        const auto cells = cellsOf(row);
+        for (size_t c = 0; c < cells.size(); ++c)
+            if (cells[c].present) best[c] = std::max(best[c], glueCellValue(cells[c], meanStd));
     }
     const experiments::ReportRow* base = report_.rows.empty() || report_.rows.front().reference
                                              ? nullptr : &report_.rows.front();
+    const auto baseCells = base ? cellsOf(*base) : std::vector<experiments::ReportCell>{};
+    int nearChanceCells = 0;
     for (size_t r = 0; r < report_.rows.size(); ++r) {
         const auto& row = report_.rows[r];
         auto* label = new QTableWidgetItem(QString::fromStdString(row.label));
-        if (row.reference) label->setForeground(QColor(110, 110, 110));
+        if (row.reference) label->setForeground(kMuted);
         table_->setItem(int(r), 0, label);
-        auto put = [&](int col, double v, const QString& text, bool isBest, double baseV, bool hasBase) {
-            auto* item = new QTableWidgetItem(text);
+        const auto cells = cellsOf(row);
+        for (size_t c = 0; c < cells.size(); ++c) {
+            const auto& cell = cells[c];
+            const double v = glueCellValue(cell, meanStd);
+            std::optional<double> delta;
+            if (cell.present && base && &row != base && !row.reference && baseCells[c].present)
+                delta = v - glueCellValue(baseCells[c], meanStd);
+            const GlueCellText t = glueCellText(cell, meanStd, delta);
+            auto* item = new QTableWidgetItem(t.text);
+            item->setToolTip(t.tooltip);
             item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-            QFont f = item->font();
-            f.setBold(isBest && !row.reference);
-            item->setFont(f);
-            if (hasBase && &row != base && !row.reference) {
-                const double d = v - baseV;
-                item->setText(text + QString("  (%1%2)").arg(d >= 0 ? "+" : "").arg(d, 0, 'f', 2));
-                if (std::abs(d) >= 0.005)
-                    item->setForeground(d > 0 ? QColor(20, 130, 50) : QColor(190, 40, 40));
+            if (cell.present) {
+                QFont f = item->font();
+                f.setBold(!row.reference && v >= best[c] - 1e-9);
+                item->setFont(f);
             }
-            if (row.reference) item->setForeground(QColor(110, 110, 110));
-            table_->setItem(int(r), col, item);
-        };
-        for (size_t c = 0; c < report_.columns.size(); ++c) {
-            auto it = row.cells.find(report_.columns[c]);
-            if (it == row.cells.end() || !it->second.present) {
-                table_->setItem(int(r), int(c) + 1, new QTableWidgetItem("\u2013"));
-                continue;
-            }
-            const auto& cell = it->second;
-            const double v = cellValue(cell, meanStd);
-            const QString text = meanStd ? QString("%1 \u00b1 %2 (%3)").arg(cell.mean, 0, 'f', 2)
-                                               .arg(cell.stddev, 0, 'f', 2).arg(cell.n)
-                                         : QString::number(cell.median, 'f', 2);
-            bool hasBase = false;
-            double baseV = 0;
-            if (base)
-                if (auto b = base->cells.find(report_.columns[c]); b != base->cells.end() && b->second.present)
-                    hasBase = true, baseV = cellValue(b->second, meanStd);
-            put(int(c) + 1, v, text, v >= best[c] - 1e-9, baseV, hasBase);
+            if (delta && std::abs(*delta) >= 0.005)
+                item->setForeground(*delta > 0 ? QColor(20, 130, 50) : QColor(190, 40, 40));
+            // Near chance wins over the delta colour: that difference is not evidence.
+            if (t.muted || row.reference) item->setForeground(kMuted);
+            nearChanceCells += t.muted ? 1 : 0;
+            table_->setItem(int(r), int(c) + 1, item);
         }
-        if (row.has_average)
-            put(headers.size() - 1, row.average, QString::number(row.average, 'f', 2),
-                row.average >= best.back() - 1e-9, base && base->has_average ? base->average : 0,
-                base && base->has_average);
+    }
+    if (chanceRow) {
+        const int r = nRows - 1;
+        QFont italic = table_->font();
+        italic.setItalic(true);
+        auto* label = new QTableWidgetItem("chance");
+        label->setToolTip("What a model that ignores its input scores on each dev set: the majority "
+                          "class (accuracy), always-positive F1, 0 for MCC and correlations.");
+        table_->setItem(r, 0, label);
+        for (size_t c = 0; c < chance.size(); ++c)
+            table_->setItem(r, int(c) + 1,
+                            new QTableWidgetItem(chance[c] ? QString::number(*chance[c], 'f', 2) : "\u2013"));
+        for (int c = 0; c < headers.size(); ++c)
+            if (QTableWidgetItem* item = table_->item(r, c)) {
+                item->setFont(italic);
+                item->setForeground(kMuted);
+                if (c > 0) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+            }
     }
     table_->resizeColumnsToContents();
-    table_->horizontalHeader()->setStretchLastSection(true);
     rule_->setText(QString::fromStdString(report_.average_rule) +
                    (report_.synthetic ? "  SYN-* columns are the built-in synthetic word-order tasks, "
                                         "not GLUE: compare variants with each other, not with the paper."
                                       : QString()) +
-                   "  Bold: best per column; (\u00b1x): difference to the first row.");
+                   "  Bold: best per column; (\u00b1x): difference to the first row; [lo, hi]: 95% "
+                   "bootstrap interval over dev examples and seeds; ~ (grey): the interval reaches "
+                   "chance, so the cell cannot be told apart from a model that ignores its input" +
+                   (nearChanceCells ? QString(" (%1 cells).").arg(nearChanceCells) : QString(".")));
     QSignalBlocker block(task_);
     const QString task = task_->currentText();
     task_->clear();
@@ -191,6 +212,8 @@ void GlueView::rebuild() {
 
 void GlueView::drawBars() {
     bars_->clearPlottables();
+    bars_->clearItems();
+    bars_->legend->setVisible(false);
     const int col = task_->currentIndex();  // 0..columns-1, columns = Avg
     if (col < 0 || report_.rows.empty()) {
         bars_->replot();
@@ -201,43 +224,85 @@ void GlueView::drawBars() {
     bars->setWidth(0.6);
     bars->setPen(QPen(QColor(40, 80, 140)));
     bars->setBrush(QColor(90, 140, 210));
+    bars->setName(meanStd ? "mean" : "median");
+    // Bars whose interval reaches chance are drawn muted, as in the table.
+    auto* muted = new QCPBars(bars_->xAxis, bars_->yAxis);
+    muted->setWidth(0.6);
+    muted->setPen(QPen(QColor(120, 120, 120)));
+    muted->setBrush(QColor(195, 195, 195));
+    muted->setName("interval reaches chance (~)");
+    // Error bars: the 95% bootstrap interval of the median, or +- std in the mean mode.
     auto* errors = new QCPErrorBars(bars_->xAxis, bars_->yAxis);
     errors->setDataPlottable(bars);
+    errors->setPen(QPen(QColor(30, 30, 30), 1.2));
+    errors->setName(meanStd ? "\u00b1 std over seeds" : "95% bootstrap interval");
+    auto* mutedErrors = new QCPErrorBars(bars_->xAxis, bars_->yAxis);
+    mutedErrors->setDataPlottable(muted);
+    mutedErrors->setPen(QPen(QColor(30, 30, 30), 1.2));
     QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
-    QVector<double> keys, values, err;
+    QVector<double> keys, values, errLo, errHi, mKeys, mValues, mErrLo, mErrHi;
     double lo = INFINITY, hi = -INFINITY;
+    const auto levels = chanceLevels(report_);
+    const bool hasChance = size_t(col) < levels.size() && levels[size_t(col)].has_value();
+    const double chance = hasChance ? *levels[size_t(col)] : 0.0;
     for (size_t r = 0; r < report_.rows.size(); ++r) {
         const auto& row = report_.rows[r];
-        double v = NAN, e = 0;
+        experiments::ReportCell cell;
         if (col < int(report_.columns.size())) {
-            auto it = row.cells.find(report_.columns[size_t(col)]);
-            if (it != row.cells.end() && it->second.present) {
-                v = cellValue(it->second, meanStd);
-                e = meanStd ? it->second.stddev : 0;
-            }
-        } else if (row.has_average) {
-            v = row.average;
+            if (auto it = row.cells.find(report_.columns[size_t(col)]); it != row.cells.end())
+                cell = it->second;
+        } else {
+            cell = averageCell(row);
         }
+        if (!cell.present) continue;
+        const double v = glueCellValue(cell, meanStd);
         if (!std::isfinite(v)) continue;
-        keys << double(r);
-        values << v;
-        err << e;
-        lo = std::min(lo, v - e);
-        hi = std::max(hi, v + e);
+        double eLo = 0, eHi = 0;
+        if (meanStd) eLo = eHi = cell.stddev;
+        else if (cell.has_interval) eLo = std::max(0.0, v - cell.lo), eHi = std::max(0.0, cell.hi - v);
+        const bool m = nearChance(cell);
+        (m ? mKeys : keys) << double(r);
+        (m ? mValues : values) << v;
+        (m ? mErrLo : errLo) << eLo;
+        (m ? mErrHi : errHi) << eHi;
+        lo = std::min(lo, v - eLo);
+        hi = std::max(hi, v + eHi);
         ticker->addTick(double(r), QString::fromStdString(row.label));
     }
     bars->setData(keys, values);
-    errors->setData(err);
-    errors->setVisible(meanStd);
+    errors->setData(errLo, errHi);
+    muted->setData(mKeys, mValues);
+    mutedErrors->setData(mErrLo, mErrHi);
+    mutedErrors->removeFromLegend();
+    if (mKeys.isEmpty()) muted->removeFromLegend();
+    const bool anyError = std::any_of(errHi.begin(), errHi.end(), [](double e) { return e > 0; }) ||
+                          std::any_of(mErrHi.begin(), mErrHi.end(), [](double e) { return e > 0; });
+    if (!anyError) errors->removeFromLegend();
+    if (hasChance) {
+        // The chance line of this task's dev set (the table's chance row).
+        auto* line = new QCPGraph(bars_->xAxis, bars_->yAxis);
+        line->setPen(QPen(QColor(170, 60, 60), 1.5, Qt::DashLine));
+        line->setName(QString("chance %1").arg(chance, 0, 'f', 2));
+        line->setData(QVector<double>{-0.7, double(report_.rows.size()) - 0.3},
+                      QVector<double>{chance, chance});
+        lo = std::min(lo, chance);
+        hi = std::max(hi, chance);
+    }
+    bars_->legend->setVisible(true);
+    bars_->legend->setFont(QFont(font().family(), 8));
+    bars_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
     bars_->xAxis->setTicker(ticker);
-    bars_->xAxis->setTickLabelRotation(keys.size() > 4 ? 30 : 0);
+    bars_->xAxis->setTickLabelRotation(ticker->ticks().size() > 4 ? 30 : 0);
     bars_->xAxis->setRange(-0.7, double(report_.rows.size()) - 0.3);
     bars_->xAxis->grid()->setVisible(false);
     if (std::isfinite(lo)) {
-        const double pad = std::max(1.0, (hi - std::min(0.0, lo)) * 0.08);
-        bars_->yAxis->setRange(std::min(0.0, lo) - (lo < 0 ? pad : 0), hi + pad);
+        // Room above the bars for the legend.
+        const double span = hi - std::min(0.0, lo);
+        const double pad = std::max(1.0, span * 0.08);
+        bars_->yAxis->setRange(std::min(0.0, lo) - (lo < 0 ? pad : 0), hi + std::max(pad, span * 0.25));
     }
-    bars_->yAxis->setLabel(task_->currentText() + (meanStd ? " (mean \u00b1 std)" : " (median)"));
+    bars_->yAxis->setLabel(task_->currentText() +
+                           (meanStd ? " (mean \u00b1 std)" : " (median, 95% interval)"));
     bars_->replot(QCustomPlot::rpQueuedReplot);
 }
 
@@ -253,6 +318,13 @@ QString GlueView::dataCsv() {
     if (report_.rows.empty()) return {};
     return QString::fromStdString(
         experiments::render_report(report_, experiments::ReportFormat::kCsv, meanStd_->isChecked()));
+}
+
+bool GlueView::showExperiment(const QString& name) {
+    const int i = experiment_->findText(name);
+    if (i < 0) return false;
+    experiment_->setCurrentIndex(i);  // rebuilds when it changes
+    return true;
 }
 
 void GlueView::prepareScreenshot() {

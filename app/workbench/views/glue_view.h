@@ -1,7 +1,8 @@
-// GLUE results in the paper's Table 1 layout, built by experiments::build_report (the TUPE
-// reporting rule: median over seeds per lr, then the best lr): median or mean +- std (n), the
-// best per column in bold, deltas against the first row coloured, the paper's published rows
-// as a toggle, and a bar chart of one task across the rows.
+// GLUE results in the paper's Table 1 layout, built by experiments::load_report (the TUPE
+// reporting rule: median over seeds per lr, then the best lr) with 95% bootstrap intervals and
+// chance levels: median [lo, hi] or mean +- std (n), " ~" and grey where the interval reaches
+// chance, a chance row, the best per column in bold, deltas against the first row coloured,
+// the paper's rows as a toggle, and a bar chart of one task with error bars and chance lines.
 #pragma once
 
 #include <QCheckBox>
@@ -25,6 +26,8 @@ class GlueView : public WorkbenchView {
     QString dataCsv() override;
     QString tableText(const QString& format) override;
     void prepareScreenshot() override;
+    /// Shows experiment `name` (from the claims view); false when the store has none.
+    bool showExperiment(const QString& name);
 
   private:
     void rebuild();

@@ -13,10 +13,12 @@
 #include <QStatusBar>
 #include <QThread>
 #include <QVBoxLayout>
+#include <tuple>
 
 #include "core/analysis_service.h"
 #include "views/analysis_views.h"
 #include "views/browser_view.h"
+#include "views/claims_view.h"
 #include "views/curves_view.h"
 #include "views/glue_view.h"
 #include "views/launch_view.h"
@@ -39,18 +41,25 @@ MainWindow::MainWindow(QWidget* parent)
     browser_ = new BrowserView;
     curves_ = new CurvesView;
     launch_ = new LaunchView;
-    auto* glue = new GlueView;
-    auto* maps = new CorrelationMapsView(analysis_);
+    glue_ = new GlueView;
+    maps_ = new CorrelationMapsView(analysis_);
+    claims_ = new ClaimsView;
     auto* cls = new ClsAttentionView(analysis_);
     auto* gallery = new HeadGalleryView(analysis_);
-    views_ = {browser_, launch_, curves_, glue, maps, cls, gallery};
-    tabs_->addTab(browser_, "Experiments");
-    tabs_->addTab(launch_, "Launch && queue");
-    tabs_->addTab(curves_, "Training curves");
-    tabs_->addTab(glue, "GLUE results");
-    tabs_->addTab(maps, "Correlation maps");
-    tabs_->addTab(cls, "[CLS] attention");
-    tabs_->addTab(gallery, "Head gallery");
+    const std::vector<std::tuple<WorkbenchView*, QString, QString>> tabs = {
+        {browser_, "Experiments", "experiments"},
+        {launch_, "Launch && queue", "launch"},
+        {curves_, "Training curves", "curves"},
+        {glue_, "GLUE results", "glue"},
+        {claims_, "Claims", "claims"},
+        {maps_, "Correlation maps", "correlation-maps"},
+        {cls, "[CLS] attention", "cls-attention"},
+        {gallery, "Head gallery", "head-gallery"}};
+    for (const auto& [view, title, file] : tabs) {
+        views_.push_back(view);
+        tabs_->addTab(view, title);
+        screenshotNames_ << file;
+    }
     for (WorkbenchView* v : views_) {
         connect(v, &WorkbenchView::errorRaised, this, &MainWindow::showError);
         connect(v, &WorkbenchView::statusMessage, this,
@@ -64,6 +73,7 @@ MainWindow::MainWindow(QWidget* parent)
         launch_->openText(path, text);
         tabs_->setCurrentWidget(launch_);
     });
+    connect(claims_, &ClaimsView::runsRequested, this, &MainWindow::showClaimRuns);
     connect(launch_, &LaunchView::runFinished, this, [this] {
         if (!store_.path.isEmpty()) openDatabase(store_.path);
     });
@@ -142,6 +152,34 @@ WorkbenchView* MainWindow::currentView() const {
     return qobject_cast<WorkbenchView*>(tabs_->currentWidget());
 }
 
+void MainWindow::showClaimRuns(const QString& view, const QString& experiment,
+                               const QStringList& runs) {
+    if (!store_.store) return showError("No database open: cannot show the runs of a claim.");
+    if (view == "curves") {
+        QList<qint64> ids;
+        try {
+            ids = runIdsByName(*store_.store, experiment, runs);
+        } catch (const std::exception& e) {
+            return showError(QString::fromUtf8(e.what()));
+        }
+        if (ids.isEmpty())
+            return showError("None of the claim's runs (" + runs.join(", ") + ") is in experiment " +
+                             experiment + ".");
+        curves_->showRuns(ids);
+        curves_->showMetric("validation/loss");
+        tabs_->setCurrentWidget(curves_);
+    } else if (view == "glue") {
+        if (!glue_->showExperiment(experiment))
+            return showError("No GLUE results for experiment " + experiment + ".");
+        tabs_->setCurrentWidget(glue_);
+    } else if (view == "maps") {
+        const QStringList pair = sideBySidePair(runs);
+        if (!pair.isEmpty() && maps_->showPair(pair) == 0)
+            return showError("No checkpoint of " + pair.join(" or ") + " in the store.");
+        tabs_->setCurrentWidget(maps_);
+    }
+}
+
 void MainWindow::exportPlot() {
     WorkbenchView* v = currentView();
     const QList<QCustomPlot*> plots = v ? v->exportablePlots() : QList<QCustomPlot*>{};
@@ -186,16 +224,14 @@ QStringList MainWindow::renderScreenshots(const QString& dir, int waitMs) {
     do {
         QApplication::processEvents(QEventLoop::AllEvents, 100);
         QThread::msleep(20);
-    } while (analysis_->busy() && timer.elapsed() < waitMs);
+    } while ((analysis_->busy() || claims_->busy()) && timer.elapsed() < waitMs);
     QStringList written;
-    const QStringList names = {"experiments", "launch", "curves", "glue",
-                               "correlation-maps", "cls-attention", "head-gallery"};
     for (int i = 0; i < tabs_->count(); ++i) {
         tabs_->setCurrentIndex(i);
         for (int k = 0; k < 10; ++k) QApplication::processEvents();
         for (QCustomPlot* p : tabs_->widget(i)->findChildren<QCustomPlot*>()) p->replot();
         QApplication::processEvents();
-        const QString path = QString("%1/%2-%3.png").arg(dir).arg(i + 1, 2, 10, QChar('0')).arg(names.value(i));
+        const QString path = QString("%1/workbench-%2.png").arg(dir, screenshotNames_.value(i));
         if (grab().save(path)) written << path;
     }
     return written;

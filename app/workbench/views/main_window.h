@@ -1,7 +1,8 @@
 // The workbench's main window: one tab per view over the results store, a banner for errors
 // (a missing, locked or newer database, a bad YAML, a checkpoint that will not load: a message,
 // never a crash), File actions to open a database and export plots, data and tables, settings
-// kept in QSettings (last database, window layout, smoothing), and the --screenshots renderer.
+// kept in QSettings (last database, window layout, smoothing), the --screenshots renderer, and
+// the claims view's "Show the runs" routed to the curves, GLUE or correlation-maps tab.
 #pragma once
 
 #include <QLabel>
@@ -18,6 +19,9 @@ class WorkbenchView;
 class BrowserView;
 class CurvesView;
 class LaunchView;
+class GlueView;
+class CorrelationMapsView;
+class ClaimsView;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -30,7 +34,7 @@ class MainWindow : public QMainWindow {
     QString databasePath() const { return store_.path; }
     QString bannerText() const;
 
-    /// Renders every tab to DIR/NN-name.png (waiting up to `waitMs` for child analyses);
+    /// Renders every tab to DIR/workbench-NAME.png (waiting up to `waitMs` for child analyses);
     /// returns the files written.
     QStringList renderScreenshots(const QString& dir, int waitMs = 240000);
 
@@ -44,6 +48,7 @@ class MainWindow : public QMainWindow {
     void exportData();
     void copyTable(const QString& format);
     WorkbenchView* currentView() const;
+    void showClaimRuns(const QString& view, const QString& experiment, const QStringList& runs);
 
     StoreHandle store_;
     QLabel* banner_;
@@ -52,7 +57,11 @@ class MainWindow : public QMainWindow {
     BrowserView* browser_;
     CurvesView* curves_;
     LaunchView* launch_;
+    GlueView* glue_;
+    CorrelationMapsView* maps_;
+    ClaimsView* claims_;
     std::vector<WorkbenchView*> views_;
+    QStringList screenshotNames_;  ///< per tab, for renderScreenshots
 };
 
 }  // namespace app
