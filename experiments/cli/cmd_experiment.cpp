@@ -155,55 +155,63 @@ int cmd_status(const Argv& argv) {
     return 0;
 }
 
-int cmd_report(const Argv& argv) {
-    Args args(argv, {"db", "experiment", "format", "resources"}, {"mean-std", "paper"});
-    const std::string db = args.get("db", "results/tupe.sqlite");
-    const auto format = experiments::report_format_from_string(args.get("format", "table"));
-    if (!fs::exists(db)) throw engine::InputError(db, "no results database (run `tupe run EXPERIMENT.yaml` first, or pass --db)");
-    auto store = experiments::ResultStore::open(db, experiments::OpenMode::kReadOnly);
-    auto experiments_list = store.list_experiments();
-    if (experiments_list.empty()) throw engine::InputError(db, "holds no experiments");
+namespace {
+
+/// The results store of `db`, read-only; one line naming the file when it is absent or empty.
+experiments::ResultStore open_results(const std::string& db) {
+    if (!fs::exists(db))
+        throw engine::InputError(db, "no results database (run `tupe run EXPERIMENT.yaml` first, or pass --db)");
+    auto store = experiments::ResultStore::open_for_reading(db);
+    if (store.list_experiments().empty()) throw engine::InputError(db, "holds no experiments");
+    return store;
+}
+
+/// The experiment --experiment names, or without it every experiment (`all`) or the newest.
+std::vector<experiments::ExperimentRecord> chosen_experiments(experiments::ResultStore& store,
+                                                              const Args& args, bool all) {
+    const auto list = store.list_experiments();
     std::vector<experiments::ExperimentRecord> chosen;
-    for (const auto& e : experiments_list)
-        if (!args.has("experiment") || e.name == args.get("experiment")) chosen.push_back(e);
+    if (!args.has("experiment")) {
+        if (all) return list;
+        return {list.back()};
+    }
+    for (const auto& e : list)
+        if (e.name == args.get("experiment")) chosen.push_back(e);
     if (chosen.empty()) {
         std::string names;
-        for (const auto& e : experiments_list) names += (names.empty() ? "" : ", ") + e.name;
-        throw engine::InputError(db, "no experiment named '" + args.get("experiment") + "' (has: " + names + ")");
+        for (const auto& e : list) names += (names.empty() ? "" : ", ") + e.name;
+        throw engine::InputError(store.path(), "no experiment named '" + args.get("experiment") +
+                                                   "' (has: " + names + ")");
     }
-    for (const auto& e : chosen) {
+    return chosen;
+}
+
+}  // namespace
+
+int cmd_report(const Argv& argv) {
+    Args args(argv, {"db", "experiment", "format", "resources"}, {"mean-std", "paper"});
+    const auto format = experiments::report_format_from_string(args.get("format", "table"));
+    auto store = open_results(args.get("db", "results/tupe.sqlite"));
+    const bool text = format == experiments::ReportFormat::kTable || format == experiments::ReportFormat::kMarkdown;
+    for (const auto& e : chosen_experiments(store, args, true)) {
         auto report = experiments::load_report(store, e.name);
         if (args.has("paper")) {
             const std::string dir = args.get("resources", TUPE_RESOURCES_DIR);
             experiments::add_paper_rows(report, (fs::path(dir) / "paper_table1.tsv").string());
         }
-        if (format == experiments::ReportFormat::kTable || format == experiments::ReportFormat::kMarkdown)
-            std::cout << (format == experiments::ReportFormat::kMarkdown ? "### " : "") << e.name << "\n\n";
-        if (report.rows.empty()) {
-            std::cout << "(no GLUE results yet)\n";
-            continue;
-        }
-        std::cout << experiments::render_report(report, format, args.has("mean-std"));
-        if (format == experiments::ReportFormat::kTable || format == experiments::ReportFormat::kMarkdown)
-            std::cout << "\n" << experiments::pretraining_summary(store, e.name);
+        if (text) std::cout << (format == experiments::ReportFormat::kMarkdown ? "### " : "") << e.name << "\n\n";
+        if (report.rows.empty()) std::cout << "(no GLUE results yet)\n";
+        else std::cout << experiments::render_report(report, format, args.has("mean-std"));
+        if (text) std::cout << "\n" << experiments::pretraining_summary(store, e.name);
     }
     return 0;
 }
 
 int cmd_claims(const Argv& argv) {
     Args args(argv, {"db", "experiment", "format"});
-    const std::string db = args.get("db", "results/tupe.sqlite");
     const auto format = experiments::claims_format_from_string(args.get("format", "table"));
-    if (!fs::exists(db)) throw engine::InputError(db, "no results database (run `tupe run EXPERIMENT.yaml` first, or pass --db)");
-    auto store = experiments::ResultStore::open(db, experiments::OpenMode::kReadOnly);
-    auto experiments_list = store.list_experiments();
-    if (experiments_list.empty()) throw engine::InputError(db, "holds no experiments");
-    std::string name = args.get("experiment", experiments_list.back().name);
-    if (!store.find_experiment(name)) {
-        std::string names;
-        for (const auto& e : experiments_list) names += (names.empty() ? "" : ", ") + e.name;
-        throw engine::InputError(db, "no experiment named '" + name + "' (has: " + names + ")");
-    }
+    auto store = open_results(args.get("db", "results/tupe.sqlite"));
+    const std::string name = chosen_experiments(store, args, false).front().name;
     // Parameters counted on the engine's own modules (nothing is trained).
     auto count = [](const engine::ModelConfig& config) {
         torch::NoGradGuard no_grad;

@@ -140,6 +140,17 @@ ResultStore::ResultStore(ResultStore&&) noexcept = default;
 ResultStore& ResultStore::operator=(ResultStore&&) noexcept = default;
 ResultStore::~ResultStore() = default;
 
+ResultStore ResultStore::open_for_reading(const std::string& path, const StoreOptions& options) {
+    try {
+        return open(path, OpenMode::kReadOnly, options);
+    } catch (const StoreError& e) {
+        // Only an older schema is mended; everything else (missing, newer, not SQLite) stands.
+        if (e.message().find("is older than this build") == std::string::npos) throw;
+    }
+    open(path, OpenMode::kReadWrite, options);  // migrates, then closes
+    return open(path, OpenMode::kReadOnly, options);
+}
+
 ResultStore ResultStore::open(const std::string& path, OpenMode mode, const StoreOptions& options) {
     auto impl = std::make_unique<Impl>();
     impl->path = path;

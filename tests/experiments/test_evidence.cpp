@@ -3,6 +3,7 @@
 // bag-of-words control (shuffled words stay at chance), and every claim's verdict on
 // hand-made stores (supported, contradicted, inconclusive, not run).
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -343,4 +344,30 @@ TEST_F(EvidenceTest, RunnerStoresPredictionsAndTheFloorAndTheShuffledControlStay
         EXPECT_FALSE(c.above_chance) << task << " " << c.median << " [" << c.lo << ", " << c.hi
                                      << "], chance " << c.chance;
     }
+}
+
+TEST_F(EvidenceTest, AStoreOfTheOldSchemaIsMigratedForReading) {
+    const std::string path = (dir_ / "old.sqlite").string();
+    {
+        HandStore h(dir_ / "old.sqlite");
+        h.pretrain("bert-a", 1, 6.0);
+    }
+    {
+        // Back to schema 1: the predictions table did not exist then.
+        auto rw = ResultStore::open(path);
+        (void)rw;
+    }
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "DROP TABLE predictions; PRAGMA user_version = 1;", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+    EXPECT_THROW(ResultStore::open(path, OpenMode::kReadOnly), StoreError);
+    auto store = ResultStore::open_for_reading(path);
+    EXPECT_EQ(store.schema_version(), ResultStore::latest_schema_version());
+    const auto e = store.find_experiment("hand");
+    ASSERT_TRUE(e);
+    EXPECT_EQ(store.list_runs(e->id).size(), 1u);  // nothing lost
+    EXPECT_TRUE(store.predictions(e->id).empty());
+    EXPECT_THROW(ResultStore::open_for_reading((dir_ / "absent.sqlite").string()), StoreError);
 }

@@ -142,6 +142,11 @@ class ResultStore {
     static ResultStore open(const std::string& path, OpenMode mode = OpenMode::kReadWrite,
                             const StoreOptions& options = {});
 
+    /// Opens an existing store read-only for a report; a store written by an older build is
+    /// first migrated (opened read-write once: the migration is one transaction and keeps
+    /// every row), so `tupe report` works on it. Errors as open().
+    static ResultStore open_for_reading(const std::string& path, const StoreOptions& options = {});
+
     ResultStore(ResultStore&&) noexcept;
     ResultStore& operator=(ResultStore&&) noexcept;
     ResultStore(const ResultStore&) = delete;
