@@ -158,16 +158,14 @@ void plot_curves(const std::string& path, const std::string& metric,
         groups[g].push_back(i);
     }
     plt::LinePlot plot;
-    plot.title = "validation MLM " + metric;
+    plot.title = "validation MLM " + metric + " (mean over pretraining seeds; band: min to max)";
     plot.x_label = "pretraining step";
     plot.y_label = metric == "loss" ? "validation MLM loss (nats)" : "validation MLM accuracy";
     double xmin = INFINITY, xmax = -INFINITY;
     for (const auto& g : order) {
         plt::Series s;
         const auto& members = groups[g];
-        s.name = g + (members.size() > 1 ? " (mean of " + std::to_string(members.size()) +
-                                               " seeds, min-max band)"
-                                         : "");
+        s.name = g + (members.size() > 1 ? " (" + std::to_string(members.size()) + " seeds)" : "");
         for (const auto& [step, values] : table) {
             if (step == 0) continue;
             std::vector<double> v;
@@ -195,9 +193,9 @@ void plot_curves(const std::string& path, const std::string& metric,
             const std::string key = fixed(floor.unigram_nats, 3) + "/" + fixed(floor.bigram_nats, 3);
             if (!seen.insert(key).second) continue;
             plt::Series u, b;
-            u.name = "unigram floor " + fixed(floor.unigram_nats, 3) + " (word frequencies only)";
-            b.name = "bigram reference " + fixed(floor.bigram_nats, 3) + " (left context)";
-            u.dashed = b.dashed = true;
+            u.name = "unigram floor " + fixed(floor.unigram_nats, 3);
+            b.name = "bigram ref. " + fixed(floor.bigram_nats, 3);
+            u.dashed = b.dashed = b.dotted = true;
             u.x = b.x = {xmin, xmax};
             u.y = {floor.unigram_nats, floor.unigram_nats};
             b.y = {floor.bigram_nats, floor.bigram_nats};

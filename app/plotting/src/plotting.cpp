@@ -230,6 +230,8 @@ QPixmap render_line_plot(const LinePlot& p, int width, int height) {
                           QVector<double>(s.band_hi.begin(), s.band_hi.end()));
             low->setPen(Qt::NoPen);
             high->setPen(Qt::NoPen);
+            low->setName(QString());  // addGraph names them "Graph N"; unnamed stay out of the legend
+            high->setName(QString());
             QColor fill = color;
             fill.setAlpha(55);
             high->setBrush(QBrush(fill));
@@ -242,7 +244,7 @@ QPixmap render_line_plot(const LinePlot& p, int width, int height) {
         g->setData(QVector<double>(s.x.begin(), s.x.end()),
                    QVector<double>(s.y.begin(), s.y.end()));
         QPen pen(color, s.dashed ? 1.2 : 1.6);
-        if (s.dashed) pen.setStyle(Qt::DashLine);
+        if (s.dashed) pen.setStyle(s.dotted ? Qt::DotLine : Qt::DashLine);
         g->setPen(pen);
         g->setName(qs(s.name));
         if (!s.name.empty()) ++named;

@@ -39,6 +39,7 @@ struct Series {
     /// same length as x.
     std::vector<double> band_lo, band_hi;
     bool dashed = false;  ///< A reference line (a floor, a chance level): dashed, grey
+    bool dotted = false;  ///< With dashed: dotted instead (a second reference line)
 };
 
 /// Curves on shared axes; a legend appears when there is more than one named series.
