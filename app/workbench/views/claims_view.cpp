@@ -93,17 +93,8 @@ void ClaimsView::setStore(experiments::ResultStore* store, const QString& dbPath
     store_ = store;
     dbPath_ = dbPath;
     {
+        const QString current = fillExperimentPicker(experiment_, store_);
         QSignalBlocker block(experiment_);
-        const QString current = experiment_->currentText();
-        experiment_->clear();
-        if (store_) {
-            try {
-                for (const auto& e : store_->list_experiments())
-                    experiment_->addItem(QString::fromStdString(e.name));
-            } catch (const std::exception& e) {
-                emit errorRaised(QString::fromUtf8(e.what()));
-            }
-        }
         // The newest experiment, as `tupe claims` picks by default, unless one was chosen.
         const int i = experiment_->findText(current);
         experiment_->setCurrentIndex(i >= 0 ? i : experiment_->count() - 1);

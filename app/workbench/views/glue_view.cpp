@@ -76,18 +76,8 @@ GlueView::GlueView(QWidget* parent)
 
 void GlueView::setStore(experiments::ResultStore* store, const QString&) {
     store_ = store;
+    const QString current = fillExperimentPicker(experiment_, store_);
     QSignalBlocker block(experiment_);
-    const QString current = experiment_->currentText();
-    experiment_->clear();
-    if (store_) {
-        try {
-            for (const auto& e : store_->list_experiments())
-                experiment_->addItem(QString::fromStdString(e.name),
-                                     QVariant::fromValue<qlonglong>(e.id));
-        } catch (const std::exception& e) {
-            emit errorRaised(QString::fromUtf8(e.what()));
-        }
-    }
     const int i = experiment_->findText(current);
     experiment_->setCurrentIndex(std::max(0, i));
     rebuild();

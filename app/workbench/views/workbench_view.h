@@ -6,6 +6,7 @@
 #include <QString>
 #include <QWidget>
 
+class QComboBox;
 class QCustomPlot;
 
 namespace experiments {
@@ -33,6 +34,11 @@ class WorkbenchView : public QWidget {
     virtual QString tableText(const QString& format) { return {}; }
     /// Picks defaults that show real data (screenshots); returns false when it cannot.
     virtual void prepareScreenshot() {}
+
+  protected:
+    /// Refills an experiment picker from the store (names, ids as item data), with its
+    /// signals blocked; a store error goes to the banner. Returns the name that was selected.
+    QString fillExperimentPicker(QComboBox* picker, experiments::ResultStore* store);
 
   signals:
     /// A message for the window's banner (errors never crash the app).
