@@ -160,7 +160,8 @@ double metric_on(const std::string& metric, const std::vector<double>& gold,
             auto ranks = [](const std::vector<double>& v) {
                 std::vector<size_t> order(v.size());
                 for (size_t i = 0; i < v.size(); ++i) order[i] = i;
-                std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+                std::sort(order.begin(), order.end(),
+                          [&](size_t a, size_t b) { return v[a] < v[b]; });
                 std::vector<double> r(v.size());
                 for (size_t i = 0; i < order.size();) {
                     size_t j = i;
@@ -243,8 +244,9 @@ std::vector<double> bootstrap_median_metric(const std::string& metric,
     std::map<int64_t, std::vector<const std::vector<double>*>> clusters;
     for (const auto& r : runs) {
         if (!r.predicted || r.predicted->size() != gold.size())
-            throw std::invalid_argument("bootstrap_median_metric: a run's predictions do not "
-                                        "match the dev set's size");
+            throw std::invalid_argument(
+                "bootstrap_median_metric: a run's predictions do not "
+                "match the dev set's size");
         clusters[r.cluster].push_back(r.predicted);
     }
     std::vector<std::vector<const std::vector<double>*>> groups;

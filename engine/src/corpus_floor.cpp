@@ -40,7 +40,9 @@ CorpusFloor corpus_floor(const BlockDataset& data, const Vocab& vocab) {
         }
     // add-1/2 over the maskable vocabulary
     const double denominator = static_cast<double>(floor.train_tokens) + 0.5 * maskable_types;
-    auto p_unigram = [&](int64_t id) { return (unigram[static_cast<size_t>(id)] + 0.5) / denominator; };
+    auto p_unigram = [&](int64_t id) {
+        return (unigram[static_cast<size_t>(id)] + 0.5) / denominator;
+    };
     double uni_sum = 0, bi_sum = 0;
     for (const auto& block : data.validation)
         for (size_t i = 0; i < block.ids.size(); ++i) {
@@ -77,9 +79,8 @@ std::string floor_warning(double final_loss, const CorpusFloor& floor) {
     if (floor.validation_tokens == 0 || !std::isfinite(final_loss)) return "";
     if (final_loss > floor.unigram_nats - kFloorMargin) {
         std::ostringstream os;
-        os << std::fixed << std::setprecision(3) << "warning: final validation loss "
-           << final_loss << " is not " << kFloorMargin << " nats below the unigram floor "
-           << floor.unigram_nats
+        os << std::fixed << std::setprecision(3) << "warning: final validation loss " << final_loss
+           << " is not " << kFloorMargin << " nats below the unigram floor " << floor.unigram_nats
            << ": the model has learned word frequencies only (train longer or raise the lr)";
         return os.str();
     }
@@ -90,7 +91,8 @@ void write_floor(const std::string& path, const CorpusFloor& floor) {
     const std::string tmp = path + ".tmp";
     {
         std::ofstream out(tmp, std::ios::trunc);
-        out << std::setprecision(10) << "# cross-entropy (nats/token) of the validation MLM targets "
+        out << std::setprecision(10)
+            << "# cross-entropy (nats/token) of the validation MLM targets "
             << "under the training blocks' unigram (add-1/2) and Witten-Bell bigram models\n"
             << "unigram_nats = " << floor.unigram_nats << "\n"
             << "bigram_nats = " << floor.bigram_nats << "\n"
@@ -116,11 +118,16 @@ bool read_floor(const std::string& path, CorpusFloor& floor) {
         double value = 0;
         if (!(row >> key >> eq >> value) || eq != "=" || !std::isfinite(value))
             throw InputError(path, "malformed floor line (expected 'key = number')", line_no);
-        if (key == "unigram_nats") floor.unigram_nats = value, have_unigram = true;
-        else if (key == "bigram_nats") floor.bigram_nats = value;
-        else if (key == "validation_tokens") floor.validation_tokens = static_cast<int64_t>(value);
-        else if (key == "train_tokens") floor.train_tokens = static_cast<int64_t>(value);
-        else throw InputError(path, "unknown key '" + key + "'", line_no);
+        if (key == "unigram_nats")
+            floor.unigram_nats = value, have_unigram = true;
+        else if (key == "bigram_nats")
+            floor.bigram_nats = value;
+        else if (key == "validation_tokens")
+            floor.validation_tokens = static_cast<int64_t>(value);
+        else if (key == "train_tokens")
+            floor.train_tokens = static_cast<int64_t>(value);
+        else
+            throw InputError(path, "unknown key '" + key + "'", line_no);
     }
     if (!have_unigram) throw InputError(path, "no unigram_nats line");
     return true;

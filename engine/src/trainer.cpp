@@ -34,10 +34,17 @@ namespace {
 constexpr const char* kFormat = "tupe-workbench/checkpoint/1";
 
 // Keys that may change between a run and its resume without changing what it computes so far.
-const std::set<std::string> kRunControlKeys = {
-    "train.steps",      "train.eval_interval", "train.eval_batches", "train.checkpoint_interval",
-    "train.log_interval", "train.device",      "train.threads",      "data.cache_dir",
-    "data.corpus",      "data.vocab",          "out_dir"};
+const std::set<std::string> kRunControlKeys = {"train.steps",
+                                               "train.eval_interval",
+                                               "train.eval_batches",
+                                               "train.checkpoint_interval",
+                                               "train.log_interval",
+                                               "train.device",
+                                               "train.threads",
+                                               "data.cache_dir",
+                                               "data.corpus",
+                                               "data.vocab",
+                                               "out_dir"};
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
@@ -62,8 +69,8 @@ double lr_at(const TrainConfig& t, int64_t step) {
 }
 
 torch::optim::AdamW make_optimizer(BertForMaskedLM& model, const TrainConfig& t) {
-    return detail::make_adamw(
-        *model, {t.lr, t.adam_beta1, t.adam_beta2, t.adam_eps, t.weight_decay});
+    return detail::make_adamw(*model,
+                              {t.lr, t.adam_beta1, t.adam_beta2, t.adam_eps, t.weight_decay});
 }
 
 // Appends metric rows; on resume rows after the checkpoint's step are dropped first, so a run
@@ -141,10 +148,9 @@ RawCheckpoint read_checkpoint(const std::string& path, torch::Device device) {
                                         first_line(e.what_without_backtrace()));
     }
     c10::IValue value;
-    if (!archive.try_read("format", value) || !value.isString() ||
-        value.toStringRef() != kFormat)
-        throw CheckpointError(path, "not a TUPE Workbench checkpoint (no '" +
-                                        std::string(kFormat) + "' format tag)");
+    if (!archive.try_read("format", value) || !value.isString() || value.toStringRef() != kFormat)
+        throw CheckpointError(
+            path, "not a TUPE Workbench checkpoint (no '" + std::string(kFormat) + "' format tag)");
     try {
         archive.read("config", value);
         raw.config = parse_config_text(value.toStringRef());
@@ -158,7 +164,8 @@ RawCheckpoint read_checkpoint(const std::string& path, torch::Device device) {
         archive.read("model", raw.model);
         archive.read("optimizer", raw.optimizer);
     } catch (const c10::Error& e) {
-        throw CheckpointError(path, "incomplete checkpoint: " + first_line(e.what_without_backtrace()));
+        throw CheckpointError(path,
+                              "incomplete checkpoint: " + first_line(e.what_without_backtrace()));
     } catch (const std::invalid_argument& e) {
         throw CheckpointError(path, std::string("bad config in checkpoint: ") + e.what());
     }
@@ -171,8 +178,8 @@ void load_model_weights(const std::string& path, BertForMaskedLM& model,
         model->load(archive);
     } catch (const c10::Error& e) {
         throw CheckpointError(path, "weights do not fit the model of its config (" +
-                                        model->config().preset + "): " +
-                                        first_line(e.what_without_backtrace()));
+                                        model->config().preset +
+                                        "): " + first_line(e.what_without_backtrace()));
     }
 }
 
@@ -215,7 +222,9 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
     using Clock = std::chrono::steady_clock;
     PretrainConfig config = input_config;
     const TrainConfig& t = config.train;
-    auto say = [&](const std::string& m) { if (cb.on_message) cb.on_message(m); };
+    auto say = [&](const std::string& m) {
+        if (cb.on_message) cb.on_message(m);
+    };
 
     if (t.batch_size <= 0 || t.grad_accum <= 0 || t.batch_size % t.grad_accum != 0)
         throw std::invalid_argument("train.batch_size (" + std::to_string(t.batch_size) +
@@ -240,10 +249,9 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
     config.model.vocab_size = vocab.size();
     config.model.pad_token_id = vocab.pad_id();
     if (config.data.max_seq_len > config.model.max_position_embeddings)
-        throw std::invalid_argument(
-            "data.max_seq_len (" + std::to_string(config.data.max_seq_len) +
-            ") exceeds model.max_position_embeddings (" +
-            std::to_string(config.model.max_position_embeddings) + ")");
+        throw std::invalid_argument("data.max_seq_len (" + std::to_string(config.data.max_seq_len) +
+                                    ") exceeds model.max_position_embeddings (" +
+                                    std::to_string(config.model.max_position_embeddings) + ")");
     config.model.validate();
     // Model and optimizer, possibly restored.
     if (writer) fs::create_directories(config.out_dir);
@@ -256,7 +264,8 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         RawCheckpoint raw = read_checkpoint(ckpt, device);
         for (const auto& key : config_keys()) {
             if (kRunControlKeys.count(key)) continue;
-            const auto mine = get_config_value(config, key), theirs = get_config_value(raw.config, key);
+            const auto mine = get_config_value(config, key),
+                       theirs = get_config_value(raw.config, key);
             if (mine != theirs)
                 throw CheckpointError(ckpt, "holds a run with " + key + " = " + theirs +
                                                 " but this config says " + mine +
@@ -266,8 +275,8 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         try {
             optimizer.load(raw.optimizer);
         } catch (const c10::Error& e) {
-            throw CheckpointError(ckpt, "optimizer state does not fit: " +
-                                            first_line(e.what_without_backtrace()));
+            throw CheckpointError(
+                ckpt, "optimizer state does not fit: " + first_line(e.what_without_backtrace()));
         }
         {
             auto generator = at::detail::getDefaultCPUGenerator();
@@ -286,11 +295,11 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         dist->broadcast({first});
         const int64_t rank0_step = first.cpu().item<int64_t>();
         if (rank0_step != step)
-            throw DistributedError("rank " + std::to_string(rank) + ": " + ckpt +
-                                   (step ? " is at step " + std::to_string(step)
-                                         : std::string(" does not exist")) +
-                                   " but rank 0 starts at step " + std::to_string(rank0_step) +
-                                   "; out_dir must be one directory shared by all ranks");
+            throw DistributedError(
+                "rank " + std::to_string(rank) + ": " + ckpt +
+                (step ? " is at step " + std::to_string(step) : std::string(" does not exist")) +
+                " but rank 0 starts at step " + std::to_string(rank0_step) +
+                "; out_dir must be one directory shared by all ranks");
         // One set of weights everywhere (rank 0's), then per-rank dropout streams below.
         auto tensors = model->parameters();
         for (const auto& b : model->buffers()) tensors.push_back(b);
@@ -315,8 +324,8 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
     if (data.train.empty()) throw InputError(config.data.corpus, "no training blocks");
     say("corpus: " + std::to_string(corpus.ids.size()) + " tokens, " +
         std::to_string(data.train.size()) + " training and " +
-        std::to_string(data.validation.size()) + " validation blocks of <= " +
-        std::to_string(config.data.max_seq_len) + " tokens");
+        std::to_string(data.validation.size()) +
+        " validation blocks of <= " + std::to_string(config.data.max_seq_len) + " tokens");
     result.floor = corpus_floor(data, vocab);
     if (writer && result.floor.validation_tokens > 0) {
         write_floor(floor_path(config.out_dir), result.floor);
@@ -343,7 +352,8 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         epoch = sample / n_train;
         auto it = orders.find(epoch);
         if (it == orders.end()) {
-            while (!orders.empty() && orders.begin()->first + 1 < epoch) orders.erase(orders.begin());
+            while (!orders.empty() && orders.begin()->first + 1 < epoch)
+                orders.erase(orders.begin());
             it = orders.emplace(epoch, epoch_order(n_train, t.seed, epoch)).first;
         }
         return it->second[sample % n_train];
@@ -367,9 +377,9 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
             for (uint64_t i = start; i < std::min<uint64_t>(n_val, start + eval_batch); ++i)
                 idx.push_back(i);
             // Validation masks are fixed: a separate seed stream, epoch 0.
-            auto b = to_tensors(make_mlm_batch(data.validation, idx, vocab, config.data,
-                                               t.seed ^ 0x5eed5eedULL, 0),
-                                device);
+            auto b = to_tensors(
+                make_mlm_batch(data.validation, idx, vocab, config.data, t.seed ^ 0x5eed5eedULL, 0),
+                device);
             detail::AutocastGuard autocast(t.dtype, device);
             auto out = model->forward(b.input_ids, b.attention_mask, b.labels, true);
             loss_sum += out.loss.item<double>() * static_cast<double>(out.num_masked);
@@ -410,7 +420,8 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         fs::rename(target + ".tmp", target);
     };
     if (step > 0 && !fs::exists(snapshot_path(config.out_dir, step)) &&
-        std::find(cb.snapshot_steps.begin(), cb.snapshot_steps.end(), step) != cb.snapshot_steps.end())
+        std::find(cb.snapshot_steps.begin(), cb.snapshot_steps.end(), step) !=
+            cb.snapshot_steps.end())
         keep_snapshot();
 
     model->train();
@@ -487,7 +498,8 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         rep.lr = lr;
         rep.grad_norm = grad_norm;
         rep.seconds = std::chrono::duration<double>(Clock::now() - s0).count();
-        rep.tokens_per_second = rep.seconds > 0 ? static_cast<double>(step_tokens) / rep.seconds : 0;
+        rep.tokens_per_second =
+            rep.seconds > 0 ? static_cast<double>(step_tokens) / rep.seconds : 0;
         rep.tokens_seen = tokens_seen;
         rep.elapsed = elapsed();
         if (metrics && t.log_interval > 0 && (step % t.log_interval == 0 || step == t.steps)) {
@@ -499,8 +511,8 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
         if (writer && !data.validation.empty() &&
             (last || (t.eval_interval > 0 && step % t.eval_interval == 0)))
             record_eval();
-        const bool snapshot = std::find(cb.snapshot_steps.begin(), cb.snapshot_steps.end(),
-                                        step) != cb.snapshot_steps.end();
+        const bool snapshot = std::find(cb.snapshot_steps.begin(), cb.snapshot_steps.end(), step) !=
+                              cb.snapshot_steps.end();
         if (last || snapshot || (t.checkpoint_interval > 0 && step % t.checkpoint_interval == 0))
             write_checkpoint();
         if (snapshot) keep_snapshot();

@@ -15,22 +15,21 @@
 #include "commands.h"
 #include "engine/bert.h"
 #include "engine/distributed.h"
-#include "engine/threads.h"
-#include "launcher.h"
 #include "engine/errors.h"
+#include "engine/threads.h"
+#include "experiments/claims.h"
 #include "experiments/experiment.h"
 #include "experiments/glue_data.h"
-#include "experiments/claims.h"
 #include "experiments/report.h"
 #include "experiments/result_store.h"
 #include "experiments/runner.h"
+#include "launcher.h"
 
 namespace cli {
 
 namespace fs = std::filesystem;
 
 namespace {
-
 
 std::string self_exe() {
     std::error_code ec;
@@ -47,7 +46,8 @@ std::string one_file(const Args& args, const char* what) {
 
 int cmd_run(const Argv& argv) {
     Args args(argv, {"jobs", "job", "threads", "nproc-per-node"}, {"quiet"}, {"set"});
-    const auto spec = experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
+    const auto spec =
+        experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
     experiments::RunnerOptions options;
     options.only_job = args.get("job");
     options.jobs = args.get_int("jobs", 0);
@@ -61,8 +61,9 @@ int cmd_run(const Argv& argv) {
     const long long nproc = args.get_int("nproc-per-node", 1);
     if (nproc < 1 || nproc > 1024) throw UsageError("--nproc-per-node must be in [1, 1024]");
     if (nproc > 1 && engine::distributed_env_present())
-        throw UsageError("--nproc-per-node with RANK/WORLD_SIZE already set: use one launcher "
-                         "(torchrun/srun or --nproc-per-node), not both");
+        throw UsageError(
+            "--nproc-per-node with RANK/WORLD_SIZE already set: use one launcher "
+            "(torchrun/srun or --nproc-per-node), not both");
     if (nproc > 1 && args.has("jobs"))
         throw UsageError("--jobs and --nproc-per-node: choose parallel jobs or data-parallel jobs");
     const auto plan = experiments::make_plan(spec);
@@ -82,15 +83,17 @@ int cmd_run(const Argv& argv) {
         launch.worker_args.insert(launch.worker_args.begin(), {"tupe", "run"});
         launch.worker_args.insert(launch.worker_args.end(),
                                   {"--threads", std::to_string(launch.threads_each)});
-        launch.failure_hint = "; `tupe status` shows the job, and running the same command redoes it";
+        launch.failure_hint =
+            "; `tupe status` shows the job, and running the same command redoes it";
         return launch_local_workers(launch);
     }
     options.nproc_per_node = nproc;
     std::unique_ptr<engine::DistributedContext> group;
     if (engine::distributed_env_present()) {
         if (options.only_job.empty())
-            throw UsageError("a data-parallel worker (RANK/WORLD_SIZE set) runs one job: pass "
-                             "--job NAME, or run the whole plan with --nproc-per-node N");
+            throw UsageError(
+                "a data-parallel worker (RANK/WORLD_SIZE set) runs one job: pass "
+                "--job NAME, or run the whole plan with --nproc-per-node N");
         std::string device = "cpu";  // the job's variant's train.device picks Gloo or NCCL
         for (const auto& v : spec.variants)
             if (v.name == only->variant) device = v.config.train.device;
@@ -150,7 +153,8 @@ int cmd_run(const Argv& argv) {
 
 int cmd_status(const Argv& argv) {
     Args args(argv, {}, {}, {"set"});
-    const auto spec = experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
+    const auto spec =
+        experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
     std::cout << experiments::experiment_status(spec);
     return 0;
 }
@@ -160,7 +164,8 @@ namespace {
 /// The results store of `db`, read-only; one line naming the file when it is absent or empty.
 experiments::ResultStore open_results(const std::string& db) {
     if (!fs::exists(db))
-        throw engine::InputError(db, "no results database (run `tupe run EXPERIMENT.yaml` first, or pass --db)");
+        throw engine::InputError(
+            db, "no results database (run `tupe run EXPERIMENT.yaml` first, or pass --db)");
     auto store = experiments::ResultStore::open_for_reading(db);
     if (store.list_experiments().empty()) throw engine::InputError(db, "holds no experiments");
     return store;
@@ -192,16 +197,21 @@ int cmd_report(const Argv& argv) {
     Args args(argv, {"db", "experiment", "format", "resources"}, {"mean-std", "paper"});
     const auto format = experiments::report_format_from_string(args.get("format", "table"));
     auto store = open_results(args.get("db", "results/tupe.sqlite"));
-    const bool text = format == experiments::ReportFormat::kTable || format == experiments::ReportFormat::kMarkdown;
+    const bool text = format == experiments::ReportFormat::kTable ||
+                      format == experiments::ReportFormat::kMarkdown;
     for (const auto& e : chosen_experiments(store, args, true)) {
         auto report = experiments::load_report(store, e.name);
         if (args.has("paper")) {
             const std::string dir = args.get("resources", TUPE_RESOURCES_DIR);
             experiments::add_paper_rows(report, (fs::path(dir) / "paper_table1.tsv").string());
         }
-        if (text) std::cout << (format == experiments::ReportFormat::kMarkdown ? "### " : "") << e.name << "\n\n";
-        if (report.rows.empty()) std::cout << "(no GLUE results yet)\n";
-        else std::cout << experiments::render_report(report, format, args.has("mean-std"));
+        if (text)
+            std::cout << (format == experiments::ReportFormat::kMarkdown ? "### " : "") << e.name
+                      << "\n\n";
+        if (report.rows.empty())
+            std::cout << "(no GLUE results yet)\n";
+        else
+            std::cout << experiments::render_report(report, format, args.has("mean-std"));
         if (text) std::cout << "\n" << experiments::pretraining_summary(store, e.name);
     }
     return 0;
@@ -228,30 +238,38 @@ int cmd_claims(const Argv& argv) {
 int cmd_score(const Argv& argv) {
     Args args(argv, {"task", "dev", "predictions", "format"});
     const std::string task_name = args.required("task");
-    const auto& task = experiments::find_task(task_name == "mnli_m" || task_name == "mnli_mm" || task_name == "MNLI-m" ||
-                                                      task_name == "MNLI-mm"
-                                                  ? std::string("mnli")
-                                                  : task_name);
+    const auto& task =
+        experiments::find_task(task_name == "mnli_m" || task_name == "mnli_mm" ||
+                                       task_name == "MNLI-m" || task_name == "MNLI-mm"
+                                   ? std::string("mnli")
+                                   : task_name);
     const std::string dev = args.required("dev"), predictions = args.required("predictions");
     const auto split = experiments::read_glue_file(task, dev);
     // The submission's index is the 0-based row of the dev file (header excluded).
     std::map<std::string, std::string> gold;
-    for (size_t i = 0; i < split.examples.size(); ++i) gold[std::to_string(i)] = split.examples[i].label;
+    for (size_t i = 0; i < split.examples.size(); ++i)
+        gold[std::to_string(i)] = split.examples[i].label;
     std::string metric_task = task.key;
-    if (task.key == "mnli") metric_task = dev.find("mismatched") != std::string::npos ? "mnli_mm" : "mnli_m";
+    if (task.key == "mnli")
+        metric_task = dev.find("mismatched") != std::string::npos ? "mnli_mm" : "mnli_m";
     if (task_name == "mnli_mm" || task_name == "MNLI-mm") metric_task = "mnli_mm";
     const auto rows = analysis::read_submission(predictions);
-    const auto scores = task.synthetic ? analysis::TaskScores{} : analysis::score_submission(metric_task, rows, gold, task.labels, predictions);
+    const auto scores = task.synthetic ? analysis::TaskScores{}
+                                       : analysis::score_submission(metric_task, rows, gold,
+                                                                    task.labels, predictions);
     if (task.synthetic) throw UsageError("score the built-in synthetic tasks with `tupe report`");
     if (args.get("format", "table") == "json") {
-        nlohmann::json j = {{"task", metric_task}, {"examples", split.examples.size()}, {"metrics", scores.metrics}};
+        nlohmann::json j = {{"task", metric_task},
+                            {"examples", split.examples.size()},
+                            {"metrics", scores.metrics}};
         std::cout << j.dump(2) << "\n";
     } else {
         std::cout << metric_task << " (" << split.examples.size() << " dev examples)\n";
         for (const auto& [k, v] : scores.metrics) {
             char buf[32];
             std::snprintf(buf, sizeof buf, "%.2f", v);
-            std::cout << "  " << k << std::string(10 - std::min<size_t>(9, k.size()), ' ') << buf << "\n";
+            std::cout << "  " << k << std::string(10 - std::min<size_t>(9, k.size()), ' ') << buf
+                      << "\n";
         }
     }
     return 0;

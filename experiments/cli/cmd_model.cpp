@@ -36,9 +36,9 @@ int cmd_info(const Argv& argv) {
               << "positions    absolute=" << engine::to_string(m.absolute_position)
               << " rel_pos=" << (m.rel_pos ? "on" : "off")
               << " untie_cls=" << (m.untie_cls ? "on" : "off")
-              << " shared_pos_term=" << (m.shared_pos_term ? "on" : "off")
-              << " scale=1/sqrt(" << m.attention_scale_factor << "d)"
-              << (m.pre_layernorm ? " pre-LN" : " post-LN") << "\n"
+              << " shared_pos_term=" << (m.shared_pos_term ? "on" : "off") << " scale=1/sqrt("
+              << m.attention_scale_factor << "d)" << (m.pre_layernorm ? " pre-LN" : " post-LN")
+              << "\n"
               << "shape        layers=" << m.num_hidden_layers << " hidden=" << m.hidden_size
               << " heads=" << m.num_attention_heads << " ffn=" << m.intermediate_size
               << " max_len=" << m.max_position_embeddings << " vocab=" << m.vocab_size << "\n"
@@ -60,10 +60,11 @@ int cmd_info(const Argv& argv) {
     }
     std::cout << "\nparameters\n";
     for (const auto& [group, n] : engine::parameter_groups(*ckpt.model))
-        if (group != "total") std::cout << "  " << group << std::string(12 - group.size(), ' ')
-                                        << format_count(static_cast<double>(n)) << "\n";
-    std::cout << "  total       " << format_count(static_cast<double>(
-                                         engine::parameter_groups(*ckpt.model)["total"]))
+        if (group != "total")
+            std::cout << "  " << group << std::string(12 - group.size(), ' ')
+                      << format_count(static_cast<double>(n)) << "\n";
+    std::cout << "  total       "
+              << format_count(static_cast<double>(engine::parameter_groups(*ckpt.model)["total"]))
               << "\n";
     return 0;
 }
@@ -121,8 +122,8 @@ int cmd_export(const Argv& argv) {
               << (analysis::hf_config_for(m).find("\"model_type\": \"bert\"") != std::string::npos
                       ? "model_type bert, loadable by transformers' BertForMaskedLM"
                       : "model_type tupe, readable by tupe analyze")
-              << "), model.safetensors, vocab.txt, tokenizer_config.json (" << m.preset
-              << ", step " << ckpt.step << ")\n";
+              << "), model.safetensors, vocab.txt, tokenizer_config.json (" << m.preset << ", step "
+              << ckpt.step << ")\n";
     return 0;
 }
 
@@ -138,8 +139,8 @@ int cmd_inspect(const Argv& argv) {
         throw engine::InputError(vocab, "has " + std::to_string(tokenizer.vocab().size()) +
                                             " tokens but the checkpoint's model has " +
                                             std::to_string(ckpt.config.model.vocab_size));
-    auto result = analysis::inspect_text(ckpt.model, tokenizer, args.required("text"),
-                                         args.get("text-b"));
+    auto result =
+        analysis::inspect_text(ckpt.model, tokenizer, args.required("text"), args.get("text-b"));
     analysis::write_inspection(result, out);
     std::cout << "wrote " << out << ": " << result.tokens.size() << " tokens, "
               << result.logits.size() << " layers of logits and probabilities (heads x T x T)\n";

@@ -18,15 +18,15 @@
 #include <set>
 #include <sstream>
 
+#include "app/plotting/plotting.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "engine/distributed.h"
-#include "launcher.h"
 #include "engine/errors.h"
 #include "engine/trainer.h"
-#include "app/plotting/plotting.h"
 #include "experiments/config_loader.h"
 #include "experiments/experiment.h"
+#include "launcher.h"
 
 namespace cli {
 
@@ -52,8 +52,9 @@ int cmd_pretrain(const Argv& argv) {
         const long long n = args.get_int("nproc-per-node", 1);
         if (n < 1 || n > 1024) throw UsageError("--nproc-per-node must be in [1, 1024]");
         if (engine::distributed_env_present())
-            throw UsageError("--nproc-per-node with RANK/WORLD_SIZE already set: use one "
-                             "launcher (torchrun/srun or --nproc-per-node), not both");
+            throw UsageError(
+                "--nproc-per-node with RANK/WORLD_SIZE already set: use one "
+                "launcher (torchrun/srun or --nproc-per-node), not both");
         if (n > 1) {
             LaunchSpec launch;
             launch.command = "pretrain";
@@ -61,8 +62,9 @@ int cmd_pretrain(const Argv& argv) {
             launch.threads_each = threads_per_worker(config.train.threads, launch.nproc);
             launch.worker_args = without_option(argv, "nproc-per-node");
             launch.worker_args.insert(launch.worker_args.begin(), {"tupe", "pretrain"});
-            launch.worker_args.insert(launch.worker_args.end(),
-                                      {"--set", "train.threads=" + std::to_string(launch.threads_each)});
+            launch.worker_args.insert(
+                launch.worker_args.end(),
+                {"--set", "train.threads=" + std::to_string(launch.threads_each)});
             launch.failure_hint = "; the last checkpoint in " + config.out_dir +
                                   " is kept (run the same command to resume)";
             return launch_local_workers(launch);
@@ -190,7 +192,8 @@ void plot_curves(const std::string& path, const std::string& metric,
         for (const auto& dir : dirs) {
             engine::CorpusFloor floor;
             if (!engine::read_floor(engine::floor_path(dir), floor)) continue;
-            const std::string key = fixed(floor.unigram_nats, 3) + "/" + fixed(floor.bigram_nats, 3);
+            const std::string key =
+                fixed(floor.unigram_nats, 3) + "/" + fixed(floor.bigram_nats, 3);
             if (!seen.insert(key).second) continue;
             plt::Series u, b;
             u.name = "unigram floor " + fixed(floor.unigram_nats, 3);
@@ -220,7 +223,9 @@ int cmd_curves(const Argv& argv) {
     for (const auto& dir : args.positionals()) {
         const std::string path = engine::metrics_path(dir);
         std::ifstream in(path);
-        if (!in) throw engine::InputError(path, "no metrics file (is this a pretraining run directory?)");
+        if (!in)
+            throw engine::InputError(path,
+                                     "no metrics file (is this a pretraining run directory?)");
         names.push_back(fs::path(dir).filename().string());
         if (names.back().empty()) names.back() = dir;
         std::string line;
@@ -277,9 +282,10 @@ int cmd_curves(const Argv& argv) {
     }
     std::cout << format_table(rows);
     if (any_floor && metric == "loss")
-        std::cout << "unigram floor: cross-entropy of the validation MLM targets under the training "
-                     "token frequencies (a model that learned frequencies only); bigram ref.: "
-                     "under a left-context bigram model\n";
+        std::cout
+            << "unigram floor: cross-entropy of the validation MLM targets under the training "
+               "token frequencies (a model that learned frequencies only); bigram ref.: "
+               "under a left-context bigram model\n";
     else if (metric == "loss")
         std::cout << "(no floor.txt in these run directories: pretrained before the floor was "
                      "recorded; resume or rerun `tupe pretrain` to write it)\n";

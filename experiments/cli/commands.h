@@ -12,15 +12,15 @@ using Argv = std::vector<std::string>;
 int cmd_prepare_data(const Argv& args);  // cmd_data.cpp
 int cmd_build_vocab(const Argv& args);
 int cmd_tokenize(const Argv& args);
-int cmd_info(const Argv& args);          // cmd_model.cpp
+int cmd_info(const Argv& args);  // cmd_model.cpp
 int cmd_export(const Argv& args);
 int cmd_inspect(const Argv& args);
-int cmd_analyze(const Argv& args);       // cmd_analyze.cpp
-int cmd_pretrain(const Argv& args);      // cmd_pretrain.cpp
+int cmd_analyze(const Argv& args);   // cmd_analyze.cpp
+int cmd_pretrain(const Argv& args);  // cmd_pretrain.cpp
 int cmd_curves(const Argv& args);
-int cmd_bench(const Argv& args);         // cmd_bench.cpp
-int cmd_doctor(const Argv& args);        // cmd_doctor.cpp
-int cmd_run(const Argv& args);           // cmd_experiment.cpp
+int cmd_bench(const Argv& args);   // cmd_bench.cpp
+int cmd_doctor(const Argv& args);  // cmd_doctor.cpp
+int cmd_run(const Argv& args);     // cmd_experiment.cpp
 int cmd_status(const Argv& args);
 int cmd_report(const Argv& args);
 int cmd_claims(const Argv& args);

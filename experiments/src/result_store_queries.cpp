@@ -2,7 +2,6 @@
 // with_retry and resets its statement when done, so no read snapshot stays open between calls
 // (a runner writing in another process is never blocked by a reader that has finished).
 #include "experiments/result_store.h"
-
 #include "result_store_internal.h"
 
 namespace experiments {

@@ -2,7 +2,6 @@
 // BEGIN IMMEDIATE transaction through Connection::write, retried while another process holds
 // the lock; an add of an existing key replaces the row (ON CONFLICT ... DO UPDATE).
 #include "experiments/result_store.h"
-
 #include "result_store_internal.h"
 
 namespace experiments {
@@ -205,9 +204,9 @@ void ResultStore::add_artifacts(const std::vector<ArtifactRecord>& artifacts) {
     impl_->write("add " + std::to_string(artifacts.size()) + " artifacts", [&] {
         Query insert(*impl_, kUpsertArtifact);
         for (const auto& artifact : artifacts)
-            upsert_artifact(insert, artifact,
-                            "add artifact " + artifact.path + " to run " +
-                                std::to_string(artifact.run_id));
+            upsert_artifact(
+                insert, artifact,
+                "add artifact " + artifact.path + " to run " + std::to_string(artifact.run_id));
     });
 }
 

@@ -21,6 +21,7 @@
 
 #include "analysis/analyze.h"
 #include "analysis/metrics.h"
+#include "engine/distributed.h"
 #include "engine/errors.h"
 #include "engine/finetune.h"
 #include "engine/tokenizer.h"
@@ -29,7 +30,6 @@
 #include "experiments/glue_data.h"
 #include "experiments/result_store.h"
 #include "experiments/synthetic_tasks.h"
-#include "engine/distributed.h"
 #include "plan_eta.h"
 #include "runner_internal.h"
 
@@ -46,7 +46,8 @@ using Clock = std::chrono::steady_clock;
 
 const std::vector<std::string> kBuiltinTasks = {"syn-cola", "syn-mrpc", "syn-stsb", "syn-rte"};
 // The paper's Table 1 tasks (WNLI left out), in its column order.
-const std::vector<std::string> kGlueTasks = {"mnli", "qnli", "qqp", "sst2", "cola", "mrpc", "rte", "stsb"};
+const std::vector<std::string> kGlueTasks = {"mnli", "qnli", "qqp", "sst2",
+                                             "cola", "mrpc", "rte", "stsb"};
 
 std::string lr_text(double lr) {
     char buf[32];
@@ -67,7 +68,8 @@ std::vector<std::string> task_keys(const ExperimentSpec& spec) {
         for (const auto& key : kGlueTasks)
             if (fs::exists(fs::path(spec.glue.data) / find_task(key).name)) names.push_back(key);
         if (names.empty())
-            throw engine::InputError(spec.glue.data, "no GLUE task folders found (expected e.g. CoLA/, MNLI/)");
+            throw engine::InputError(spec.glue.data,
+                                     "no GLUE task folders found (expected e.g. CoLA/, MNLI/)");
     }
     std::vector<std::string> keys;
     for (const auto& n : names) keys.push_back(find_task(n).key);
@@ -89,7 +91,9 @@ RunRecord base_record(int64_t experiment_id, const Job& job) {
 class Runner {
   public:
     Runner(const ExperimentSpec& spec, const RunnerOptions& options, const RunnerCallbacks& cb)
-        : spec_(spec), options_(options), cb_(cb),
+        : spec_(spec),
+          options_(options),
+          cb_(cb),
           store_(ResultStore::open(spec.database, OpenMode::kReadWrite)) {
         experiment_id_ = store_.get_or_create_experiment(spec.name, spec.path, spec.yaml_text);
     }
@@ -105,7 +109,8 @@ class Runner {
         for (const auto& r : store_.list_runs(experiment_id_))
             if (r.status == "finished") finished.insert(r.name);
         for (const auto& job : plan)
-            if ((options_.only_job.empty() || job.name == options_.only_job) && !finished.count(job.name))
+            if ((options_.only_job.empty() || job.name == options_.only_job) &&
+                !finished.count(job.name))
                 eta_.add_pending(job.kind, job_tokens(spec_, job));
         for (const auto& job : plan) {
             if (!options_.only_job.empty() && job.name != options_.only_job) continue;
@@ -147,15 +152,17 @@ class Runner {
 
   private:
     bool stopped() const { return cb_.stop && cb_.stop->load(); }
-    void say(const std::string& m) const { if (cb_.on_message) cb_.on_message(m); }
+    void say(const std::string& m) const {
+        if (cb_.on_message) cb_.on_message(m);
+    }
 
     void report(double fraction, const std::string& status) {
         progress_.job_fraction = fraction;
         progress_.job_status = status;
         const double elapsed = std::chrono::duration<double>(Clock::now() - job_start_).count();
-        progress_.eta_seconds = eta_.seconds_left(current_ != nullptr,
-                                                  current_ ? current_->kind : Job::Kind::kPretrain,
-                                                  current_tokens_, fraction, elapsed);
+        progress_.eta_seconds =
+            eta_.seconds_left(current_ != nullptr, current_ ? current_->kind : Job::Kind::kPretrain,
+                              current_tokens_, fraction, elapsed);
         if (cb_.on_progress) cb_.on_progress(progress_);
     }
 
@@ -199,8 +206,9 @@ class Runner {
         cfg << "task = " << job.task << "\ncheckpoint = " << snapshot_path(v, job.checkpoint_step)
             << "\nlr = " << job.lr << "\nseed = " << job.seed << "\nepochs = "
             << (spec_.finetune.epochs > 0 ? spec_.finetune.epochs : task.default_epochs)
-            << "\nbatch_size = " << spec_.finetune.batch_size << "\nwarmup_ratio = "
-            << spec_.finetune.warmup_ratio << "\nweight_decay = " << spec_.finetune.weight_decay
+            << "\nbatch_size = " << spec_.finetune.batch_size
+            << "\nwarmup_ratio = " << spec_.finetune.warmup_ratio
+            << "\nweight_decay = " << spec_.finetune.weight_decay
             << "\nmax_seq_len = " << spec_.finetune.max_seq_len << "\n";
         // Written only when changed, so runs recorded before the key existed stay equal.
         if (spec_.finetune.classifier_dropout != FinetuneProtocol{}.classifier_dropout)
@@ -218,8 +226,8 @@ class Runner {
         const int64_t run_id = store_.upsert_run(record_for(job));
         store_.set_run_status(run_id, "running");
         try {
-            const bool done = job.kind == Job::Kind::kPretrain ? pretrain(job, run_id)
-                                                               : finetune(job, run_id);
+            const bool done =
+                job.kind == Job::Kind::kPretrain ? pretrain(job, run_id) : finetune(job, run_id);
             if (!done) {
                 store_.set_run_status(run_id, "stopped");
                 summary.stopped = true;
@@ -245,8 +253,10 @@ class Runner {
 
     bool pretrain(const Job& job, int64_t run_id) {
         const Variant& v = variant_named(spec_, job.variant);
-        store_.add_params(run_id, {{"variant", v.name}, {"preset", v.config.model.preset},
-                                   {"size", v.config.model.size}, {"group", v.group},
+        store_.add_params(run_id, {{"variant", v.name},
+                                   {"preset", v.config.model.preset},
+                                   {"size", v.config.model.size},
+                                   {"group", v.group},
                                    {"pretrain_seed", std::to_string(v.config.train.seed)}});
         // A resume continues from the checkpoint; points after it (from a killed process)
         // are dropped so no curve holds a step twice.
@@ -269,16 +279,19 @@ class Runner {
         tc.snapshot_steps = snapshots;
         tc.on_step = [&](const engine::StepReport& s) {
             const double now = unix_time_now();
-            if (s.step % std::max<int64_t>(1, v.config.train.log_interval) == 0 || s.step == s.total_steps) {
+            if (s.step % std::max<int64_t>(1, v.config.train.log_interval) == 0 ||
+                s.step == s.total_steps) {
                 pending.push_back({"train/loss", s.step, s.loss, now});
                 pending.push_back({"train/lr", s.step, s.lr, now});
-                pending.push_back({"train/tokens", s.step, static_cast<double>(s.tokens_seen), now});
+                pending.push_back(
+                    {"train/tokens", s.step, static_cast<double>(s.tokens_seen), now});
                 pending.push_back({"train/tokens_per_second", s.step, s.tokens_per_second, now});
             }
             if (pending.size() >= 200) flush();
             char status[96];
             std::snprintf(status, sizeof status, "step %lld/%lld  loss %.3f",
-                          static_cast<long long>(s.step), static_cast<long long>(s.total_steps), s.loss);
+                          static_cast<long long>(s.step), static_cast<long long>(s.total_steps),
+                          s.loss);
             report(static_cast<double>(s.step) / static_cast<double>(s.total_steps), status);
         };
         tc.on_eval = [&](const engine::EvalReport& e) {
@@ -312,7 +325,8 @@ class Runner {
         }
         if (result.stopped) return false;
         if (!result.evals.empty()) {
-            const std::string warning = engine::floor_warning(result.evals.back().loss, result.floor);
+            const std::string warning =
+                engine::floor_warning(result.evals.back().loss, result.floor);
             if (!warning.empty()) say(v.name + ": " + warning);
         }
         analyse(job, run_id);
@@ -359,20 +373,32 @@ class Runner {
             const std::string vocab = (fs::path(v.config.out_dir) / "vocab.txt").string();
             report(1, "analysing step " + std::to_string(step));
             if (!options_.self_exe.empty()) {
-                std::vector<std::string> args = {options_.self_exe, "analyze", snapshot,
-                                                 "--vocab", vocab, "--out", dir,
-                                                 "--batch", std::to_string(a.batch_size),
-                                                 "--db", spec_.database,
-                                                 "--experiment", spec_.name, "--run", job.name};
+                std::vector<std::string> args = {options_.self_exe,
+                                                 "analyze",
+                                                 snapshot,
+                                                 "--vocab",
+                                                 vocab,
+                                                 "--out",
+                                                 dir,
+                                                 "--batch",
+                                                 std::to_string(a.batch_size),
+                                                 "--db",
+                                                 spec_.database,
+                                                 "--experiment",
+                                                 spec_.name,
+                                                 "--run",
+                                                 job.name};
                 if (a.text.empty()) {
-                    args.insert(args.end(), {"--corpus", corpus, "--sentences",
-                                             std::to_string(a.sentences)});
+                    args.insert(args.end(),
+                                {"--corpus", corpus, "--sentences", std::to_string(a.sentences)});
                 } else {
                     args.insert(args.end(), {"--text", a.text});
                 }
-                if (a.max_tokens > 0) args.insert(args.end(), {"--max-tokens", std::to_string(a.max_tokens)});
+                if (a.max_tokens > 0)
+                    args.insert(args.end(), {"--max-tokens", std::to_string(a.max_tokens)});
                 if (!a.figures) args.push_back("--no-figures");
-                if (options_.threads > 0) args.insert(args.end(), {"--threads", std::to_string(options_.threads)});
+                if (options_.threads > 0)
+                    args.insert(args.end(), {"--threads", std::to_string(options_.threads)});
                 run_child(args, "analysis of " + snapshot);
             } else {
                 auto ckpt = engine::load_checkpoint(snapshot);
@@ -393,8 +419,9 @@ class Runner {
                 auto out = analysis::analyze_model(ckpt.model, tokenizer, sentences, options);
                 out.model_name = snapshot;
                 if (a.figures)
-                    out.notes.push_back("figures not drawn: the runner ran without the tupe "
-                                        "executable (run `tupe analyze` for the PNGs)");
+                    out.notes.push_back(
+                        "figures not drawn: the runner ran without the tupe "
+                        "executable (run `tupe analyze` for the PNGs)");
                 analysis::write_analysis(out, dir);
                 record_analysis_artifacts(store_, run_id, dir);
             }
@@ -419,17 +446,18 @@ class Runner {
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
         }
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-            throw std::runtime_error(
-                "the " + what + " failed (" +
-                (WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
-                                   : std::string("killed by a signal")) +
-                "; its message is above)");
+            throw std::runtime_error("the " + what + " failed (" +
+                                     (WIFEXITED(status)
+                                          ? "exit status " + std::to_string(WEXITSTATUS(status))
+                                          : std::string("killed by a signal")) +
+                                     "; its message is above)");
     }
 
     const TaskData& task_data(const std::string& key) {
         auto it = tasks_.find(key);
         if (it != tasks_.end()) return it->second;
-        return tasks_.emplace(key, load_task_data(key, glue_dir_cached(), spec_.finetune.shuffle_words))
+        return tasks_
+            .emplace(key, load_task_data(key, glue_dir_cached(), spec_.finetune.shuffle_words))
             .first->second;
     }
 
@@ -452,7 +480,8 @@ class Runner {
             engine::Vocab::load((fs::path(v.config.out_dir) / "vocab.txt").string()),
             v.config.data.lower_case);
 
-        const engine::FinetuneConfig fc = finetune_config(spec_, v, job, data.info, options_.threads);
+        const engine::FinetuneConfig fc =
+            finetune_config(spec_, v, job, data.info, options_.threads);
 
         store_.delete_metrics_after(run_id, 0);  // a redone job starts its curves afresh
 
@@ -467,15 +496,17 @@ class Runner {
             char status[64];
             std::snprintf(status, sizeof status, "step %lld/%lld  loss %.3f",
                           static_cast<long long>(step), static_cast<long long>(total), loss);
-            report(static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, total)), status);
+            report(static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, total)),
+                   status);
         };
         fcb.on_epoch = [&](const engine::EpochResult& e) {
             const double now = unix_time_now();
             std::vector<MetricPoint> points = {{"train/loss", e.epoch, e.train_loss, now}};
             std::vector<analysis::TaskScores> scores;
             for (size_t i = 0; i < data.dev.size(); ++i) {
-                scores.push_back(analysis::score_task(reported_task(data.info, data.dev_names[i]), kind,
-                                                      e.predictions[i], gold_values(data.info, data.dev[i])));
+                scores.push_back(analysis::score_task(reported_task(data.info, data.dev_names[i]),
+                                                      kind, e.predictions[i],
+                                                      gold_values(data.info, data.dev[i])));
                 for (const auto& [metric, value] : scores.back().metrics)
                     points.push_back({data.dev_names[i] + "/" + metric, e.epoch, value, now});
             }
@@ -528,7 +559,8 @@ class Runner {
         begin_timing(job);
         report(0, "on " + std::to_string(n) + " workers");
         std::vector<std::string> extra = {"--nproc-per-node", std::to_string(n), "--quiet"};
-        if (options_.threads > 0) extra.insert(extra.end(), {"--threads", std::to_string(options_.threads)});
+        if (options_.threads > 0)
+            extra.insert(extra.end(), {"--threads", std::to_string(options_.threads)});
         try {
             run_child(job_command(job, extra), "job " + job.name);
             ++summary.finished;
@@ -553,9 +585,11 @@ class Runner {
         std::map<pid_t, const Job*> running;
         std::map<pid_t, Clock::time_point> launched;
         size_t next = 0;
-        const int64_t threads = std::max<int64_t>(1, (options_.threads > 0 ? options_.threads : 2) / parallel);
+        const int64_t threads =
+            std::max<int64_t>(1, (options_.threads > 0 ? options_.threads : 2) / parallel);
         while (next < jobs.size() || !running.empty()) {
-            while (next < jobs.size() && static_cast<int64_t>(running.size()) < parallel && !stopped()) {
+            while (next < jobs.size() && static_cast<int64_t>(running.size()) < parallel &&
+                   !stopped()) {
                 const Job* job = jobs[next++];
                 std::vector<std::string> args =
                     job_command(*job, {"--threads", std::to_string(threads), "--quiet"});
@@ -563,7 +597,8 @@ class Runner {
                 for (auto& a : args) argv.push_back(a.data());
                 argv.push_back(nullptr);
                 pid_t pid = 0;
-                if (posix_spawn(&pid, options_.self_exe.c_str(), nullptr, nullptr, argv.data(), environ) != 0)
+                if (posix_spawn(&pid, options_.self_exe.c_str(), nullptr, nullptr, argv.data(),
+                                environ) != 0)
                     throw std::runtime_error("cannot start " + options_.self_exe);
                 running[pid] = job;
                 launched[pid] = Clock::now();
@@ -582,7 +617,8 @@ class Runner {
             eta_.finish(it->second->kind, job_tokens(spec_, *it->second),
                         std::chrono::duration<double>(Clock::now() - launched[pid]).count() /
                             static_cast<double>(parallel));
-            if (ok) ++summary.finished;
+            if (ok)
+                ++summary.finished;
             else {
                 ++summary.failed;
                 say("job " + it->second->name + " failed (see `tupe status`)");
@@ -663,7 +699,8 @@ std::string experiment_status(const ExperimentSpec& spec) {
         const std::string status = it == runs.end() ? "pending" : it->second.status;
         ++counts[status];
         if (job.kind == Job::Kind::kPretrain || status == "failed" || status == "running") {
-            os << "  " << status << std::string(10 - std::min<size_t>(9, status.size()), ' ') << job.name;
+            os << "  " << status << std::string(10 - std::min<size_t>(9, status.size()), ' ')
+               << job.name;
             if (it != runs.end() && job.kind == Job::Kind::kPretrain)
                 os << "  (step " << it->second.step << ")";
             if (it != runs.end() && !it->second.error_message.empty())

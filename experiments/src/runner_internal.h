@@ -22,7 +22,8 @@ std::string snapshot_path(const Variant& v, int64_t step);
 /// Throws std::invalid_argument when the spec has no such variant.
 const Variant& variant_named(const ExperimentSpec& spec, const std::string& name);
 /// The plan's job called `name`; throws std::invalid_argument (naming the spec) when none is.
-const Job& job_named(const std::vector<Job>& plan, const ExperimentSpec& spec, const std::string& name);
+const Job& job_named(const std::vector<Job>& plan, const ExperimentSpec& spec,
+                     const std::string& name);
 
 /// Examples in the engine's plain form, labels as indices into the task's fixed label order.
 std::vector<engine::LabeledText> labeled(const TaskInfo& task, const Split& split);

@@ -26,7 +26,8 @@ const Variant& variant_named(const ExperimentSpec& spec, const std::string& name
     throw std::invalid_argument("no variant named '" + name + "' in " + spec.path);
 }
 
-const Job& job_named(const std::vector<Job>& plan, const ExperimentSpec& spec, const std::string& name) {
+const Job& job_named(const std::vector<Job>& plan, const ExperimentSpec& spec,
+                     const std::string& name) {
     for (const auto& j : plan)
         if (j.name == name) return j;
     throw std::invalid_argument("no job named '" + name + "' in " + spec.path +
@@ -53,7 +54,8 @@ std::vector<engine::LabeledText> labeled(const TaskInfo& task, const Split& spli
 
 std::vector<double> gold_values(const TaskInfo& task, const std::vector<engine::LabeledText>& xs) {
     std::vector<double> out;
-    for (const auto& x : xs) out.push_back(task.regression ? x.target : static_cast<double>(x.label));
+    for (const auto& x : xs)
+        out.push_back(task.regression ? x.target : static_cast<double>(x.label));
     return out;
 }
 
@@ -136,9 +138,9 @@ RunSummary run_worker_job(const ExperimentSpec& spec, const RunnerOptions& optio
             v.config.data.lower_case);
         engine::FinetuneCallbacks fcb;
         fcb.stop = callbacks.stop;
-        const auto result = engine::finetune(pretrained.model, tokenizer, data.train, data.dev,
-                                             finetune_config(spec, v, job, data.info, options.threads),
-                                             fcb, &dist);
+        const auto result =
+            engine::finetune(pretrained.model, tokenizer, data.train, data.dev,
+                             finetune_config(spec, v, job, data.info, options.threads), fcb, &dist);
         summary.stopped = result.stopped;
     }
     if (!summary.stopped) summary.finished = 1;

@@ -1,7 +1,6 @@
 // Synthetic word-order tasks (SYN-CoLA, SYN-MRPC, SYN-STS-B, SYN-RTE) from held-out corpus
 // sentences, written in the GLUE layouts. Randomness comes from a SplitMix64 generator with
 // our own bounded draws and shuffles, so the files are identical with every standard library.
-#include "engine/corpus.h"
 #include "experiments/synthetic_tasks.h"
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "engine/corpus.h"
 #include "engine/errors.h"
 
 namespace experiments {

@@ -15,8 +15,8 @@ using namespace analysis;
 
 TEST(StudentT, CdfAndQuantilesMatchTables) {
     EXPECT_NEAR(student_t_cdf(0.0, 3), 0.5, 1e-12);
-    EXPECT_NEAR(student_t_cdf(2.0, 5), 0.94903026, 1e-7);   // scipy.stats.t.cdf(2, 5)
-    EXPECT_NEAR(student_t_cdf(-1.0, 1), 0.25, 1e-10);       // Cauchy: 1/2 + atan(t)/pi
+    EXPECT_NEAR(student_t_cdf(2.0, 5), 0.94903026, 1e-7);  // scipy.stats.t.cdf(2, 5)
+    EXPECT_NEAR(student_t_cdf(-1.0, 1), 0.25, 1e-10);      // Cauchy: 1/2 + atan(t)/pi
     EXPECT_NEAR(student_t_quantile(0.975, 1), 12.7062047, 1e-5);
     EXPECT_NEAR(student_t_quantile(0.975, 2), 4.30265273, 1e-6);
     EXPECT_NEAR(student_t_quantile(0.975, 10), 2.22813885, 1e-6);
@@ -72,7 +72,8 @@ TEST(MetricOn, AgreesWithScoreTaskAndHonoursTheIndex) {
     const auto cls = score_task(MetricKind::kF1Accuracy, pred, gold);
     EXPECT_NEAR(metric_on("accuracy", gold, pred), cls.metrics.at("accuracy"), 1e-9);
     EXPECT_NEAR(metric_on("f1", gold, pred), cls.metrics.at("f1"), 1e-9);
-    EXPECT_NEAR(metric_on("mcc", gold, pred), score_task(MetricKind::kMcc, pred, gold).metrics.at("mcc"), 1e-9);
+    EXPECT_NEAR(metric_on("mcc", gold, pred),
+                score_task(MetricKind::kMcc, pred, gold).metrics.at("mcc"), 1e-9);
     const auto reg = score_task(MetricKind::kPearsonSpearman, y, x);
     EXPECT_NEAR(metric_on("pearson", x, y), reg.metrics.at("pearson"), 1e-9);
     EXPECT_NEAR(metric_on("spearman", x, y), reg.metrics.at("spearman"), 1e-9);
@@ -125,7 +126,8 @@ TEST(Bootstrap, SeedsWidenTheIntervalAndPairedDrawsCancel) {
     }
     const auto one = percentile_interval(bootstrap_median_metric("accuracy", gold, {{0, &a}}));
     // Two pretraining runs that disagree by 20 points: the seed spread shows in the interval.
-    const auto two = percentile_interval(bootstrap_median_metric("accuracy", gold, {{0, &a}, {1, &b}}));
+    const auto two =
+        percentile_interval(bootstrap_median_metric("accuracy", gold, {{0, &a}, {1, &b}}));
     EXPECT_GT(two.hi - two.lo, 2 * (one.hi - one.lo));
     // The same run bootstrapped twice with one example seed: every replicate difference is 0.
     const auto r1 = bootstrap_median_metric("accuracy", gold, {{0, &a}});
@@ -133,5 +135,6 @@ TEST(Bootstrap, SeedsWidenTheIntervalAndPairedDrawsCancel) {
     for (size_t i = 0; i < r1.size(); ++i) EXPECT_DOUBLE_EQ(r1[i], r2[i]);
     EXPECT_THROW(bootstrap_median_metric("accuracy", gold, {}), std::invalid_argument);
     const std::vector<double> short_pred = {1.0};
-    EXPECT_THROW(bootstrap_median_metric("accuracy", gold, {{0, &short_pred}}), std::invalid_argument);
+    EXPECT_THROW(bootstrap_median_metric("accuracy", gold, {{0, &short_pred}}),
+                 std::invalid_argument);
 }

@@ -60,7 +60,8 @@ TEST(DecimateMinMax, ShortCurvesKeepEveryPoint) {
 }
 
 TEST(SeedGroup, KeyDropsOnlyTheSeed) {
-    EXPECT_EQ(seedGroupKey("tupe-a/step180/syn-cola/lr0.001/seed2"), "tupe-a/step180/syn-cola/lr0.001");
+    EXPECT_EQ(seedGroupKey("tupe-a/step180/syn-cola/lr0.001/seed2"),
+              "tupe-a/step180/syn-cola/lr0.001");
     EXPECT_EQ(seedGroupKey("bert-a-seed3"), "bert-a");
     EXPECT_EQ(seedGroupKey("tupe-a@seed2"), "tupe-a");  // pretraining seeds
     EXPECT_EQ(seedGroupKey("tupe-a@seed2/step3000/syn-rte/lr0.001/seed1"),

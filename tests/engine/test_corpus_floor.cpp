@@ -15,7 +15,9 @@ using namespace engine;
 namespace {
 
 // [PAD] [UNK] [CLS] [SEP] [MASK] a b c: ids 5, 6, 7 are the maskable tokens.
-Vocab abc_vocab() { return Vocab::from_tokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c"}); }
+Vocab abc_vocab() {
+    return Vocab::from_tokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c"});
+}
 
 Block block(std::vector<int64_t> ids) {
     Block b;
@@ -58,7 +60,8 @@ TEST(CorpusFloor, UniformTokensGiveLogOfTheTypeCount) {
     // The training text is a strict cycle a b c. Witten-Bell: after [CLS] (seen once, one
     // successor) p(a) = (1 + 1/3) / 2; after a (100 times, always b) p(b) = (100 + 1/3) / 101;
     // c after b likewise.
-    const double expected = -(std::log((1 + 1.0 / 3) / 2) + 2 * std::log((100 + 1.0 / 3) / 101)) / 3;
+    const double expected =
+        -(std::log((1 + 1.0 / 3) / 2) + 2 * std::log((100 + 1.0 / 3) / 101)) / 3;
     EXPECT_NEAR(f.bigram_nats, expected, 1e-12);
     EXPECT_LT(f.bigram_nats, f.unigram_nats / 5);
 }

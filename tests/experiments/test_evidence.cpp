@@ -49,13 +49,13 @@ class EvidenceTest : public ::testing::Test {
 struct HandStore {
     ResultStore store;
     int64_t experiment = 0;
-    explicit HandStore(const fs::path& path)
-        : store(ResultStore::open(path.string())) {
+    explicit HandStore(const fs::path& path) : store(ResultStore::open(path.string())) {
         experiment = store.get_or_create_experiment("hand", "hand.yaml", "name: hand\n");
     }
     // validation/loss at steps 0, 100, ..., 1000: from 8 down to `final`, reached linearly
     // by `reach_step` then flat.
-    int64_t pretrain(const std::string& variant, int64_t seed, double final, int64_t reach_step = 1000) {
+    int64_t pretrain(const std::string& variant, int64_t seed, double final,
+                     int64_t reach_step = 1000) {
         RunRecord r;
         r.experiment_id = experiment;
         r.kind = "pretrain";
@@ -66,7 +66,8 @@ struct HandStore {
         const int64_t id = store.upsert_run(r);
         std::vector<MetricPoint> points;
         for (int64_t step = 0; step <= 1000; step += 100) {
-            const double f = std::min(1.0, static_cast<double>(step) / static_cast<double>(reach_step));
+            const double f =
+                std::min(1.0, static_cast<double>(step) / static_cast<double>(reach_step));
             points.push_back({"validation/loss", step, 8.0 + f * (final - 8.0), 0});
         }
         store.add_metrics(id, points);
@@ -121,8 +122,11 @@ TEST(VariantGroup, StripsOnlyASeedSuffix) {
 }
 
 TEST_F(EvidenceTest, PretrainSeedsMakeOneVariantPerSeedWithItsGroup) {
-    auto spec = load_experiment(write("s.yaml", "name: s\nvariants: [bert-a, tupe-a]\npretrain_seeds: [3, 7]\n"
-                                                "train: {steps: 10}\nglue: {tasks: [syn-cola]}\n").string());
+    auto spec =
+        load_experiment(write("s.yaml",
+                              "name: s\nvariants: [bert-a, tupe-a]\npretrain_seeds: [3, 7]\n"
+                              "train: {steps: 10}\nglue: {tasks: [syn-cola]}\n")
+                            .string());
     ASSERT_EQ(spec.variants.size(), 4u);
     EXPECT_EQ(spec.variants[0].name, "bert-a@seed3");
     EXPECT_EQ(spec.variants[0].group, "bert-a");
@@ -131,12 +135,14 @@ TEST_F(EvidenceTest, PretrainSeedsMakeOneVariantPerSeedWithItsGroup) {
     EXPECT_EQ(spec.variants[3].config.train.seed, 7u);
     EXPECT_EQ(spec.variants[3].config.model.preset, "tupe-a");
     // One seed keeps the plain name and sets train.seed.
-    auto one = load_experiment(write("o.yaml", "name: o\nvariants: [bert-a]\npretrain_seeds: [5]\n").string());
+    auto one = load_experiment(
+        write("o.yaml", "name: o\nvariants: [bert-a]\npretrain_seeds: [5]\n").string());
     ASSERT_EQ(one.variants.size(), 1u);
     EXPECT_EQ(one.variants[0].name, "bert-a");
     EXPECT_EQ(one.variants[0].config.train.seed, 5u);
     try {
-        load_experiment(write("d.yaml", "name: d\nvariants: [bert-a]\npretrain_seeds: [1, 1]\n").string());
+        load_experiment(
+            write("d.yaml", "name: d\nvariants: [bert-a]\npretrain_seeds: [1, 1]\n").string());
         FAIL() << "expected ConfigError";
     } catch (const ConfigError& e) {
         EXPECT_NE(std::string(e.what()).find("pretrain_seeds"), std::string::npos);
@@ -165,8 +171,10 @@ TEST_F(EvidenceTest, ReportIntervalsAndChanceFromStoredPredictions) {
     // tupe-a: 2 pretraining seeds x 1 fine-tuning seed, 90% right on 400 examples.
     // bert-a: 51% right: its interval reaches the chance level (50%).
     for (int64_t seed : {1, 2}) {
-        h.finetune("tupe-a@seed" + std::to_string(seed), h.pretrain("tupe-a", seed, 5.0), 1, 400, 360);
-        h.finetune("bert-a@seed" + std::to_string(seed), h.pretrain("bert-a", seed, 6.0), 1, 400, 204);
+        h.finetune("tupe-a@seed" + std::to_string(seed), h.pretrain("tupe-a", seed, 5.0), 1, 400,
+                   360);
+        h.finetune("bert-a@seed" + std::to_string(seed), h.pretrain("bert-a", seed, 6.0), 1, 400,
+                   204);
     }
     const Report report = load_report(h.store, "hand");
     ASSERT_EQ(report.rows.size(), 2u);  // grouped by variant, seeds pooled
@@ -188,7 +196,9 @@ TEST_F(EvidenceTest, ReportIntervalsAndChanceFromStoredPredictions) {
     EXPECT_NE(table.find("51.00 ["), std::string::npos) << table;
     EXPECT_NE(table.find("] ~"), std::string::npos) << table;  // bert-a marked
     const std::string csv = render_report(report, ReportFormat::kCsv);
-    EXPECT_NE(csv.find("SYN-RTE,SYN-RTE_lo,SYN-RTE_hi,SYN-RTE_chance,SYN-RTE_above_chance"), std::string::npos) << csv;
+    EXPECT_NE(csv.find("SYN-RTE,SYN-RTE_lo,SYN-RTE_hi,SYN-RTE_chance,SYN-RTE_above_chance"),
+              std::string::npos)
+        << csv;
     const std::string json = render_report(report, ReportFormat::kJson);
     EXPECT_NE(json.find("\"above_chance\": false"), std::string::npos);
     EXPECT_NE(json.find("\"ci95\""), std::string::npos);
@@ -217,19 +227,24 @@ TEST_F(EvidenceTest, ClaimsSupportedWhenTupeIsClearlyBetter) {
     EXPECT_EQ(claim(claims, "5").verdict, Verdict::kNotRun);  // no analysis artifacts
     EXPECT_EQ(claim(claims, "6").verdict, Verdict::kNotRun);
     EXPECT_EQ(claim(claims, "7").verdict, Verdict::kSupported);  // +1%
-    EXPECT_NE(claim(claims, "1").evidence.find("3 seed(s)"), std::string::npos) << claim(claims, "1").evidence;
+    EXPECT_NE(claim(claims, "1").evidence.find("3 seed(s)"), std::string::npos)
+        << claim(claims, "1").evidence;
     const std::string json = render_claims("hand", claims, ClaimsFormat::kJson);
     EXPECT_NE(json.find("\"verdict\": \"not run\""), std::string::npos);
-    EXPECT_NE(render_claims("hand", claims, ClaimsFormat::kTable).find("supported"), std::string::npos);
+    EXPECT_NE(render_claims("hand", claims, ClaimsFormat::kTable).find("supported"),
+              std::string::npos);
 }
 
 TEST_F(EvidenceTest, ClaimsContradictedWhenTupeIsClearlyWorse) {
     HandStore h(dir_ / "db.sqlite");
     const double bert_final[] = {5.40, 5.45, 5.38}, tupe_final[] = {6.40, 6.48, 6.41};
     for (int s = 0; s < 3; ++s) {
-        h.finetune("bert-a@seed" + std::to_string(s + 1), h.pretrain("bert-a", s + 1, bert_final[s], 300), 1, 400, 330);
-        h.finetune("tupe-a@seed" + std::to_string(s + 1), h.pretrain("tupe-a", s + 1, tupe_final[s]), 1, 400, 210);
-        h.finetune("tupe-a-tie-cls@seed" + std::to_string(s + 1), h.pretrain("tupe-a-tie-cls", s + 1, 6.4), 1, 400, 330);
+        h.finetune("bert-a@seed" + std::to_string(s + 1),
+                   h.pretrain("bert-a", s + 1, bert_final[s], 300), 1, 400, 330);
+        h.finetune("tupe-a@seed" + std::to_string(s + 1),
+                   h.pretrain("tupe-a", s + 1, tupe_final[s]), 1, 400, 210);
+        h.finetune("tupe-a-tie-cls@seed" + std::to_string(s + 1),
+                   h.pretrain("tupe-a-tie-cls", s + 1, 6.4), 1, 400, 330);
     }
     const auto claims = evaluate_claims(h.store, "hand", [](const engine::ModelConfig& c) {
         return static_cast<int64_t>(c.preset == "tupe-a" ? 110 : 100);  // +10%
@@ -260,7 +275,8 @@ TEST_F(EvidenceTest, ClaimsInconclusiveOnMixedOrSingleSeeds) {
     one.pretrain("tupe-a", 1, 5.0, 200);
     claims = evaluate_claims(one.store, "hand");
     EXPECT_EQ(claim(claims, "1").verdict, Verdict::kInconclusive);
-    EXPECT_NE(claim(claims, "1").evidence.find("one seed"), std::string::npos) << claim(claims, "1").evidence;
+    EXPECT_NE(claim(claims, "1").evidence.find("one seed"), std::string::npos)
+        << claim(claims, "1").evidence;
     EXPECT_EQ(claim(claims, "2").verdict, Verdict::kInconclusive);
     EXPECT_EQ(claim(claims, "3b").verdict, Verdict::kNotRun);  // no fine-tuning at all
     EXPECT_THROW(evaluate_claims(one.store, "absent"), std::invalid_argument);
@@ -288,22 +304,28 @@ TEST_F(EvidenceTest, ClaimsFromAnalysisArtifacts) {
     };
     std::string terms;
     for (int hd = 0; hd < 4; ++hd)
-        for (auto [what, u] : std::vector<std::pair<std::string, double>>{{"word_word", 2.0}, {"word_pos", 0.5}, {"pos_word", 0.4}})
-            terms += std::string(terms.empty() ? "" : ",") + "{\"what\": \"" + what + "\", \"head\": " +
-                     std::to_string(hd) + ", \"layer\": 0, \"statistics\": {\"uniformity\": " + std::to_string(u) + "}}";
+        for (auto [what, u] : std::vector<std::pair<std::string, double>>{
+                 {"word_word", 2.0}, {"word_pos", 0.5}, {"pos_word", 0.4}})
+            terms += std::string(terms.empty() ? "" : ",") + "{\"what\": \"" + what +
+                     "\", \"head\": " + std::to_string(hd) +
+                     ", \"layer\": 0, \"statistics\": {\"uniformity\": " + std::to_string(u) + "}}";
     std::string heads;
     const char* labels[] = {"local", "previous", "next", "global"};
     for (int hd = 0; hd < 4; ++hd)
         for (const char* ext : {"npy", "csv"})  // one head, two files: counted once
-            heads += std::string(heads.empty() ? "" : ",") + "{\"what\": \"tupe_total\", \"file\": \"x." + ext +
-                     "\", \"head\": " + std::to_string(hd) + ", \"layer\": null, \"label\": \"" + labels[hd] + "\"}";
+            heads += std::string(heads.empty() ? "" : ",") +
+                     "{\"what\": \"tupe_total\", \"file\": \"x." + ext +
+                     "\", \"head\": " + std::to_string(hd) + ", \"layer\": null, \"label\": \"" +
+                     labels[hd] + "\"}";
     h.store.add_artifact({0, b, "analysis-index", index("bert-a", terms), 0, "", ""});
     h.store.add_artifact({0, t, "analysis-index", index("tupe-a", heads), 0, "", ""});
     const auto claims = evaluate_claims(h.store, "hand");
     EXPECT_EQ(claim(claims, "5").verdict, Verdict::kSupported) << claim(claims, "5").evidence;
-    EXPECT_NE(claim(claims, "5").evidence.find("8 of 8"), std::string::npos) << claim(claims, "5").evidence;
+    EXPECT_NE(claim(claims, "5").evidence.find("8 of 8"), std::string::npos)
+        << claim(claims, "5").evidence;
     EXPECT_EQ(claim(claims, "6").verdict, Verdict::kSupported) << claim(claims, "6").evidence;
-    EXPECT_NE(claim(claims, "6").evidence.find("4 heads"), std::string::npos) << claim(claims, "6").evidence;
+    EXPECT_NE(claim(claims, "6").evidence.find("4 heads"), std::string::npos)
+        << claim(claims, "6").evidence;
 }
 
 TEST_F(EvidenceTest, RunnerStoresPredictionsAndTheFloorAndTheShuffledControlStaysAtChance) {
@@ -311,12 +333,18 @@ TEST_F(EvidenceTest, RunnerStoresPredictionsAndTheFloorAndTheShuffledControlStay
     const std::string yaml =
         "name: tiny\nvariants: [bert-a]\n"
         "model: {size: tiny, max_position_embeddings: 32}\n"
-        "data: {corpus: " + (dir_ / "corpus.txt").string() + ", vocab: " + (dir_ / "vocab.txt").string() +
-        ", cache_dir: " + (dir_ / "cache").string() + ", max_seq_len: 32, validation_fraction: 0.25}\n"
-        "train: {steps: 20, batch_size: 8, eval_interval: 10, checkpoint_interval: 10, threads: 1}\n"
-        "glue: {data: builtin, tasks: [syn-cola, syn-mrpc, syn-stsb, syn-rte], synthetic_train: 200, synthetic_dev: 200}\n"
-        "finetune: {lrs: [1.0e-3], seeds: [1], batch_size: 16, epochs: 2, max_seq_len: 32, shuffle_words: true}\n"
-        "database: " + (dir_ / "db.sqlite").string() + "\nruns_dir: " + (dir_ / "runs").string() + "\n";
+        "data: {corpus: " +
+        (dir_ / "corpus.txt").string() + ", vocab: " + (dir_ / "vocab.txt").string() +
+        ", cache_dir: " + (dir_ / "cache").string() +
+        ", max_seq_len: 32, validation_fraction: 0.25}\n"
+        "train: {steps: 20, batch_size: 8, eval_interval: 10, checkpoint_interval: 10, threads: "
+        "1}\n"
+        "glue: {data: builtin, tasks: [syn-cola, syn-mrpc, syn-stsb, syn-rte], synthetic_train: "
+        "200, synthetic_dev: 200}\n"
+        "finetune: {lrs: [1.0e-3], seeds: [1], batch_size: 16, epochs: 2, max_seq_len: 32, "
+        "shuffle_words: true}\n"
+        "database: " +
+        (dir_ / "db.sqlite").string() + "\nruns_dir: " + (dir_ / "runs").string() + "\n";
     const auto spec = load_experiment(write("t.yaml", yaml).string());
     const auto summary = run_experiment(spec, {}, {});
     ASSERT_EQ(summary.failed, 0);
@@ -333,7 +361,8 @@ TEST_F(EvidenceTest, RunnerStoresPredictionsAndTheFloorAndTheShuffledControlStay
     ASSERT_EQ(preds.size(), 4u);  // one dev split per task
     for (const auto& p : preds) EXPECT_EQ(p.gold.size(), 200u);
     for (const auto& r : store.list_runs(e->id))
-        if (r.kind == "finetune") EXPECT_NE(r.config_text.find("shuffle_words = true"), std::string::npos);
+        if (r.kind == "finetune")
+            EXPECT_NE(r.config_text.find("shuffle_words = true"), std::string::npos);
     // With the words shuffled, the classes (or scores) of every built-in task are the same bag
     // of words: no model can tell them apart, whatever it learned. A task that leaked a
     // non-order cue (length, a dropped word) would show up here above chance.
@@ -341,8 +370,8 @@ TEST_F(EvidenceTest, RunnerStoresPredictionsAndTheFloorAndTheShuffledControlStay
     for (const std::string task : {"syn-cola", "syn-mrpc", "syn-stsb", "syn-rte"}) {
         const ReportCell& c = report.rows.at(0).cells.at(task);
         ASSERT_TRUE(c.has_interval) << task;
-        EXPECT_FALSE(c.above_chance) << task << " " << c.median << " [" << c.lo << ", " << c.hi
-                                     << "], chance " << c.chance;
+        EXPECT_FALSE(c.above_chance)
+            << task << " " << c.median << " [" << c.lo << ", " << c.hi << "], chance " << c.chance;
     }
 }
 
@@ -359,7 +388,8 @@ TEST_F(EvidenceTest, AStoreOfTheOldSchemaIsMigratedForReading) {
     }
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "DROP TABLE predictions; PRAGMA user_version = 1;", nullptr, nullptr, nullptr),
+    ASSERT_EQ(sqlite3_exec(db, "DROP TABLE predictions; PRAGMA user_version = 1;", nullptr, nullptr,
+                           nullptr),
               SQLITE_OK);
     sqlite3_close(db);
     EXPECT_THROW(ResultStore::open(path, OpenMode::kReadOnly), StoreError);

@@ -23,9 +23,9 @@ struct PairedTest {
     double mean = 0;  ///< Mean difference.
     double sd = 0;    ///< Sample standard deviation of the differences.
     double t = 0;
-    double p = 1;                   ///< Two-sided; 1 when n < 2 (no test possible).
-    double ci_lo = 0, ci_hi = 0;    ///< 95% t-interval of the mean difference (n >= 2).
-    bool valid = false;             ///< n >= 2.
+    double p = 1;                 ///< Two-sided; 1 when n < 2 (no test possible).
+    double ci_lo = 0, ci_hi = 0;  ///< 95% t-interval of the mean difference (n >= 2).
+    bool valid = false;           ///< n >= 2.
 };
 /// With sd = 0 and mean != 0 (every pair moved by the same amount) p is 0; with both 0, 1.
 PairedTest paired_t_test(const std::vector<double>& differences);
@@ -47,7 +47,8 @@ Interval percentile_interval(std::vector<double> samples, double level = 0.95);
 /// Agrees with analysis::score_task on the full set. Throws std::invalid_argument for an
 /// unknown metric name or mismatched sizes.
 double metric_on(const std::string& metric, const std::vector<double>& gold,
-                 const std::vector<double>& predicted, const std::vector<uint32_t>* index = nullptr);
+                 const std::vector<double>& predicted,
+                 const std::vector<uint32_t>* index = nullptr);
 
 /// What a model that ignores its input scores, in percent: accuracy -> the majority class's
 /// share of `gold`; f1 -> F1 of always predicting 1 (2p / (1 + p), p the share of 1s); mcc,

@@ -69,7 +69,8 @@ void check_size(int width, int height) {
 QCPColorGradient five_stop_gradient(const std::array<QColor, 5>& stops) {
     QCPColorGradient g;
     g.clearColorStops();
-    for (size_t i = 0; i < stops.size(); ++i) g.setColorStopAt(0.25 * static_cast<double>(i), stops[i]);
+    for (size_t i = 0; i < stops.size(); ++i)
+        g.setColorStopAt(0.25 * static_cast<double>(i), stops[i]);
     g.setColorInterpolation(QCPColorGradient::ciRGB);
     g.setNanHandling(QCPColorGradient::nhNanColor);
     g.setNanColor(QColor(190, 190, 190));
@@ -199,10 +200,9 @@ QPixmap render_heatmap(const Heatmap& m, int width, int height) {
 /// Curve colours: Tableau 10 for up to 10 series; beyond that, hues spaced evenly around the
 /// colour wheel so that no two curves share a colour.
 QColor series_color(size_t i, size_t n) {
-    static const QColor tableau[] = {{31, 119, 180},  {255, 127, 14},  {44, 160, 44},
-                                     {214, 39, 40},   {148, 103, 189}, {140, 86, 75},
-                                     {227, 119, 194}, {127, 127, 127}, {188, 189, 34},
-                                     {23, 190, 207}};
+    static const QColor tableau[] = {
+        {31, 119, 180}, {255, 127, 14},  {44, 160, 44},   {214, 39, 40},  {148, 103, 189},
+        {140, 86, 75},  {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207}};
     if (n <= 10) return tableau[i];
     return QColor::fromHsvF(static_cast<double>(i) / static_cast<double>(n), 0.85,
                             i % 2 ? 0.65 : 0.9);
@@ -230,7 +230,8 @@ QPixmap render_line_plot(const LinePlot& p, int width, int height) {
                           QVector<double>(s.band_hi.begin(), s.band_hi.end()));
             low->setPen(Qt::NoPen);
             high->setPen(Qt::NoPen);
-            low->setName(QString());  // addGraph names them "Graph N"; unnamed stay out of the legend
+            low->setName(
+                QString());  // addGraph names them "Graph N"; unnamed stay out of the legend
             high->setName(QString());
             QColor fill = color;
             fill.setAlpha(55);

@@ -99,8 +99,9 @@ LossFloor readLossFloor(experiments::ResultStore& store, std::int64_t runId) {
 QString floorWarning(const QString& runName, const LossFloor& floor) {
     if (!floor.hasUnigram || !floor.hasFinal) return {};
     if (floor.finalLoss <= floor.unigram - kFloorMarginNats) return {};
-    return QString("%1: final loss %2 is not %3 nats below the unigram floor %4: "
-                   "word frequencies only")
+    return QString(
+               "%1: final loss %2 is not %3 nats below the unigram floor %4: "
+               "word frequencies only")
         .arg(runName)
         .arg(floor.finalLoss, 0, 'f', 3)
         .arg(kFloorMarginNats, 0, 'f', 1)
@@ -114,8 +115,10 @@ std::vector<FloorLine> mergeFloorLines(const std::vector<std::pair<QString, doub
         auto it = std::find_if(lines.begin(), lines.end(), [&](const FloorLine& l) {
             return std::abs(l.value - v) <= tolerance;
         });
-        if (it == lines.end()) lines.push_back({v, {run}});
-        else it->runs << run;
+        if (it == lines.end())
+            lines.push_back({v, {run}});
+        else
+            it->runs << run;
     }
     return lines;
 }

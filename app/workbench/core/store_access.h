@@ -47,9 +47,9 @@ inline constexpr double kFloorMarginNats = 0.1;
 /// (nats per masked token on its validation split), and its last validation/loss.
 struct LossFloor {
     bool hasUnigram = false, hasBigram = false, hasFinal = false;
-    double unigram = 0;      ///< the MLM loss of predicting word frequencies only
-    double bigram = 0;       ///< a left-context bigram reference
-    double finalLoss = 0;    ///< the last validation/loss point
+    double unigram = 0;    ///< the MLM loss of predicting word frequencies only
+    double bigram = 0;     ///< a left-context bigram reference
+    double finalLoss = 0;  ///< the last validation/loss point
     std::int64_t finalStep = 0;
 };
 

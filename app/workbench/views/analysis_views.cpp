@@ -26,7 +26,9 @@ QString kindFor(const QString& term, const AnalysisData& data) {
     return data.layersOf("tupe_total").empty() ? "pos_pos" : "tupe_total";
 }
 
-QString layerName(int layer) { return layer < 0 ? QString("all layers (shared)") : QString("layer %1").arg(layer); }
+QString layerName(int layer) {
+    return layer < 0 ? QString("all layers (shared)") : QString("layer %1").arg(layer);
+}
 
 HeatmapData squareMap(const AnalysisData& d, const AnalysisEntry& e, const QString& title) {
     const NpyArray a = d.matrix(e);
@@ -57,7 +59,9 @@ QHBoxLayout* sentenceBar(QLineEdit* sentence, QPushButton* go, QLabel* status) {
 
 }  // namespace
 
-QString defaultSentence() { return "the old man saw the river from the small house near the church ."; }
+QString defaultSentence() {
+    return "the old man saw the river from the small house near the church .";
+}
 
 CheckpointPicker::CheckpointPicker(const QString& title, QWidget* parent)
     : QWidget(parent), run_(new QComboBox), checkpoint_(new QComboBox) {
@@ -85,7 +89,8 @@ void CheckpointPicker::setStore(experiments::ResultStore* store, const QString& 
             for (const auto& e : store_->list_experiments())
                 for (const auto& r : store_->list_runs(e.id))
                     if (r.kind == "pretrain" && !store_->checkpoints(r.id).empty())
-                        run_->addItem(QString::fromStdString(r.name), QVariant::fromValue<qlonglong>(r.id));
+                        run_->addItem(QString::fromStdString(r.name),
+                                      QVariant::fromValue<qlonglong>(r.id));
         } catch (const std::exception&) {
         }
     }
@@ -133,7 +138,8 @@ SideBySideView::SideBySideView(AnalysisService* service, QWidget* parent)
     connect(go_, &QPushButton::clicked, this, &SideBySideView::recompute);
     connect(sentence_, &QLineEdit::returnPressed, this, &SideBySideView::recompute);
     connect(service_, &AnalysisService::ready, this,
-            [this](const QString& ckpt, const QString& sentence, std::shared_ptr<const AnalysisData> d) {
+            [this](const QString& ckpt, const QString& sentence,
+                   std::shared_ptr<const AnalysisData> d) {
                 if (sentence != sentence_->text()) return;
                 bool mine = false;
                 for (int s = 0; s < 2; ++s)
@@ -220,7 +226,8 @@ CorrelationMapsView::CorrelationMapsView(AnalysisService* service, QWidget* pare
     layout->addLayout(choose);
     layout->addLayout(plots, 1);
     for (auto* p : plots_) p->clearWithMessage("Recompute to analyse the checkpoint.");
-    for (auto* c : {term_, layer_, head_}) connect(c, &QComboBox::currentIndexChanged, this, &CorrelationMapsView::redraw);
+    for (auto* c : {term_, layer_, head_})
+        connect(c, &QComboBox::currentIndexChanged, this, &CorrelationMapsView::redraw);
 }
 
 void CorrelationMapsView::dataArrived() {
@@ -262,10 +269,12 @@ void CorrelationMapsView::redraw() {
         const QString kind = kindFor(term_->currentText(), d);
         const auto layers = d.layersOf(kind);
         if (layers.empty()) {
-            plots_[s]->clearWithMessage(QString("%1 (%2) has no %3 map").arg(pickers_[s]->label(), d.variant, kind));
+            plots_[s]->clearWithMessage(
+                QString("%1 (%2) has no %3 map").arg(pickers_[s]->label(), d.variant, kind));
             continue;
         }
-        int layer = layer_->currentData().isValid() ? layer_->currentData().toInt() : layers.front();
+        int layer =
+            layer_->currentData().isValid() ? layer_->currentData().toInt() : layers.front();
         if (std::find(layers.begin(), layers.end(), layer) == layers.end()) layer = layers.front();
         const AnalysisEntry* e = d.find(kind, layer, head_->currentIndex());
         if (!e) {
@@ -273,8 +282,9 @@ void CorrelationMapsView::redraw() {
             continue;
         }
         try {
-            QString title = QString("%1 (%2): %3, %4, head %5").arg(pickers_[s]->label(), d.variant, kind,
-                                                                    layerName(layer)).arg(e->head);
+            QString title = QString("%1 (%2): %3, %4, head %5")
+                                .arg(pickers_[s]->label(), d.variant, kind, layerName(layer))
+                                .arg(e->head);
             if (!e->label.isEmpty()) title += " \u2014 " + e->label;
             plots_[s]->setData(squareMap(d, *e, title));
         } catch (const std::exception& ex) {
@@ -357,10 +367,14 @@ void ClsAttentionView::redraw() {
     for (int s = 0; s < 2; ++s) {
         if (!data_[s] || arrays[s].shape.size() != 3) continue;
         const AnalysisData& d = *data_[s];
-        const int L = int(arrays[s].shape[0]), H = int(arrays[s].shape[1]), T = int(arrays[s].shape[2]);
-        auto at = [&](int l, int h, int t) { return arrays[s].values[(size_t(l) * H + h) * T + t]; };
+        const int L = int(arrays[s].shape[0]), H = int(arrays[s].shape[1]),
+                  T = int(arrays[s].shape[2]);
+        auto at = [&](int l, int h, int t) {
+            return arrays[s].values[(size_t(l) * H + h) * T + t];
+        };
         HeatmapData m;
-        m.title = QString("%1 (%2): %3, mean over heads").arg(pickers_[s]->label(), d.variant, direction_->currentText());
+        m.title = QString("%1 (%2): %3, mean over heads")
+                      .arg(pickers_[s]->label(), d.variant, direction_->currentText());
         m.rows = L;
         m.cols = T;
         for (int l = 0; l < L; ++l) {
@@ -382,8 +396,9 @@ void ClsAttentionView::redraw() {
         QCustomPlot* p = lines_[s];
         p->clearGraphs();
         const int layer = std::clamp(layer_->currentIndex(), 0, L - 1);
-        static const QColor colours[] = {QColor(31, 119, 180), QColor(214, 39, 40), QColor(44, 160, 44),
-                                         QColor(255, 127, 14), QColor(148, 103, 189), QColor(140, 86, 75),
+        static const QColor colours[] = {QColor(31, 119, 180),  QColor(214, 39, 40),
+                                         QColor(44, 160, 44),   QColor(255, 127, 14),
+                                         QColor(148, 103, 189), QColor(140, 86, 75),
                                          QColor(227, 119, 194), QColor(127, 127, 127)};
         for (int h = 0; h < H; ++h) {
             QCPGraph* g = p->addGraph();
@@ -393,7 +408,8 @@ void ClsAttentionView::redraw() {
             for (int t = 0; t < T; ++t) g->addData(t, at(layer, h, t));
         }
         QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
-        for (int t = 0; t < T; ++t) ticker->addTick(t, t < d.tokens.size() ? d.tokens[t] : QString::number(t));
+        for (int t = 0; t < T; ++t)
+            ticker->addTick(t, t < d.tokens.size() ? d.tokens[t] : QString::number(t));
         p->xAxis->setTicker(ticker);
         p->xAxis->setTickLabelRotation(60);
         p->xAxis->setRange(-0.5, T - 0.5);
@@ -413,8 +429,9 @@ void ClsAttentionView::redraw() {
                         .arg(e.statistics.at("theta1"), 0, 'f', 3)
                         .arg(e.statistics.at("theta2"), 0, 'f', 3);
         }
-        theta_[s]->setText(text.isEmpty() ? d.variant + ": no \u03b8 ([CLS] is not untied in this variant)"
-                                          : d.variant + " [CLS] reset values: " + text);
+        theta_[s]->setText(text.isEmpty()
+                               ? d.variant + ": no \u03b8 ([CLS] is not untied in this variant)"
+                               : d.variant + " [CLS] reset values: " + text);
     }
 }
 
@@ -452,7 +469,8 @@ HeadGalleryView::HeadGalleryView(AnalysisService* service, QWidget* parent)
     connect(sentence_, &QLineEdit::returnPressed, this, &HeadGalleryView::recompute);
     connect(kind_, &QComboBox::currentIndexChanged, this, &HeadGalleryView::redraw);
     connect(service_, &AnalysisService::ready, this,
-            [this](const QString& ckpt, const QString& sentence, std::shared_ptr<const AnalysisData> d) {
+            [this](const QString& ckpt, const QString& sentence,
+                   std::shared_ptr<const AnalysisData> d) {
                 if (sentence != sentence_->text() || picker_->checkpointPath() != ckpt) return;
                 data_ = d;
                 status_->setText("");
@@ -489,7 +507,9 @@ void HeadGalleryView::redraw() {
     const bool probs = kind_->currentIndex() == 0;
     // TUPE: its positional correlation per head (and per layer when not shared); BERT: the
     // layer-0 position-position term, which has no taxonomy (positions mix with words there).
-    QString kind = d.layersOf("tupe_total").empty() ? "pos_pos" : probs ? "tupe_probs" : "tupe_total";
+    QString kind = d.layersOf("tupe_total").empty() ? "pos_pos"
+                   : probs                          ? "tupe_probs"
+                                                    : "tupe_total";
     int panel = 0;
     const int columns = std::max(4, std::min(6, d.heads));
     for (int layer : d.layersOf(kind)) {
@@ -499,10 +519,12 @@ void HeadGalleryView::redraw() {
             auto* plot = new HeatmapPlot(nullptr, false);
             plot->setMinimumSize(230, 230);
             try {
-                HeatmapData m = squareMap(d, *e, QString("%1head %2%3")
-                                                     .arg(layer >= 0 ? QString("L%1 ").arg(layer) : QString())
-                                                     .arg(h)
-                                                     .arg(e->label.isEmpty() ? QString() : ": " + e->label));
+                HeatmapData m =
+                    squareMap(d, *e,
+                              QString("%1head %2%3")
+                                  .arg(layer >= 0 ? QString("L%1 ").arg(layer) : QString())
+                                  .arg(h)
+                                  .arg(e->label.isEmpty() ? QString() : ": " + e->label));
                 m.xLabel = m.yLabel = "";
                 plot->setData(m);
             } catch (const std::exception& ex) {
@@ -513,7 +535,10 @@ void HeadGalleryView::redraw() {
             ++panel;
         }
     }
-    status_->setText(QString("%1 (%2): %3 heads, %4%5").arg(picker_->label(), d.variant).arg(panel).arg(kind)
+    status_->setText(QString("%1 (%2): %3 heads, %4%5")
+                         .arg(picker_->label(), d.variant)
+                         .arg(panel)
+                         .arg(kind)
                          .arg(kind == "pos_pos" ? " (no TUPE taxonomy for this variant)" : ""));
 }
 

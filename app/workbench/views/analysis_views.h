@@ -7,10 +7,10 @@
 
 #include <QComboBox>
 #include <QGridLayout>
-#include <QPushButton>
-#include <QVBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPushButton>
+#include <QVBoxLayout>
 #include <memory>
 
 #include "core/analysis_data.h"

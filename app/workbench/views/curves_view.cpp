@@ -20,11 +20,10 @@ namespace {
 constexpr std::size_t kDecimateAbove = 4000, kBuckets = 1000;
 
 QColor curveColour(int i) {
-    static const QColor colours[] = {QColor(31, 119, 180), QColor(214, 39, 40),
-                                     QColor(44, 160, 44),  QColor(255, 127, 14),
-                                     QColor(148, 103, 189), QColor(140, 86, 75),
-                                     QColor(227, 119, 194), QColor(127, 127, 127),
-                                     QColor(188, 189, 34), QColor(23, 190, 207)};
+    static const QColor colours[] = {
+        QColor(31, 119, 180),  QColor(214, 39, 40), QColor(44, 160, 44),   QColor(255, 127, 14),
+        QColor(148, 103, 189), QColor(140, 86, 75), QColor(227, 119, 194), QColor(127, 127, 127),
+        QColor(188, 189, 34),  QColor(23, 190, 207)};
     return colours[i % 10];
 }
 
@@ -91,11 +90,13 @@ CurvesView::CurvesView(QWidget* parent)
     warnings_->setStyleSheet("QLabel { color: #9a5b00; }");
     warnings_->hide();
     floor_->setChecked(true);
-    floor_->setToolTip("The validation MLM loss of a model that learned only word frequencies "
-                       "(the unigram entropy of the masked tokens): a curve that does not go "
-                       "clearly below it has learned nothing about context or positions.");
-    bigram_->setToolTip("A left-context bigram model's loss on the same tokens: a reference for "
-                        "how much one neighbouring word explains.");
+    floor_->setToolTip(
+        "The validation MLM loss of a model that learned only word frequencies "
+        "(the unigram entropy of the masked tokens): a curve that does not go "
+        "clearly below it has learned nothing about context or positions.");
+    bigram_->setToolTip(
+        "A left-context bigram model's loss on the same tokens: a reference for "
+        "how much one neighbouring word explains.");
     runs_->setMinimumWidth(240);
 
     auto* form = new QFormLayout;
@@ -215,7 +216,8 @@ void CurvesView::fillMetrics() {
     try {
         for (int i = 0; i < runs_->count(); ++i)
             if (runs_->item(i)->checkState() == Qt::Checked)
-                for (const auto& k : store_->metric_keys(runs_->item(i)->data(Qt::UserRole).toLongLong()))
+                for (const auto& k :
+                     store_->metric_keys(runs_->item(i)->data(Qt::UserRole).toLongLong()))
                     keys.insert(k);
     } catch (const std::exception& e) {
         emit errorRaised(QString::fromUtf8(e.what()));
@@ -231,7 +233,7 @@ void CurvesView::showRuns(const QList<qint64>& ids) {
         for (int i = 0; i < runs_->count(); ++i)
             runs_->item(i)->setCheckState(
                 ids.contains(runs_->item(i)->data(Qt::UserRole).toLongLong()) ? Qt::Checked
-                                                                               : Qt::Unchecked);
+                                                                              : Qt::Unchecked);
     }
     fillMetrics();
     loadCurves(false);
@@ -280,9 +282,10 @@ void CurvesView::loadCurves(bool onlyNew) {
                 c.wall.push_back(p.wall_time);
                 c.lastStep = p.step;
             }
-            const auto tokens = store_->metrics(id, "train/tokens",
-                                                c.tokenStep.empty() ? std::numeric_limits<std::int64_t>::min()
-                                                                    : std::int64_t(c.tokenStep.back()));
+            const auto tokens =
+                store_->metrics(id, "train/tokens",
+                                c.tokenStep.empty() ? std::numeric_limits<std::int64_t>::min()
+                                                    : std::int64_t(c.tokenStep.back()));
             for (const auto& p : tokens) {
                 c.tokenStep.push_back(double(p.step));
                 c.tokens.push_back(p.value);
@@ -301,7 +304,8 @@ void CurvesView::loadCurves(bool onlyNew) {
         QSignalBlocker block(baseline_);
         baseline_->clear();
         baseline_->addItem("(none)");
-        for (const auto& [id, c] : curves_) baseline_->addItem(c.name, QVariant::fromValue<qlonglong>(id));
+        for (const auto& [id, c] : curves_)
+            baseline_->addItem(c.name, QVariant::fromValue<qlonglong>(id));
         const int i = baseline_->findText(base);
         baseline_->setCurrentIndex(i >= 0 ? i : (baseline_->count() > 1 ? 1 : 0));
     }
@@ -360,7 +364,8 @@ void CurvesView::rebuild() {
             m->setProperty("marker", true);
         }
     };
-    std::map<QString, std::pair<std::vector<double>, std::vector<double>>> smoothedBy;  // for the readout
+    std::map<QString, std::pair<std::vector<double>, std::vector<double>>>
+        smoothedBy;                          // for the readout
     std::map<QString, QString> seriesOfRun;  // run name -> the series that draws it (its group)
     if (groupSeeds_->isChecked()) {
         std::vector<Curve> grouped;
@@ -374,7 +379,8 @@ void CurvesView::rebuild() {
                 if (c.groupKey == g.key) seriesOfRun[QString::fromStdString(c.label)] = name;
             const auto mean = emaDebiased(g.mean, w);
             std::vector<double> hi(g.x.size()), lo(g.x.size());
-            for (size_t i = 0; i < g.x.size(); ++i) hi[i] = mean[i] + g.stddev[i], lo[i] = mean[i] - g.stddev[i];
+            for (size_t i = 0; i < g.x.size(); ++i)
+                hi[i] = mean[i] + g.stddev[i], lo[i] = mean[i] - g.stddev[i];
             QColor band = col;
             band.setAlpha(50);
             QCPGraph* lower = addGraph(plot_, g.x, lo, QPen(band), name + " -std");
@@ -419,17 +425,22 @@ void CurvesView::rebuild() {
     if (auto it = smoothedBy.find(base); it != smoothedBy.end() && !it->second.second.empty()) {
         const double target = it->second.second.back(), baseSteps = it->second.first.back();
         text = QString("Steps to reach %1's final %2 (%3 at step %4, smoothed):")
-                   .arg(base, key).arg(target, 0, 'g', 4).arg(baseSteps);
+                   .arg(base, key)
+                   .arg(target, 0, 'g', 4)
+                   .arg(baseSteps);
         for (const auto& [name, xy] : smoothedBy) {
             if (name == base) continue;
             const double s = firstXReaching(xy.first, xy.second, target, lower);
             text += s < 0 ? QString("  %1: not reached.").arg(name)
                           : QString("  %1: step %2 (%3% of the baseline's steps).")
-                                .arg(name).arg(s).arg(100.0 * s / baseSteps, 0, 'f', 0);
+                                .arg(name)
+                                .arg(s)
+                                .arg(100.0 * s / baseSteps, 0, 'f', 0);
         }
     } else {
         text = curves_.empty() ? "Check runs on the left to plot them."
-                               : "Choose a baseline to see how many steps the others need to reach its final value.";
+                               : "Choose a baseline to see how many steps the others need to reach "
+                                 "its final value.";
     }
     readout_->setText(text);
     QStringList warnings;
@@ -486,8 +497,12 @@ void CurvesView::onMouseMove(QMouseEvent* event) {
         if (it == g->data()->constEnd()) continue;
         // findBegin gives the point at or before x; take the nearer of it and the next one.
         auto next = it + 1;
-        if (next != g->data()->constEnd() && std::abs(next->key - x) < std::abs(it->key - x)) it = next;
-        lines << QString("%1: %2 @ %3").arg(g->name()).arg(it->value, 0, 'g', 5).arg(it->key, 0, 'g', 6);
+        if (next != g->data()->constEnd() && std::abs(next->key - x) < std::abs(it->key - x))
+            it = next;
+        lines << QString("%1: %2 @ %3")
+                     .arg(g->name())
+                     .arg(it->value, 0, 'g', 5)
+                     .arg(it->key, 0, 'g', 6);
     }
     if (lines.isEmpty() || !plot_->axisRect()->rect().contains(event->pos()))
         QToolTip::hideText();

@@ -2,8 +2,9 @@
 // TensorBoard's debiased EMA over the faint raw curve, log y, seed groups as mean +- std with
 // n, hover values, legend toggles, min/last markers, the "steps to reach the baseline's final
 // value" readout, and under a loss the runs' unigram floor (dashed) and bigram reference
-// (dotted), with a warning for a run that ends within 0.1 nats of the floor. Live: a timer polls the store (metrics after the last step) for running runs;
-// replots are throttled and long curves decimated.
+// (dotted), with a warning for a run that ends within 0.1 nats of the floor. Live: a timer polls
+// the store (metrics after the last step) for running runs; replots are throttled and long curves
+// decimated.
 #pragma once
 
 #include <QCheckBox>
@@ -50,7 +51,7 @@ class CurvesView : public WorkbenchView {
         std::vector<double> step, value, wall;
         std::int64_t lastStep = std::numeric_limits<std::int64_t>::min();
         std::vector<double> tokenStep, tokens;  ///< train/tokens, for the tokens axis
-        LossFloor floor;  ///< the run's floor params and last validation loss
+        LossFloor floor;                        ///< the run's floor params and last validation loss
     };
     void fillRunList();
     void fillMetrics();

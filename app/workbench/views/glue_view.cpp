@@ -98,17 +98,21 @@ void GlueView::rebuild() {
         report_ = experiments::load_report(*store_, experiment_->currentText().toStdString());
         if (paper_->isChecked()) {
             const QString path = paperTablePath();
-            if (path.isEmpty()) emit errorRaised("resources/paper_table1.tsv not found: no paper rows");
-            else experiments::add_paper_rows(report_, path.toStdString());
+            if (path.isEmpty())
+                emit errorRaised("resources/paper_table1.tsv not found: no paper rows");
+            else
+                experiments::add_paper_rows(report_, path.toStdString());
         }
     } catch (const std::exception& e) {
         emit errorRaised(QString::fromUtf8(e.what()));
     }
     QStringList headers{"model"};
-    for (const auto& c : report_.columns) headers << QString::fromStdString(experiments::column_title(c));
+    for (const auto& c : report_.columns)
+        headers << QString::fromStdString(experiments::column_title(c));
     headers << "Avg";
     const auto chance = chanceLevels(report_);
-    const bool chanceRow = std::any_of(chance.begin(), chance.end(), [](const auto& c) { return c.has_value(); });
+    const bool chanceRow =
+        std::any_of(chance.begin(), chance.end(), [](const auto& c) { return c.has_value(); });
     const int nRows = int(report_.rows.size()) + (chanceRow ? 1 : 0);
     table_->setColumnCount(headers.size());
     table_->setHorizontalHeaderLabels(headers);
@@ -131,8 +135,8 @@ void GlueView::rebuild() {
         for (size_t c = 0; c < cells.size(); ++c)
             if (cells[c].present) best[c] = std::max(best[c], glueCellValue(cells[c], meanStd));
     }
-    const experiments::ReportRow* base = report_.rows.empty() || report_.rows.front().reference
-                                             ? nullptr : &report_.rows.front();
+    const experiments::ReportRow* base =
+        report_.rows.empty() || report_.rows.front().reference ? nullptr : &report_.rows.front();
     const auto baseCells = base ? cellsOf(*base) : std::vector<experiments::ReportCell>{};
     int nearChanceCells = 0;
     for (size_t r = 0; r < report_.rows.size(); ++r) {
@@ -169,12 +173,14 @@ void GlueView::rebuild() {
         QFont italic = table_->font();
         italic.setItalic(true);
         auto* label = new QTableWidgetItem("chance");
-        label->setToolTip("What a model that ignores its input scores on each dev set: the majority "
-                          "class (accuracy), always-positive F1, 0 for MCC and correlations.");
+        label->setToolTip(
+            "What a model that ignores its input scores on each dev set: the majority "
+            "class (accuracy), always-positive F1, 0 for MCC and correlations.");
         table_->setItem(r, 0, label);
         for (size_t c = 0; c < chance.size(); ++c)
-            table_->setItem(r, int(c) + 1,
-                            new QTableWidgetItem(chance[c] ? QString::number(*chance[c], 'f', 2) : "\u2013"));
+            table_->setItem(
+                r, int(c) + 1,
+                new QTableWidgetItem(chance[c] ? QString::number(*chance[c], 'f', 2) : "\u2013"));
         for (int c = 0; c < headers.size(); ++c)
             if (QTableWidgetItem* item = table_->item(r, c)) {
                 item->setFont(italic);
@@ -184,9 +190,10 @@ void GlueView::rebuild() {
     }
     table_->resizeColumnsToContents();
     rule_->setText(QString::fromStdString(report_.average_rule) +
-                   (report_.synthetic ? "  SYN-* columns are the built-in synthetic word-order tasks, "
-                                        "not GLUE: compare variants with each other, not with the paper."
-                                      : QString()) +
+                   (report_.synthetic
+                        ? "  SYN-* columns are the built-in synthetic word-order tasks, "
+                          "not GLUE: compare variants with each other, not with the paper."
+                        : QString()) +
                    "  Bold: best per column; (\u00b1x): difference to the first row; [lo, hi]: 95% "
                    "bootstrap interval over dev examples and seeds; ~ (grey): the interval reaches "
                    "chance, so the cell cannot be told apart from a model that ignores its input" +
@@ -248,8 +255,10 @@ void GlueView::drawBars() {
         const double v = glueCellValue(cell, meanStd);
         if (!std::isfinite(v)) continue;
         double eLo = 0, eHi = 0;
-        if (meanStd) eLo = eHi = cell.stddev;
-        else if (cell.has_interval) eLo = std::max(0.0, v - cell.lo), eHi = std::max(0.0, cell.hi - v);
+        if (meanStd)
+            eLo = eHi = cell.stddev;
+        else if (cell.has_interval)
+            eLo = std::max(0.0, v - cell.lo), eHi = std::max(0.0, cell.hi - v);
         const bool m = nearChance(cell);
         (m ? mKeys : keys) << double(r);
         (m ? mValues : values) << v;
@@ -289,7 +298,8 @@ void GlueView::drawBars() {
         // Room above the bars for the legend.
         const double span = hi - std::min(0.0, lo);
         const double pad = std::max(1.0, span * 0.08);
-        bars_->yAxis->setRange(std::min(0.0, lo) - (lo < 0 ? pad : 0), hi + std::max(pad, span * 0.25));
+        bars_->yAxis->setRange(std::min(0.0, lo) - (lo < 0 ? pad : 0),
+                               hi + std::max(pad, span * 0.25));
     }
     bars_->yAxis->setLabel(task_->currentText() +
                            (meanStd ? " (mean \u00b1 std)" : " (median, 95% interval)"));
@@ -298,16 +308,17 @@ void GlueView::drawBars() {
 
 QString GlueView::tableText(const QString& format) {
     if (report_.rows.empty()) return {};
-    return QString::fromStdString(experiments::render_report(
-        report_, format == "latex" ? experiments::ReportFormat::kLatex
-                                   : experiments::ReportFormat::kMarkdown,
-        meanStd_->isChecked()));
+    return QString::fromStdString(
+        experiments::render_report(report_,
+                                   format == "latex" ? experiments::ReportFormat::kLatex
+                                                     : experiments::ReportFormat::kMarkdown,
+                                   meanStd_->isChecked()));
 }
 
 QString GlueView::dataCsv() {
     if (report_.rows.empty()) return {};
-    return QString::fromStdString(
-        experiments::render_report(report_, experiments::ReportFormat::kCsv, meanStd_->isChecked()));
+    return QString::fromStdString(experiments::render_report(
+        report_, experiments::ReportFormat::kCsv, meanStd_->isChecked()));
 }
 
 bool GlueView::showExperiment(const QString& name) {

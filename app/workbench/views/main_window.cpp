@@ -34,8 +34,9 @@ MainWindow::MainWindow(QWidget* parent)
     setWindowTitle("TUPE Workbench");
     banner_->setWordWrap(true);
     banner_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    banner_->setStyleSheet("QLabel { background: #fde2e1; color: #8a1c1c; padding: 6px; "
-                           "border: 1px solid #e5a3a0; }");
+    banner_->setStyleSheet(
+        "QLabel { background: #fde2e1; color: #8a1c1c; padding: 6px; "
+        "border: 1px solid #e5a3a0; }");
     banner_->hide();
 
     browser_ = new BrowserView;
@@ -69,10 +70,11 @@ MainWindow::MainWindow(QWidget* parent)
         curves_->showRuns(ids);
         tabs_->setCurrentWidget(curves_);
     });
-    connect(browser_, &BrowserView::yamlOpened, this, [this](const QString& path, const QString& text) {
-        launch_->openText(path, text);
-        tabs_->setCurrentWidget(launch_);
-    });
+    connect(browser_, &BrowserView::yamlOpened, this,
+            [this](const QString& path, const QString& text) {
+                launch_->openText(path, text);
+                tabs_->setCurrentWidget(launch_);
+            });
     connect(claims_, &ClaimsView::runsRequested, this, &MainWindow::showClaimRuns);
     connect(launch_, &LaunchView::runFinished, this, [this] {
         if (!store_.path.isEmpty()) openDatabase(store_.path);
@@ -135,7 +137,9 @@ bool MainWindow::openDatabase(const QString& path) {
     return store_.store != nullptr;
 }
 
-QString MainWindow::bannerText() const { return banner_->isVisible() ? banner_->text() : QString(); }
+QString MainWindow::bannerText() const {
+    return banner_->isVisible() ? banner_->text() : QString();
+}
 
 void MainWindow::showError(const QString& message) {
     banner_->setText(message);
@@ -163,8 +167,8 @@ void MainWindow::showClaimRuns(const QString& view, const QString& experiment,
             return showError(QString::fromUtf8(e.what()));
         }
         if (ids.isEmpty())
-            return showError("None of the claim's runs (" + runs.join(", ") + ") is in experiment " +
-                             experiment + ".");
+            return showError("None of the claim's runs (" + runs.join(", ") +
+                             ") is in experiment " + experiment + ".");
         curves_->showRuns(ids);
         curves_->showMetric("validation/loss");
         tabs_->setCurrentWidget(curves_);
@@ -184,8 +188,8 @@ void MainWindow::exportPlot() {
     WorkbenchView* v = currentView();
     const QList<QCustomPlot*> plots = v ? v->exportablePlots() : QList<QCustomPlot*>{};
     if (plots.isEmpty()) return showError("This view has no plot to export.");
-    const QString path = QFileDialog::getSaveFileName(this, "Export plot (PNG and PDF)", "plot.png",
-                                                      "PNG (*.png)");
+    const QString path =
+        QFileDialog::getSaveFileName(this, "Export plot (PNG and PDF)", "plot.png", "PNG (*.png)");
     if (path.isEmpty()) return;
     QStringList written;
     const QString error = app::exportPlots(plots, path, &written);
@@ -197,7 +201,8 @@ void MainWindow::exportData() {
     WorkbenchView* v = currentView();
     const QString csv = v ? v->dataCsv() : QString();
     if (csv.isEmpty()) return showError("This view has no data to export.");
-    const QString path = QFileDialog::getSaveFileName(this, "Export data", "data.csv", "CSV (*.csv)");
+    const QString path =
+        QFileDialog::getSaveFileName(this, "Export data", "data.csv", "CSV (*.csv)");
     if (path.isEmpty()) return;
     QFile f(path);
     if (!f.open(QIODevice::WriteOnly) || f.write(csv.toUtf8()) < 0)

@@ -5,7 +5,6 @@
 #include <QComboBox>
 #include <QSignalBlocker>
 #include <QVariant>
-
 #include <exception>
 
 #include "experiments/result_store.h"

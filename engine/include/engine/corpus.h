@@ -19,7 +19,9 @@ struct TokenizedCorpus {
     std::vector<uint64_t> doc_begin;       ///< First sentence of document d; size = docs + 1.
     std::vector<uint8_t> word_start;       ///< 1 where a token starts a word (not "##...").
     uint64_t num_documents() const { return doc_begin.empty() ? 0 : doc_begin.size() - 1; }
-    uint64_t num_sentences() const { return sentence_begin.empty() ? 0 : sentence_begin.size() - 1; }
+    uint64_t num_sentences() const {
+        return sentence_begin.empty() ? 0 : sentence_begin.size() - 1;
+    }
 };
 
 /// Reads `corpus_path` (one sentence or paragraph per line, a blank line between documents)

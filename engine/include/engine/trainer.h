@@ -18,15 +18,15 @@ namespace engine {
 
 /// Reported after every optimizer step.
 struct StepReport {
-    int64_t step = 0;           ///< Steps done (1-based after the first step).
+    int64_t step = 0;  ///< Steps done (1-based after the first step).
     int64_t total_steps = 0;
-    double loss = 0;            ///< Training MLM loss of this step.
+    double loss = 0;  ///< Training MLM loss of this step.
     double lr = 0;
-    double grad_norm = 0;       ///< Before clipping.
-    double seconds = 0;         ///< Wall time of this step.
+    double grad_norm = 0;          ///< Before clipping.
+    double seconds = 0;            ///< Wall time of this step.
     double tokens_per_second = 0;  ///< Real (non-padding) tokens, this step.
-    int64_t tokens_seen = 0;    ///< Cumulative real tokens.
-    double elapsed = 0;         ///< Seconds since this process started training.
+    int64_t tokens_seen = 0;       ///< Cumulative real tokens.
+    double elapsed = 0;            ///< Seconds since this process started training.
 };
 
 /// Validation result at a step.

@@ -19,11 +19,11 @@ enum class Verdict { kSupported, kContradicted, kInconclusive, kNotRun };
 std::string to_string(Verdict verdict);
 
 struct Claim {
-    std::string id;        ///< "1", "2", "2b", "3a", "3b", "4", "5", "6", "7".
-    std::string title;     ///< What the paper says, in one line.
+    std::string id;     ///< "1", "2", "2b", "3a", "3b", "4", "5", "6", "7".
+    std::string title;  ///< What the paper says, in one line.
     Verdict verdict = Verdict::kNotRun;
-    std::string evidence;  ///< The numbers behind the verdict, one line.
-    std::string test;      ///< The test and the decision rule.
+    std::string evidence;              ///< The numbers behind the verdict, one line.
+    std::string test;                  ///< The test and the decision rule.
     std::vector<std::string> details;  ///< One line per pair, seed or head.
     std::string view;                  ///< Where the app shows it: "curves", "glue", "maps".
     std::vector<std::string> runs;     ///< Pretrain run names the claim reads.

@@ -32,17 +32,19 @@ struct FinetuneProtocol {
 
 /// One pretrained variant of the study.
 struct Variant {
-    std::string name;                    ///< Unique in the study, e.g. "tupe-a" or "tupe-a@seed2".
+    std::string name;  ///< Unique in the study, e.g. "tupe-a" or "tupe-a@seed2".
     /// The variant without its pretraining seed: equal to name, or "tupe-a" for
     /// "tupe-a@seed2" when the study lists several pretrain_seeds. Reports group by it.
     std::string group;
-    std::vector<std::string> overrides;  ///< "key=value" applied on the base, e.g. model.preset=tupe-a
-    engine::PretrainConfig config;       ///< The resolved config (out_dir = runs_dir/name).
+    std::vector<std::string>
+        overrides;                  ///< "key=value" applied on the base, e.g. model.preset=tupe-a
+    engine::PretrainConfig config;  ///< The resolved config (out_dir = runs_dir/name).
 };
 
 /// Where the GLUE tasks come from.
 struct GlueSource {
-    std::string data = "builtin";    ///< "builtin" (synthetic tasks from held-out corpus text) or a glue_data/ folder
+    std::string data = "builtin";    ///< "builtin" (synthetic tasks from held-out corpus text) or a
+                                     ///< glue_data/ folder
     std::vector<std::string> tasks;  ///< Task names or keys; empty = all available
     int64_t synthetic_train = 2000;  ///< Examples per built-in task (train split)
     int64_t synthetic_dev = 400;
@@ -53,12 +55,12 @@ struct GlueSource {
 struct AnalysisSpec {
     bool enabled = false;                     ///< true when the block is present
     std::vector<double> checkpoints = {1.0};  ///< Fractions of train.steps (snapshots).
-    std::string corpus;        ///< Sentences file; empty = the variant's data.corpus.
-    int64_t sentences = 32;    ///< The first N non-empty lines of corpus.
-    std::string text;          ///< One sentence instead of corpus lines (when set).
-    int64_t max_tokens = 0;    ///< 0 = the model's position table.
+    std::string corpus;      ///< Sentences file; empty = the variant's data.corpus.
+    int64_t sentences = 32;  ///< The first N non-empty lines of corpus.
+    std::string text;        ///< One sentence instead of corpus lines (when set).
+    int64_t max_tokens = 0;  ///< 0 = the model's position table.
     int64_t batch_size = 32;
-    bool figures = true;       ///< PNGs too (needs the `tupe` executable; else data only).
+    bool figures = true;  ///< PNGs too (needs the `tupe` executable; else data only).
 };
 
 struct ExperimentSpec {
@@ -73,8 +75,8 @@ struct ExperimentSpec {
     GlueSource glue;
     FinetuneProtocol finetune;
     std::string database = "results/tupe.sqlite";
-    std::string runs_dir;   ///< Default "runs/<name>".
-    int64_t jobs = 1;       ///< Fine-tuning jobs run in parallel (child processes).
+    std::string runs_dir;  ///< Default "runs/<name>".
+    int64_t jobs = 1;      ///< Fine-tuning jobs run in parallel (child processes).
     AnalysisSpec analysis;
 
     /// Pretraining steps of the analysis snapshots: as checkpoint_steps, for analysis.checkpoints

@@ -20,10 +20,10 @@ ReportFormat report_format_from_string(const std::string& name);
 /// elsewhere; GLUE_FORMAT.md) in percent.
 struct ReportCell {
     bool present = false;
-    double median = 0;   ///< Median over seeds at the best lr: the reported number.
-    double mean = 0;     ///< Mean over seeds at the best lr.
-    double stddev = 0;   ///< Sample standard deviation over seeds at the best lr (0 when n = 1).
-    int n = 0;           ///< Runs at the best lr (pretraining x fine-tuning seeds).
+    double median = 0;  ///< Median over seeds at the best lr: the reported number.
+    double mean = 0;    ///< Mean over seeds at the best lr.
+    double stddev = 0;  ///< Sample standard deviation over seeds at the best lr (0 when n = 1).
+    int n = 0;          ///< Runs at the best lr (pretraining x fine-tuning seeds).
     int pretrain_seeds = 0;  ///< Distinct pretraining runs among them.
     double best_lr = 0;
     /// The 95% interval of the reported median: a bootstrap over dev examples, and over
@@ -41,10 +41,10 @@ struct ReportCell {
 };
 
 struct ReportRow {
-    std::string label;        ///< "tupe-a @ 300" or, for the paper's rows, "TUPE-A (paper, 1M)".
+    std::string label;  ///< "tupe-a @ 300" or, for the paper's rows, "TUPE-A (paper, 1M)".
     std::string variant;
     int64_t step = 0;
-    bool reference = false;   ///< A published row, not a run of this store.
+    bool reference = false;                   ///< A published row, not a run of this store.
     std::map<std::string, ReportCell> cells;  ///< By column key.
     bool has_average = false;
     double average = 0;
@@ -55,8 +55,8 @@ struct Report {
     std::string experiment;
     std::vector<std::string> columns;  ///< Column keys in display order (mnli_m, ..., syn-rte).
     std::vector<ReportRow> rows;
-    std::string average_rule;          ///< How Avg was computed, printed with every table.
-    bool synthetic = false;            ///< Some columns are built-in synthetic tasks.
+    std::string average_rule;  ///< How Avg was computed, printed with every table.
+    bool synthetic = false;    ///< Some columns are built-in synthetic tasks.
 };
 
 /// Builds the table from the store's results of one experiment. With `predictions` (the
