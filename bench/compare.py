@@ -68,7 +68,7 @@ def run_py(args, style, env=None):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tupe", default=os.environ.get(
-        "TUPE", os.path.join(ROOT, "build", "experiments", "tupe")))
+        "TUPE", os.path.join(ROOT, "build", "cli", "tupe")))
     ap.add_argument("--preset", default="bert-a,tupe-a,tupe-r")
     ap.add_argument("--size", default="small")
     ap.add_argument("--seq", type=int, default=128)

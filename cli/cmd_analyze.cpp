@@ -1,6 +1,6 @@
 // `tupe analyze`: the paper's attention figures for a model (Ke, He, Liu, ICLR 2021, Fig. 2 and
 // Fig. 6, plus [CLS] attention): analysis::analyze_model computes, write_analysis exports the
-// matrices, and this file turns tensors into app::plotting's plain structs for the PNGs. The
+// matrices, and this file turns tensors into plotting's plain structs for the PNGs. The
 // plotting header is torch- and Qt-free, so this torch file never sees a Qt header. With --db,
 // --experiment and --run, every file written is recorded as an artifact of that run.
 #include <torch/torch.h>
@@ -14,7 +14,6 @@
 
 #include "analysis/analyze.h"
 #include "analysis/attention_analysis.h"
-#include "app/plotting/plotting.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "engine/errors.h"
@@ -22,11 +21,16 @@
 #include "engine/trainer.h"
 #include "experiments/analysis_artifacts.h"
 #include "experiments/result_store.h"
+#if TUPE_WITH_QT
+#include "plotting/plotting.h"
+#endif
 
 namespace cli {
 
 namespace fs = std::filesystem;
-namespace plt = app::plotting;
+#if TUPE_WITH_QT
+namespace plt = plotting;
+#endif
 
 namespace {
 
@@ -114,6 +118,7 @@ std::string fmt(double v, int digits = 3) {
     return buf;
 }
 
+#if TUPE_WITH_QT
 plt::Heatmap heatmap(const torch::Tensor& m, const std::string& title, bool symmetric) {
     TORCH_CHECK(m.dim() == 2, "heatmap: expected a matrix, got ", m.sizes());
     plt::Heatmap h;
@@ -437,6 +442,8 @@ void compare_figure(const analysis::AnalysisOutput& a, const analysis::AnalysisO
              "colour scale per row");
 }
 
+#endif  // TUPE_WITH_QT
+
 struct Timing {
     double analysis = 0, files = 0, figures = 0;
 };
@@ -445,7 +452,7 @@ struct Timing {
 analysis::AnalysisOutput analyze_one(const std::string& spec, const Args& args,
                                      const std::vector<std::string>& sentences,
                                      const analysis::AnalyzeOptions& options, const fs::path& dir,
-                                     bool primary, Timing& timing,
+                                     bool primary, bool figures, Timing& timing,
                                      std::vector<analysis::IndexEntry>& entries) {
     LoadedModel m = load_model(spec, args.get("vocab"), args.has("cased"), primary);
     auto t0 = Clock::now();
@@ -460,13 +467,15 @@ analysis::AnalysisOutput analyze_one(const std::string& spec, const Args& args,
     t0 = Clock::now();
     entries = analysis::write_analysis(out, dir.string());
     timing.files += seconds_since(t0);
-    if (!args.has("no-figures")) {
+#if TUPE_WITH_QT
+    if (figures) {
         t0 = Clock::now();
         Figures figs = model_figures(out, dir, head);
         entries.insert(entries.end(), figs.entries.begin(), figs.entries.end());
         analysis::write_analysis_index(out, dir.string(), entries);
         timing.figures += seconds_since(t0);
     }
+#endif
     return out;
 }
 
@@ -529,23 +538,32 @@ int cmd_analyze(const Argv& argv) {
         options.source = args.get("corpus");
     }
 
+    bool figures = !args.has("no-figures");
+#if TUPE_WITH_QT
     // Qt needs an application object for QCustomPlot; offscreen, created once for all figures.
     std::unique_ptr<plt::OffscreenSession> session;
-    if (!args.has("no-figures")) session = std::make_unique<plt::OffscreenSession>();
+    if (figures) session = std::make_unique<plt::OffscreenSession>();
+#else
+    if (figures)
+        std::cerr << "tupe analyze: figures need the Qt build (configure with -DTUPE_WITH_QT=ON); "
+                     "writing the data files only\n";
+    figures = false;
+#endif
 
     const auto start = Clock::now();
     Timing timing;
     std::vector<analysis::IndexEntry> entries;
     analysis::AnalysisOutput first =
-        analyze_one(spec, args, sentences, options, dir, true, timing, entries);
+        analyze_one(spec, args, sentences, options, dir, true, figures, timing, entries);
     print_summary(first, dir, entries);
     if (args.has("compare")) {
         std::vector<analysis::IndexEntry> compare_entries;
         analysis::AnalysisOutput second =
             analyze_one(args.get("compare"), args, sentences, options, dir / "compare", false,
-                        timing, compare_entries);
+                        figures, timing, compare_entries);
         print_summary(second, dir / "compare", compare_entries);
-        if (!args.has("no-figures")) {
+#if TUPE_WITH_QT
+        if (figures) {
             const auto t0 = Clock::now();
             Figures figs{dir, {}};
             compare_figure(first, second, figs);
@@ -553,6 +571,7 @@ int cmd_analyze(const Argv& argv) {
             analysis::write_analysis_index(first, dir.string(), entries);
             timing.figures += seconds_since(t0);
         }
+#endif
     }
     if (store) {
         const auto recorded = experiments::record_analysis_artifacts(*store, run_id, dir.string());

@@ -12,7 +12,7 @@
 
 class QApplication;
 
-namespace app::plotting {
+namespace plotting {
 
 /// A matrix to draw as a colour map. Row r, column c is values[r * cols + c]; row 0 at the top.
 struct Heatmap {
@@ -22,7 +22,7 @@ struct Heatmap {
     std::vector<std::string> row_labels;  ///< empty: 0, 1, 2, ...; else exactly `rows` labels
     std::vector<std::string> col_labels;  ///< empty: 0, 1, 2, ...; else exactly `cols` labels
     /// Signed map: range [-m, m] with m = max |value|, diverging blue-white-red (0 is white).
-    /// Otherwise [min, max] on a sequential (viridis-like) scale.
+    /// Otherwise [min, max] on a sequential (viridis) scale. See heatmap_color_range.
     bool symmetric = false;
     std::string x_label, y_label;
     std::string value_label;  ///< label of the colour scale, e.g. "logit"
@@ -30,6 +30,18 @@ struct Heatmap {
     double range_min = std::numeric_limits<double>::quiet_NaN();
     double range_max = std::numeric_limits<double>::quiet_NaN();
 };
+
+/// The ends of a heatmap's colour scale; lo < hi.
+struct ColorRange {
+    double lo = 0, hi = 1;
+};
+
+/// The colour range every renderer of `map` uses (offscreen and on screen): symmetric maps
+/// [-m, m] with m = max |finite value| (1 when that is 0); others [min, max] of the finite
+/// values, widened by 0.5 both ways when they are equal and [0, 1] when there is none. A finite
+/// range_min / range_max replaces that end; hi = lo + 1 when the ends would not be ordered.
+/// The colours are plotting/palette.h's heatmap_palette(map.symmetric).
+ColorRange heatmap_color_range(const Heatmap& map);
 
 /// One curve of a LinePlot; x and y have the same length.
 struct Series {
@@ -93,4 +105,4 @@ void save_line_plot_grid_png(const std::vector<LinePlot>& plots, int columns,
                              const std::string& path, int cell_width = 520, int cell_height = 340,
                              const std::string& title = {});
 
-}  // namespace app::plotting
+}  // namespace plotting

@@ -18,7 +18,6 @@
 #include <set>
 #include <sstream>
 
-#include "app/plotting/plotting.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "engine/distributed.h"
@@ -27,6 +26,9 @@
 #include "experiments/config_loader.h"
 #include "experiments/experiment.h"
 #include "launcher.h"
+#if TUPE_WITH_QT
+#include "plotting/plotting.h"
+#endif
 
 namespace cli {
 
@@ -143,6 +145,7 @@ int cmd_pretrain(const Argv& argv) {
     return 0;
 }
 
+#if TUPE_WITH_QT
 namespace {
 
 /// The curves as a PNG: one line per variant group (run directories named VARIANT@seedN are
@@ -151,7 +154,7 @@ namespace {
 void plot_curves(const std::string& path, const std::string& metric,
                  const std::vector<std::string>& names, const std::vector<std::string>& dirs,
                  const std::map<long long, std::map<size_t, double>>& table) {
-    namespace plt = app::plotting;
+    namespace plt = plotting;
     std::map<std::string, std::vector<size_t>> groups;
     std::vector<std::string> order;
     for (size_t i = 0; i < names.size(); ++i) {
@@ -211,6 +214,7 @@ void plot_curves(const std::string& path, const std::string& metric,
 }
 
 }  // namespace
+#endif  // TUPE_WITH_QT
 
 int cmd_curves(const Argv& argv) {
     Args args(argv, {"metric", "png"});
@@ -218,6 +222,10 @@ int cmd_curves(const Argv& argv) {
     if (metric != "loss" && metric != "accuracy")
         throw UsageError("--metric must be loss or accuracy");
     if (args.positionals().empty()) throw UsageError("expected at least one RUN_DIR");
+#if !TUPE_WITH_QT
+    if (args.has("png"))
+        throw UsageError("--png needs the Qt build (configure with -DTUPE_WITH_QT=ON)");
+#endif
     std::map<long long, std::map<size_t, double>> table;  // step -> run -> value
     std::vector<std::string> names;
     for (const auto& dir : args.positionals()) {
@@ -290,10 +298,12 @@ int cmd_curves(const Argv& argv) {
         std::cout << "(no floor.txt in these run directories: pretrained before the floor was "
                      "recorded; resume or rerun `tupe pretrain` to write it)\n";
     for (const auto& w : warnings) std::cout << w << "\n";
+#if TUPE_WITH_QT
     if (args.has("png")) {
         plot_curves(args.get("png"), metric, names, args.positionals(), table);
         std::cout << "wrote " << args.get("png") << "\n";
     }
+#endif
     return 0;
 }
 

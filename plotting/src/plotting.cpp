@@ -1,23 +1,23 @@
 // QCustomPlot rendering of the plain plotting structs into offscreen pixmaps, composed with
 // QPainter into grids and saved as PNG. Follows QCustomPlot's colour-map demo (QCPColorMap +
 // QCPColorScale + QCPMarginGroup); cells are drawn without interpolation, row 0 at the top.
-#include "app/plotting/plotting.h"
+#include "plotting/plotting.h"
 
 #include <QApplication>
 #include <QImage>
 #include <QPainter>
 #include <QPixmap>
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 
+#include "plotting/qcp_heatmap.h"
 #include "qcustomplot.h"
 
-namespace app::plotting {
+namespace plotting {
 
 namespace {
 
@@ -30,7 +30,7 @@ void require(bool condition, const std::string& message) {
 void require_application() {
     if (!qobject_cast<QApplication*>(QCoreApplication::instance()))
         throw std::logic_error(
-            "app::plotting: no QApplication; create an app::plotting::OffscreenSession first");
+            "plotting: no QApplication; create an plotting::OffscreenSession first");
 }
 
 void check(const Heatmap& m) {
@@ -63,30 +63,6 @@ void check_size(int width, int height) {
     require(width >= 16 && height >= 16 && width <= 20000 && height <= 20000,
             "image size " + std::to_string(width) + " x " + std::to_string(height) +
                 " outside 16..20000 pixels");
-}
-
-/// A five-stop RGB gradient with grey for NaN.
-QCPColorGradient five_stop_gradient(const std::array<QColor, 5>& stops) {
-    QCPColorGradient g;
-    g.clearColorStops();
-    for (size_t i = 0; i < stops.size(); ++i)
-        g.setColorStopAt(0.25 * static_cast<double>(i), stops[i]);
-    g.setColorInterpolation(QCPColorGradient::ciRGB);
-    g.setNanHandling(QCPColorGradient::nhNanColor);
-    g.setNanColor(QColor(190, 190, 190));
-    return g;
-}
-
-/// Diverging blue-white-red (ColorBrewer RdBu): 0 is white, so the sign reads at a glance.
-QCPColorGradient diverging_gradient() {
-    return five_stop_gradient({QColor(33, 102, 172), QColor(103, 169, 207), QColor(247, 247, 247),
-                               QColor(239, 138, 98), QColor(178, 24, 43)});
-}
-
-/// Sequential, perceptually ordered (matplotlib's viridis at five stops).
-QCPColorGradient sequential_gradient() {
-    return five_stop_gradient({QColor(68, 1, 84), QColor(59, 82, 139), QColor(33, 145, 140),
-                               QColor(94, 201, 98), QColor(253, 231, 37)});
 }
 
 /// Smallest power-of-two stride (1, 2, 4, 8, ...) that keeps n labels at least min_px apart on
@@ -135,42 +111,20 @@ QPixmap render_heatmap(const Heatmap& m, int width, int height) {
     map->setInterpolate(false);
     map->setTightBoundary(false);
     map->data()->setSize(m.cols, m.rows);
-    // Cell centres at integer coordinates; a single row/column gets a unit-wide range.
-    map->data()->setRange(QCPRange(0, std::max(m.cols - 1, 1)),
-                          QCPRange(0, std::max(m.rows - 1, 1)));
-    double lo = INFINITY, hi = -INFINITY, absmax = 0;
+    // Cell centres at integer coordinates, one unit wide (a single row or column too).
+    map->data()->setRange(qcp_cell_range(m.cols), qcp_cell_range(m.rows));
     for (int r = 0; r < m.rows; ++r)
-        for (int c = 0; c < m.cols; ++c) {
-            const double v = m.values[static_cast<size_t>(r) * m.cols + c];
-            map->data()->setCell(c, r, v);
-            if (std::isfinite(v)) {
-                lo = std::min(lo, v);
-                hi = std::max(hi, v);
-                absmax = std::max(absmax, std::abs(v));
-            }
-        }
-    if (m.symmetric) {
-        if (absmax == 0) absmax = 1;
-        lo = -absmax;
-        hi = absmax;
-    } else if (!(lo <= hi)) {  // no finite value
-        lo = 0;
-        hi = 1;
-    } else if (lo == hi) {
-        lo -= 0.5;
-        hi += 0.5;
-    }
-    if (std::isfinite(m.range_min)) lo = m.range_min;
-    if (std::isfinite(m.range_max)) hi = m.range_max;
-    if (!(lo < hi)) hi = lo + 1;
+        for (int c = 0; c < m.cols; ++c)
+            map->data()->setCell(c, r, m.values[static_cast<size_t>(r) * m.cols + c]);
+    const ColorRange range = heatmap_color_range(m);
 
     auto* scale = new QCPColorScale(&plot);
     plot.plotLayout()->addElement(0, 1, scale);
     scale->setType(QCPAxis::atRight);
     scale->setBarWidth(12);
     map->setColorScale(scale);
-    scale->setGradient(m.symmetric ? diverging_gradient() : sequential_gradient());
-    scale->setDataRange(QCPRange(lo, hi));
+    scale->setGradient(heatmap_gradient(m.symmetric));
+    scale->setDataRange(QCPRange(range.lo, range.hi));
     if (!m.value_label.empty()) scale->axis()->setLabel(qs(m.value_label));
     auto* group = new QCPMarginGroup(&plot);
     rect->setMarginGroup(QCP::msBottom | QCP::msTop, group);
@@ -342,6 +296,31 @@ void quiet_handler(QtMsgType type, const QMessageLogContext& context, const QStr
 
 }  // namespace
 
+ColorRange heatmap_color_range(const Heatmap& m) {
+    double lo = INFINITY, hi = -INFINITY, absmax = 0;
+    for (double v : m.values)
+        if (std::isfinite(v)) {
+            lo = std::min(lo, v);
+            hi = std::max(hi, v);
+            absmax = std::max(absmax, std::abs(v));
+        }
+    if (m.symmetric) {
+        if (absmax == 0) absmax = 1;
+        lo = -absmax;
+        hi = absmax;
+    } else if (!(lo <= hi)) {  // no finite value
+        lo = 0;
+        hi = 1;
+    } else if (lo == hi) {
+        lo -= 0.5;
+        hi += 0.5;
+    }
+    if (std::isfinite(m.range_min)) lo = m.range_min;
+    if (std::isfinite(m.range_max)) hi = m.range_max;
+    if (!(lo < hi)) hi = lo + 1;
+    return {lo, hi};
+}
+
 OffscreenSession::OffscreenSession() {
     if (QCoreApplication::instance()) return;
     previous_handler = qInstallMessageHandler(quiet_handler);
@@ -389,4 +368,4 @@ void save_line_plot_grid_png(const std::vector<LinePlot>& plots, int columns,
     save_grid(panels, columns, cell_width, cell_height, title, path);
 }
 
-}  // namespace app::plotting
+}  // namespace plotting
