@@ -1,20 +1,15 @@
-// GLUE metrics, task scores, averages and submission scoring (analysis/metrics.h). Pure C++:
-// no Torch. Formulas follow scikit-learn (accuracy_score, f1_score, matthews_corrcoef) and
-// SciPy (pearsonr, spearmanr, rankdata "average"); the averages follow shared/GLUE_FORMAT.md.
+// GLUE metrics, task scores and averages (analysis/metrics.h). Pure C++: no Torch. Formulas follow
+// scikit-learn (accuracy_score, f1_score, matthews_corrcoef) and SciPy (pearsonr, spearmanr,
+// rankdata "average"); the averages follow shared/GLUE_FORMAT.md.
 #include "analysis/metrics.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstddef>
-#include <fstream>
 #include <numeric>
 #include <set>
 #include <stdexcept>
 #include <string>
-#include <system_error>
-
-#include "engine/errors.h"
 
 namespace analysis {
 
@@ -72,13 +67,6 @@ std::string lower_dashes_as_underscores(const std::string& s) {
     return out;
 }
 
-/// The nine GLUE tasks of the TUPE average, in the paper's column order.
-const std::vector<std::string>& tupe_tasks() {
-    static const std::vector<std::string> tasks = {"mnli_m", "mnli_mm", "qnli", "qqp", "sst2",
-                                                   "cola",   "mrpc",    "rte",  "stsb"};
-    return tasks;
-}
-
 /// Re-keys a by-task map by canonical name, dropping syn- tasks; duplicates throw.
 template <typename V>
 std::map<std::string, V> canonical_keys(const char* what, const std::map<std::string, V>& in) {
@@ -128,42 +116,6 @@ std::vector<int> to_labels(const char* which, const std::vector<double>& v) {
         }
         out[i] = static_cast<int>(x);
     }
-    return out;
-}
-
-/// Parses the whole of `text` as a finite double, locale-independently (Qt sets the C locale
-/// from the environment, so strtod could expect a decimal comma).
-bool parse_double(const std::string& text, double& out) {
-    const char* first = text.data();
-    const char* last = first + text.size();
-    if (first != last && *first == '+') ++first;  // from_chars rejects a leading '+'
-    const auto [ptr, ec] = std::from_chars(first, last, out);
-    return ec == std::errc() && ptr == last && first != last && std::isfinite(out);
-}
-
-bool is_integer_text(const std::string& s) {
-    std::size_t i = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
-    if (i == s.size()) return false;
-    for (; i < s.size(); ++i) {
-        if (s[i] < '0' || s[i] > '9') return false;
-    }
-    return true;
-}
-
-std::vector<std::string> split_tabs(const std::string& line) {
-    std::vector<std::string> fields;
-    std::size_t start = 0;
-    for (;;) {
-        const std::size_t tab = line.find('\t', start);
-        fields.push_back(line.substr(start, tab == std::string::npos ? tab : tab - start));
-        if (tab == std::string::npos) return fields;
-        start = tab + 1;
-    }
-}
-
-std::string join(const std::vector<std::string>& items) {
-    std::string out;
-    for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
     return out;
 }
 
@@ -253,31 +205,25 @@ bool is_synthetic_task(const std::string& task) {
 
 std::string canonical_task(const std::string& task) {
     if (is_synthetic_task(task)) return task;
-    static const std::map<std::string, std::string> names = {
-        {"cola", "cola"},
-        {"sst2", "sst2"},
-        {"sst_2", "sst2"},
-        {"mrpc", "mrpc"},
-        {"stsb", "stsb"},
-        {"sts_b", "stsb"},
-        {"qqp", "qqp"},
-        {"mnli_m", "mnli_m"},
-        {"mnli_mm", "mnli_mm"},
-        {"mnli_matched", "mnli_m"},
-        {"mnli_mismatched", "mnli_mm"},
-        {"qnli", "qnli"},
-        {"rte", "rte"},
-        {"wnli", "wnli"},
-    };
-    const std::string key = lower_dashes_as_underscores(task);
-    const auto it = names.find(key);
-    if (it != names.end()) return it->second;
+    const TaskColumn found = resolve_task_column(task);
+    if (found.task != nullptr && !found.task->synthetic && found.split != nullptr)
+        return found.split->column;
     std::string hint;
-    if (key == "mnli") hint = " (MNLI is scored per dev set: say mnli_m or mnli_mm)";
-    throw std::invalid_argument(
-        "unknown task '" + task + "'" + hint +
-        "; expected one of cola, sst2, mrpc, stsb, qqp, mnli_m, mnli_mm, qnli, rte, wnli (or "
-        "CoLA, SST-2, MRPC, STS-B, QQP, MNLI-m, MNLI-mm, QNLI, RTE, WNLI), or a syn-... name");
+    if (found.task != nullptr && !found.task->synthetic) {
+        std::string columns;
+        for (const auto& d : found.task->dev) columns += (columns.empty() ? "" : " or ") + d.column;
+        hint = " (" + found.task->name + " is scored per dev set: say " + columns + ")";
+    }
+    std::string keys, names;
+    for (const auto& t : glue_tasks()) {
+        if (t.synthetic) continue;
+        for (const auto& d : t.dev) {
+            keys += (keys.empty() ? "" : ", ") + d.column;
+            names += (names.empty() ? "" : ", ") + (t.dev.size() == 1 ? t.name : d.label);
+        }
+    }
+    throw std::invalid_argument("unknown task '" + task + "'" + hint + "; expected one of " + keys +
+                                " (or " + names + "), or a syn-... name");
 }
 
 MetricKind metric_kind(const std::string& task) {
@@ -286,10 +232,7 @@ MetricKind metric_kind(const std::string& task) {
         throw std::invalid_argument("synthetic task '" + task +
                                     "' has no fixed metric: pass a MetricKind");
     }
-    if (name == "cola") return MetricKind::kMcc;
-    if (name == "mrpc" || name == "qqp") return MetricKind::kF1Accuracy;
-    if (name == "stsb") return MetricKind::kPearsonSpearman;
-    return MetricKind::kAccuracy;
+    return resolve_task_column(name).task->metric;
 }
 
 TaskScores score_task(MetricKind kind, const std::vector<double>& predictions,
@@ -329,9 +272,7 @@ TaskScores score_task(const std::string& task, MetricKind kind,
 }
 
 double primary_metric(MetricKind kind, const TaskScores& scores) {
-    const char* key = kind == MetricKind::kMcc               ? "mcc"
-                      : kind == MetricKind::kPearsonSpearman ? "pearson"
-                                                             : "accuracy";
+    const char* key = selection_metric_key(kind);
     const auto it = scores.metrics.find(key);
     if (it == scores.metrics.end()) {
         throw std::invalid_argument(std::string("primary_metric: no '") + key + "' in the scores");
@@ -350,191 +291,51 @@ double primary_metric(const std::string& task, const TaskScores& scores) {
 
 double tupe_average(const std::map<std::string, double>& primary_by_task) {
     const auto by_task = canonical_keys("tupe_average", primary_by_task);
-    require_tasks("tupe_average", by_task, tupe_tasks());
+    require_tasks("tupe_average", by_task, paper_columns());
     double sum = 0;
-    for (const auto& t : tupe_tasks()) sum += by_task.at(t);
-    return sum / static_cast<double>(tupe_tasks().size());
+    for (const auto& t : paper_columns()) sum += by_task.at(t);
+    return sum / static_cast<double>(paper_columns().size());
 }
 
 double leaderboard_average(const std::map<std::string, TaskScores>& scores_by_task) {
     const auto by_task = canonical_keys("leaderboard_average", scores_by_task);
-    require_tasks(
-        "leaderboard_average", by_task,
-        {"cola", "sst2", "mrpc", "stsb", "qqp", "mnli_m", "mnli_mm", "qnli", "rte", "wnli"});
-    const auto get = [&](const std::string& task, const std::string& key) {
-        return metric_of(task, by_task.at(task), key);
+    std::vector<std::string> columns;
+    for (const auto& t : glue_tasks())
+        if (!t.synthetic)
+            for (const auto& d : t.dev) columns.push_back(d.column);
+    require_tasks("leaderboard_average", by_task, columns);
+    const auto get = [&](const std::string& column, const std::string& key) {
+        return metric_of(column, by_task.at(column), key);
     };
     // One number per task; two-metric tasks and MNLI's two dev sets count once as their mean.
-    const double per_task[] = {
-        get("cola", "mcc"),
-        get("sst2", "accuracy"),
-        0.5 * (get("mrpc", "f1") + get("mrpc", "accuracy")),
-        0.5 * (get("stsb", "pearson") + get("stsb", "spearman")),
-        0.5 * (get("qqp", "f1") + get("qqp", "accuracy")),
-        0.5 * (get("mnli_m", "accuracy") + get("mnli_mm", "accuracy")),
-        get("qnli", "accuracy"),
-        get("rte", "accuracy"),
-        get("wnli", "accuracy"),
-    };
-    return std::accumulate(std::begin(per_task), std::end(per_task), 0.0) / 9.0;
+    double sum = 0;
+    int tasks = 0;
+    for (const auto& t : glue_tasks()) {
+        if (t.synthetic) continue;
+        double task_sum = 0;
+        for (const auto& d : t.dev) {
+            const std::string& c = d.column;
+            switch (t.metric) {
+                case MetricKind::kMcc: task_sum += get(c, "mcc"); break;
+                case MetricKind::kF1Accuracy:
+                    task_sum += 0.5 * (get(c, "f1") + get(c, "accuracy"));
+                    break;
+                case MetricKind::kPearsonSpearman:
+                    task_sum += 0.5 * (get(c, "pearson") + get(c, "spearman"));
+                    break;
+                default: task_sum += get(c, "accuracy"); break;
+            }
+        }
+        sum += t.dev.size() == 1 ? task_sum : task_sum / static_cast<double>(t.dev.size());
+        ++tasks;
+    }
+    return sum / static_cast<double>(tasks);
 }
 
 std::vector<std::string> glue_labels(const std::string& task) {
     const std::string name = canonical_task(task);
     metric_kind(name);  // rejects syn- names
-    if (name == "stsb") return {};
-    if (name == "mnli_m" || name == "mnli_mm") return {"entailment", "neutral", "contradiction"};
-    if (name == "qnli" || name == "rte") return {"entailment", "not_entailment"};
-    return {"0", "1"};
-}
-
-std::vector<std::pair<std::string, std::string>> read_submission(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw engine::InputError(path, "cannot open the submission file");
-    std::vector<std::pair<std::string, std::string>> rows;
-    std::string line;
-    long line_no = 0;
-    long first_blank = 0;  // the first blank line seen, allowed only if nothing follows
-    while (std::getline(in, line)) {
-        ++line_no;
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (line_no == 1) {
-            if (line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
-            const auto fields = split_tabs(line);
-            if (fields.size() != 2) {
-                throw engine::InputError(path,
-                                         "expected a header line 'index<TAB>prediction', got " +
-                                             std::to_string(fields.size()) + " field(s)",
-                                         line_no);
-            }
-            if (is_integer_text(fields[0])) {
-                throw engine::InputError(
-                    path,
-                    "the first line looks like data; expected a header 'index<TAB>prediction'",
-                    line_no);
-            }
-            continue;
-        }
-        if (line.find_first_not_of(" \t") == std::string::npos) {
-            if (first_blank == 0) first_blank = line_no;
-            continue;
-        }
-        if (first_blank != 0) {
-            throw engine::InputError(path, "blank line inside the file", first_blank);
-        }
-        const auto fields = split_tabs(line);
-        if (fields.size() != 2) {
-            throw engine::InputError(path,
-                                     "expected 2 tab-separated fields (index, prediction), got " +
-                                         std::to_string(fields.size()),
-                                     line_no);
-        }
-        if (fields[0].empty() || fields[1].empty()) {
-            throw engine::InputError(
-                path, std::string("empty ") + (fields[0].empty() ? "index" : "prediction"),
-                line_no);
-        }
-        rows.emplace_back(fields[0], fields[1]);
-    }
-    if (in.bad()) throw engine::InputError(path, "read error", line_no);
-    if (line_no == 0) {
-        throw engine::InputError(path, "empty file; expected a header 'index<TAB>prediction'");
-    }
-    return rows;
-}
-
-TaskScores score_submission(const std::string& task,
-                            const std::vector<std::pair<std::string, std::string>>& rows,
-                            const std::map<std::string, std::string>& gold_by_index,
-                            const std::vector<std::string>& labels, const std::string& source) {
-    const MetricKind kind = metric_kind(task);
-    const bool regression = kind == MetricKind::kPearsonSpearman;
-    if (gold_by_index.empty()) {
-        throw std::invalid_argument("score_submission: no gold labels for task " + task);
-    }
-    std::map<std::string, int> label_id;
-    if (!regression) {
-        if (labels.empty()) {
-            throw std::invalid_argument("score_submission: empty label list for task " + task);
-        }
-        for (std::size_t i = 0; i < labels.size(); ++i) {
-            if (!label_id.emplace(labels[i], static_cast<int>(i)).second) {
-                throw std::invalid_argument("score_submission: label '" + labels[i] +
-                                            "' listed twice");
-            }
-        }
-    }
-    const std::string expected = regression ? "a number" : "one of: " + join(labels);
-
-    // Gold, in index order; the position of each index in it.
-    std::vector<double> gold;
-    std::map<std::string, std::size_t> slot;
-    for (const auto& [index, text] : gold_by_index) {
-        double value = 0;
-        if (regression) {
-            if (!parse_double(text, value)) {
-                throw std::invalid_argument("score_submission: gold score '" + text +
-                                            "' for index " + index + " is not a number");
-            }
-        } else {
-            const auto it = label_id.find(text);
-            if (it == label_id.end()) {
-                throw std::invalid_argument("score_submission: gold label '" + text +
-                                            "' for index " + index + " is not " + expected);
-            }
-            value = it->second;
-        }
-        slot.emplace(index, gold.size());
-        gold.push_back(value);
-    }
-
-    std::vector<double> pred(gold.size(), 0.0);
-    std::vector<long> seen_on(gold.size(), 0);  // line of the prediction, 0 = none yet
-    for (std::size_t r = 0; r < rows.size(); ++r) {
-        const long line = static_cast<long>(r) + 2;  // line 1 is the header
-        const auto& [index, text] = rows[r];
-        const auto where = slot.find(index);
-        if (where == slot.end()) {
-            throw engine::InputError(source,
-                                     "index '" + index + "' is not in the gold set (" +
-                                         std::to_string(gold.size()) + " indices)",
-                                     line);
-        }
-        const std::size_t k = where->second;
-        if (seen_on[k] != 0) {
-            throw engine::InputError(source,
-                                     "index '" + index + "' given twice (first on line " +
-                                         std::to_string(seen_on[k]) + ")",
-                                     line);
-        }
-        seen_on[k] = line;
-        if (regression) {
-            if (!parse_double(text, pred[k])) {
-                throw engine::InputError(source, "prediction '" + text + "' is not a number", line);
-            }
-        } else {
-            const auto it = label_id.find(text);
-            if (it == label_id.end()) {
-                throw engine::InputError(
-                    source, "unknown label '" + text + "'; expected " + expected, line);
-            }
-            pred[k] = it->second;
-        }
-    }
-
-    std::size_t missing = 0;
-    std::vector<std::string> examples;
-    for (const auto& [index, k] : slot) {
-        if (seen_on[k] != 0) continue;
-        ++missing;
-        if (examples.size() < 5) examples.push_back(index);
-    }
-    if (missing > 0) {
-        throw engine::InputError(source, "no prediction for " + std::to_string(missing) + " of " +
-                                             std::to_string(gold.size()) + " gold indices (e.g. " +
-                                             join(examples) + ")");
-    }
-    return score_task(kind, pred, gold);
+    return resolve_task_column(name).task->labels;
 }
 
 }  // namespace analysis

@@ -1,4 +1,4 @@
-// GLUE task registry, the tab-separated and JSON-lines readers, and `glue_stats`.
+// The GLUE tab-separated and JSON-lines readers, and `glue_stats` (tasks: analysis/tasks.h).
 // Layouts, labels and split sizes follow shared/GLUE_FORMAT.md; fields are split on tabs
 // only, never unquoted (MRPC and RTE hold '"' characters inside fields).
 #include "experiments/glue_data.h"
@@ -21,12 +21,6 @@ namespace experiments {
 namespace fs = std::filesystem;
 
 namespace {
-
-const std::vector<std::string> kBinary = {"0", "1"};
-const std::vector<std::string> kNli2 = {"entailment", "not_entailment"};
-const std::vector<std::string> kNli3 = {"entailment", "neutral", "contradiction"};
-const std::vector<std::string> kDev = {"dev"};
-const std::vector<std::string> kDevMnli = {"dev_matched", "dev_mismatched"};
 
 const std::string kUtf8Bom = "\xEF\xBB\xBF";
 
@@ -93,15 +87,9 @@ void check_label(const TaskInfo& task, const std::string& label, const std::stri
                                  line_no);
 }
 
-// JSON field names of the two texts, per task key (synthetic tasks share their model's).
+// JSON field names of the two texts (the registry's; "" for a single-sentence task).
 std::pair<std::string, std::string> jsonl_fields(const TaskInfo& task) {
-    std::string key = task.key;
-    if (key.compare(0, 4, "syn-") == 0) key = key.substr(4);
-    if (key == "cola" || key == "sst2") return {"sentence", ""};
-    if (key == "qqp") return {"question1", "question2"};
-    if (key == "mnli") return {"premise", "hypothesis"};
-    if (key == "qnli") return {"question", "sentence"};
-    return {"sentence1", "sentence2"};  // mrpc, stsb, rte, wnli
+    return {task.jsonl_a, task.jsonl_b};
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -167,62 +155,11 @@ std::string format_counts(const TaskInfo& task, const std::map<std::string, long
 
 }  // namespace
 
-const std::vector<TaskInfo>& glue_tasks() {
-    // name, key, header, text_a, text_b, label, labels, regression, dev splits, epochs,
-    // synthetic, metric. Columns as in GLUE_FORMAT.md.
-    static const std::vector<TaskInfo> tasks = {
-        {"CoLA", "cola", false, 3, -1, 1, kBinary, false, kDev, 10, false, "mcc"},
-        {"SST-2", "sst2", true, 0, -1, 1, kBinary, false, kDev, 10, false, "accuracy"},
-        {"MRPC", "mrpc", true, 3, 4, 0, kBinary, false, kDev, 10, false, "f1_accuracy"},
-        {"STS-B", "stsb", true, 7, 8, -1, {}, true, kDev, 10, false, "pearson_spearman"},
-        {"QQP", "qqp", true, 3, 4, 5, kBinary, false, kDev, 5, false, "f1_accuracy"},
-        {"MNLI", "mnli", true, 8, 9, -1, kNli3, false, kDevMnli, 5, false, "accuracy"},
-        {"QNLI", "qnli", true, 1, 2, -1, kNli2, false, kDev, 5, false, "accuracy"},
-        {"RTE", "rte", true, 1, 2, -1, kNli2, false, kDev, 10, false, "accuracy"},
-        {"WNLI", "wnli", true, 1, 2, -1, kBinary, false, kDev, 10, false, "accuracy"},
-        // Synthetic word-order tasks (synthetic_tasks.h), in their models' layouts.
-        {"SYN-CoLA", "syn-cola", false, 3, -1, 1, kBinary, false, kDev, 10, true, "mcc"},
-        {"SYN-MRPC", "syn-mrpc", true, 3, 4, 0, kBinary, false, kDev, 10, true, "f1_accuracy"},
-        {"SYN-STS-B", "syn-stsb", true, 7, 8, -1, {}, true, kDev, 10, true, "pearson_spearman"},
-        {"SYN-RTE", "syn-rte", true, 1, 2, -1, kNli2, false, kDev, 10, true, "accuracy"},
-    };
-    return tasks;
-}
-
-const TaskInfo& find_task(const std::string& name) {
-    const std::string wanted = lower(name);
-    std::vector<std::string> valid;
-    for (const auto& task : glue_tasks()) {
-        if (lower(task.name) == wanted || task.key == wanted) return task;
-        valid.push_back(task.name + " (" + task.key + ")");
-    }
-    throw std::invalid_argument("unknown task \"" + name + "\"; valid: " + join(valid, ", "));
-}
-
-long expected_split_size(const TaskInfo& task, const std::string& split) {
-    // GLUE_FORMAT.md, "Split sizes": train / dev (MNLI: dev_matched, dev_mismatched).
-    static const std::map<std::string, std::map<std::string, long>> sizes = {
-        {"CoLA", {{"train", 8551}, {"dev", 1043}}},
-        {"SST-2", {{"train", 67349}, {"dev", 872}}},
-        {"MRPC", {{"train", 3668}, {"dev", 408}}},
-        {"STS-B", {{"train", 5749}, {"dev", 1500}}},
-        {"QQP", {{"train", 363846}, {"dev", 40430}}},
-        {"MNLI", {{"train", 392702}, {"dev_matched", 9815}, {"dev_mismatched", 9832}}},
-        {"QNLI", {{"train", 104743}, {"dev", 5463}}},
-        {"RTE", {{"train", 2490}, {"dev", 277}}},
-        {"WNLI", {{"train", 635}, {"dev", 71}}},
-    };
-    const auto task_it = sizes.find(task.name);
-    if (task_it == sizes.end()) return -1;
-    const auto it = task_it->second.find(split);
-    return it == task_it->second.end() ? -1 : it->second;
-}
-
 Split read_glue_tsv(const TaskInfo& task, const std::string& path) {
     std::ifstream in = open_input(path);
     Split split;
     split.path = path;
-    const bool skip_short = task.key == "qqp";
+    const bool skip_short = task.skip_short_rows;
 
     std::string line;
     long line_no = 0;

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "analysis/evidence.h"
+#include "analysis/tasks.h"
 #include "engine/corpus.h"
 #include "engine/errors.h"
 #include "experiments/experiment.h"
@@ -19,12 +20,8 @@ namespace experiments {
 
 namespace {
 
-// The paper's column order, then the built-in tasks.
-const std::vector<std::string> kOrder = {"mnli_m",   "mnli_mm",  "qnli",    "qqp",  "sst2",
-                                         "cola",     "mrpc",     "rte",     "stsb", "syn-cola",
-                                         "syn-mrpc", "syn-stsb", "syn-rte", "wnli"};
-const std::vector<std::string> kTupeNine = {"mnli_m", "mnli_mm", "qnli", "qqp", "sst2",
-                                            "cola",   "mrpc",    "rte",  "stsb"};
+// Report columns (the paper's Table 1 order, the built-in tasks, WNLI) and the nine of the
+// paper's average come from the task registry (analysis/tasks.h).
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -52,11 +49,11 @@ uint64_t text_hash(const std::string& text) {
 
 }  // namespace
 
-// The TUPE paper's selection metric per task (GLUE_FORMAT.md).
+// The TUPE paper's selection metric per task (GLUE_FORMAT.md), from the registry's metric.
 std::string selection_metric(const std::string& task) {
-    if (task == "cola" || task == "syn-cola") return "mcc";
-    if (task == "stsb" || task == "syn-stsb") return "pearson";
-    return "accuracy";
+    const analysis::TaskColumn found = analysis::resolve_task_column(task);
+    if (found.task == nullptr) return "accuracy";
+    return analysis::selection_metric_key(found.task->metric);
 }
 
 Report load_report(ResultStore& store, const std::string& name) {
@@ -124,14 +121,8 @@ ReportFormat report_format_from_string(const std::string& name) {
 }
 
 std::string column_title(const std::string& key) {
-    static const std::map<std::string, std::string> titles = {
-        {"mnli_m", "MNLI-m"},    {"mnli_mm", "MNLI-mm"},   {"qnli", "QNLI"},
-        {"qqp", "QQP"},          {"sst2", "SST"},          {"cola", "CoLA"},
-        {"mrpc", "MRPC"},        {"rte", "RTE"},           {"stsb", "STS"},
-        {"wnli", "WNLI"},        {"syn-cola", "SYN-CoLA"}, {"syn-mrpc", "SYN-MRPC"},
-        {"syn-stsb", "SYN-STS"}, {"syn-rte", "SYN-RTE"}};
-    auto it = titles.find(key);
-    return it == titles.end() ? key : it->second;
+    const analysis::TaskColumn found = analysis::resolve_task_column(key);
+    return found.split != nullptr && found.split->column == key ? found.split->label : key;
 }
 
 Report build_report(const std::string& experiment, const std::vector<GlueResultRecord>& results,
@@ -194,10 +185,12 @@ Report build_report(const std::string& experiment, const std::vector<GlueResultR
         cell.hi = interval.hi;
         cell.above_chance = cell.lo > cell.chance;
     };
-    for (const auto& k : kOrder)
+    for (const auto& k : analysis::report_columns())
         if (tasks.count(k)) report.columns.push_back(k);
     for (const auto& t : tasks)
-        if (std::find(kOrder.begin(), kOrder.end(), t) == kOrder.end()) report.columns.push_back(t);
+        if (std::find(analysis::report_columns().begin(), analysis::report_columns().end(), t) ==
+            analysis::report_columns().end())
+            report.columns.push_back(t);
     for (const auto& c : report.columns)
         if (c.rfind("syn-", 0) == 0) report.synthetic = true;
 
@@ -208,8 +201,9 @@ Report build_report(const std::string& experiment, const std::vector<GlueResultR
         const size_t pa = first_seen.at(a.first), pb = first_seen.at(b.first);
         return pa != pb ? pa < pb : a.second < b.second;
     });
-    const bool all_nine = std::all_of(kTupeNine.begin(), kTupeNine.end(),
-                                      [&](const std::string& t) { return tasks.count(t) > 0; });
+    const bool all_nine =
+        std::all_of(analysis::paper_columns().begin(), analysis::paper_columns().end(),
+                    [&](const std::string& t) { return tasks.count(t) > 0; });
     report.average_rule =
         all_nine ? "Avg: mean of the 9 numbers MNLI-m, MNLI-mm, QNLI, QQP, SST, CoLA, MRPC, RTE, "
                    "STS (TUPE paper; WNLI out)"
@@ -245,7 +239,7 @@ Report build_report(const std::string& experiment, const std::vector<GlueResultR
             }
             row.cells[task] = cell;
         }
-        const auto& avg_over = all_nine ? kTupeNine : report.columns;
+        const auto& avg_over = all_nine ? analysis::paper_columns() : report.columns;
         for (const auto& t : avg_over)
             if (row.cells.count(t)) sum += row.cells[t].median, ++count;
         row.has_average = count == static_cast<int>(avg_over.size()) && count > 0;
@@ -282,10 +276,13 @@ Report build_report(const std::string& experiment, const std::vector<GlueResultR
 void add_paper_rows(Report& report, const std::string& path) {
     std::ifstream in(path);
     if (!in) throw engine::InputError(path, "cannot open the paper's reference table");
-    static const std::map<std::string, std::string> column_key = {
-        {"MNLI-m", "mnli_m"}, {"MNLI-mm", "mnli_mm"}, {"QNLI", "qnli"},
-        {"QQP", "qqp"},       {"SST", "sst2"},        {"CoLA", "cola"},
-        {"MRPC", "mrpc"},     {"RTE", "rte"},         {"STS", "stsb"}};
+    // The paper's column headers are the registry's table headers (MNLI-m, SST, STS, ...).
+    static const std::map<std::string, std::string> column_key = [] {
+        std::map<std::string, std::string> m;
+        for (const auto& column : analysis::paper_columns())
+            m[analysis::resolve_task_column(column).split->label] = column;
+        return m;
+    }();
     std::string line;
     std::vector<std::string> header;
     long line_no = 0;
@@ -326,13 +323,15 @@ void add_paper_rows(Report& report, const std::string& path) {
         }
         report.rows.push_back(row);
     }
-    for (const auto& k : kTupeNine)
+    for (const auto& k : analysis::paper_columns())
         if (std::find(report.columns.begin(), report.columns.end(), k) == report.columns.end())
             report.columns.push_back(k);
     std::stable_sort(report.columns.begin(), report.columns.end(),
                      [](const auto& a, const auto& b) {
                          auto pos = [](const std::string& k) {
-                             return std::find(kOrder.begin(), kOrder.end(), k) - kOrder.begin();
+                             return std::find(analysis::report_columns().begin(),
+                                              analysis::report_columns().end(), k) -
+                                    analysis::report_columns().begin();
                          };
                          return pos(a) < pos(b);
                      });

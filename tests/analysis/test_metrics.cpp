@@ -6,16 +6,16 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "analysis/metrics.h"
+#include "analysis/submission.h"
 #include "engine/errors.h"
+#include "support/test_support.h"
 
 namespace fs = std::filesystem;
 using analysis::MetricKind;
@@ -51,26 +51,13 @@ std::map<std::string, double> bert_a_row() {
             {"MRPC", 88.29},   {"RTE", 68.61},     {"STS-B", 89.43}};
 }
 
-/// A fresh directory per test, removed afterwards.
-class SubmissionTest : public ::testing::Test {
+/// A fresh directory per test (tupe_metrics_<test>_<random>), removed afterwards; write(name,
+/// bytes) returns the file's path.
+class SubmissionTest : public test_support::TempDirTest {
   protected:
-    void SetUp() override {
-        const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-        dir_ = fs::temp_directory_path() / ("tupe_metrics_" + std::string(info->name()) + "_" +
-                                            std::to_string(std::random_device{}()));
-        fs::create_directories(dir_);
-    }
-    void TearDown() override {
-        std::error_code ignored;
-        fs::remove_all(dir_, ignored);
-    }
-    std::string write(const std::string& name, const std::string& bytes) const {
-        const std::string path = (dir_ / name).string();
-        std::ofstream(path, std::ios::binary) << bytes;
-        return path;
-    }
-
-    fs::path dir_;
+    SubmissionTest()
+        : TempDirTest("tupe_metrics_" + test_support::test_name() + "_" +
+                      test_support::random_tag()) {}
 };
 
 }  // namespace

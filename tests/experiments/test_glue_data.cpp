@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -14,6 +13,7 @@
 #include "engine/errors.h"
 #include "experiments/glue_data.h"
 #include "experiments/synthetic_tasks.h"
+#include "support/test_support.h"
 
 namespace {
 
@@ -23,25 +23,12 @@ using experiments::read_glue_jsonl;
 using experiments::read_glue_tsv;
 using experiments::Split;
 
+using test_support::read_file;
+using test_support::write_file;
+
 // A fresh empty directory under the test temp dir.
 fs::path fresh_dir(const std::string& name) {
-    const fs::path dir = fs::path(testing::TempDir()) / ("tupe_glue_data_" + name);
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    return dir;
-}
-
-void write(const fs::path& path, const std::string& text) {
-    fs::create_directories(path.parent_path());
-    std::ofstream out(path, std::ios::binary);
-    out << text;
-}
-
-std::string read(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
+    return test_support::fresh_dir(fs::path(testing::TempDir()) / ("tupe_glue_data_" + name));
 }
 
 // Reads a TSV fixture and returns the InputError's message; fails when nothing is thrown.
@@ -148,7 +135,7 @@ const std::map<std::string, std::string> kFixtures = {
 // Writes every fixture under a fresh glue_data folder.
 fs::path write_glue_dir(const std::string& name) {
     const fs::path dir = fresh_dir(name);
-    for (const auto& [file, text] : kFixtures) write(dir / file, text);
+    for (const auto& [file, text] : kFixtures) write_file(dir / file, text);
     return dir;
 }
 
@@ -178,7 +165,7 @@ TEST(GlueRegistry, MatchesTheFormatDocument) {
     EXPECT_EQ(cola.text_a, 3);
     EXPECT_EQ(cola.text_b, -1);
     EXPECT_EQ(cola.label, 1);
-    EXPECT_EQ(cola.metric_kind, "mcc");
+    EXPECT_STREQ(analysis::metric_kind_name(cola.metric), "mcc");
     EXPECT_EQ(find_task("mnli").label, -1);
     EXPECT_EQ(find_task("mnli").default_epochs, 5);
     EXPECT_EQ(find_task("qqp").default_epochs, 5);
@@ -186,8 +173,8 @@ TEST(GlueRegistry, MatchesTheFormatDocument) {
     EXPECT_EQ(find_task("rte").default_epochs, 10);
     EXPECT_TRUE(find_task("stsb").regression);
     EXPECT_TRUE(find_task("stsb").labels.empty());
-    EXPECT_EQ(find_task("stsb").metric_kind, "pearson_spearman");
-    EXPECT_EQ(find_task("mrpc").metric_kind, "f1_accuracy");
+    EXPECT_STREQ(analysis::metric_kind_name(find_task("stsb").metric), "pearson_spearman");
+    EXPECT_STREQ(analysis::metric_kind_name(find_task("mrpc").metric), "f1_accuracy");
     EXPECT_EQ(experiments::expected_split_size(find_task("mnli"), "dev_mismatched"), 9832);
     EXPECT_EQ(experiments::expected_split_size(find_task("syn-cola"), "train"), -1);
 }
@@ -280,13 +267,13 @@ TEST(GlueTsv, ToleratesCrlfAndKeepsUtf8Bytes) {
 TEST(GlueTsv, MalformedRowNamesPathAndLine) {
     const fs::path dir = fresh_dir("malformed");
     const fs::path file = dir / "train.tsv";
-    write(file, "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\ta\tentailment\n");
+    write_file(file, "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\ta\tentailment\n");
     const std::string msg = tsv_error("rte", file);
     EXPECT_TRUE(contains(msg, file.string() + ":3: ")) << msg;
     EXPECT_TRUE(contains(msg, "expected 4 tab-separated fields, got 3")) << msg;
 
     // CoLA without a header: four fields from the first line on.
-    write(file, "gj04\t1\t\tFine.\ngj04\t1\tToo many\tfields\there\n");
+    write_file(file, "gj04\t1\t\tFine.\ngj04\t1\tToo many\tfields\there\n");
     const std::string cola = tsv_error("cola", file);
     EXPECT_TRUE(contains(cola, ":2: expected 4 tab-separated fields, got 5")) << cola;
 
@@ -301,34 +288,34 @@ TEST(GlueTsv, MalformedRowNamesPathAndLine) {
 TEST(GlueTsv, UnknownLabelNamesLineAndLabel) {
     const fs::path dir = fresh_dir("labels");
     const fs::path file = dir / "dev.tsv";
-    write(file, "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\ta\tb\tneutral\n");
+    write_file(file, "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\ta\tb\tneutral\n");
     const std::string msg = tsv_error("rte", file);
     EXPECT_TRUE(contains(msg, ":3: label \"neutral\"")) << msg;
     EXPECT_TRUE(contains(msg, "entailment, not_entailment")) << msg;
 
-    write(file, "sentence\tlabel\ngood\t2\n");
+    write_file(file, "sentence\tlabel\ngood\t2\n");
     EXPECT_TRUE(contains(tsv_error("sst2", file), ":2: label \"2\"")) << tsv_error("sst2", file);
 
     const std::string header =
         "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\t"
         "score\n";
-    write(file, header + "0\tg\tf\ty\to\ts\ts\ta\tb\t5.2\n");
+    write_file(file, header + "0\tg\tf\ty\to\ts\ts\ta\tb\t5.2\n");
     EXPECT_TRUE(contains(tsv_error("stsb", file), ":2: label \"5.2\" is not a score in [0, 5]"));
-    write(file, header + "0\tg\tf\ty\to\ts\ts\ta\tb\tfive\n");
+    write_file(file, header + "0\tg\tf\ty\to\ts\ts\ta\tb\tfive\n");
     EXPECT_TRUE(contains(tsv_error("stsb", file), ":2: label \"five\""));
-    write(file, header + "0\tg\tf\ty\to\ts\ts\ta\tb\t0.0\n1\tg\tf\ty\to\ts\ts\ta\tb\t5\n");
+    write_file(file, header + "0\tg\tf\ty\to\ts\ts\ta\tb\t0.0\n1\tg\tf\ty\to\ts\ts\ta\tb\t5\n");
     EXPECT_EQ(read_glue_tsv(find_task("stsb"), file.string()).examples.size(), 2u);
 }
 
 TEST(GlueJsonl, MapsFieldsAndHfLabelOrder) {
     const fs::path dir = fresh_dir("jsonl");
     const fs::path mnli = dir / "mnli.jsonl";
-    write(mnli,
-          "{\"premise\": \"P0\", \"hypothesis\": \"H0\", \"label\": 0, \"idx\": 0}\n"
-          "{\"premise\": \"P1 \\\"q\\\"\", \"hypothesis\": \"H1\", \"label\": 1, \"idx\": 1}\n"
-          "\n"
-          "{\"premise\": \"P2\", \"hypothesis\": \"H2\", \"label\": 2, \"idx\": 2}\n"
-          "{\"premise\": \"P3\", \"hypothesis\": \"H3\", \"label\": -1, \"idx\": 3}\n");
+    write_file(mnli,
+               "{\"premise\": \"P0\", \"hypothesis\": \"H0\", \"label\": 0, \"idx\": 0}\n"
+               "{\"premise\": \"P1 \\\"q\\\"\", \"hypothesis\": \"H1\", \"label\": 1, \"idx\": 1}\n"
+               "\n"
+               "{\"premise\": \"P2\", \"hypothesis\": \"H2\", \"label\": 2, \"idx\": 2}\n"
+               "{\"premise\": \"P3\", \"hypothesis\": \"H3\", \"label\": -1, \"idx\": 3}\n");
     const Split m = read_glue_jsonl(find_task("mnli"), mnli.string());
     ASSERT_EQ(m.examples.size(), 3u);
     EXPECT_EQ(m.skipped, 1);
@@ -341,7 +328,7 @@ TEST(GlueJsonl, MapsFieldsAndHfLabelOrder) {
     EXPECT_EQ(m.examples[2].line, 4);
 
     const fs::path qnli = dir / "qnli.jsonl";
-    write(qnli, "{\"question\": \"Q\", \"sentence\": \"S\", \"label\": 1, \"idx\": 7}\r\n");
+    write_file(qnli, "{\"question\": \"Q\", \"sentence\": \"S\", \"label\": 1, \"idx\": 7}\r\n");
     const Split q = read_glue_jsonl(find_task("qnli"), qnli.string());
     ASSERT_EQ(q.examples.size(), 1u);
     EXPECT_EQ(q.examples[0].text_a, "Q");
@@ -349,18 +336,18 @@ TEST(GlueJsonl, MapsFieldsAndHfLabelOrder) {
     EXPECT_EQ(q.examples[0].label, "not_entailment");
 
     const fs::path cola = dir / "cola.jsonl";
-    write(cola, "{\"sentence\": \"Bill left.\", \"label\": 1, \"idx\": 0}\n");
+    write_file(cola, "{\"sentence\": \"Bill left.\", \"label\": 1, \"idx\": 0}\n");
     EXPECT_EQ(read_glue_jsonl(find_task("cola"), cola.string()).examples[0].label, "1");
 
     const fs::path qqp = dir / "qqp.jsonl";
-    write(qqp, "{\"question1\": \"a?\", \"question2\": \"b?\", \"label\": 0, \"idx\": 0}\n");
+    write_file(qqp, "{\"question1\": \"a?\", \"question2\": \"b?\", \"label\": 0, \"idx\": 0}\n");
     EXPECT_EQ(read_glue_jsonl(find_task("qqp"), qqp.string()).examples[0].text_b, "b?");
 
     const fs::path stsb = dir / "stsb.jsonl";
-    write(stsb,
-          "{\"sentence1\": \"A\", \"sentence2\": \"B\", \"label\": 3.8, \"idx\": 0}\n"
-          "{\"sentence1\": \"C\", \"sentence2\": \"D\", \"label\": 5, \"idx\": 1}\n"
-          "{\"sentence1\": \"E\", \"sentence2\": \"F\", \"label\": -1.0, \"idx\": 2}\n");
+    write_file(stsb,
+               "{\"sentence1\": \"A\", \"sentence2\": \"B\", \"label\": 3.8, \"idx\": 0}\n"
+               "{\"sentence1\": \"C\", \"sentence2\": \"D\", \"label\": 5, \"idx\": 1}\n"
+               "{\"sentence1\": \"E\", \"sentence2\": \"F\", \"label\": -1.0, \"idx\": 2}\n");
     const Split s = read_glue_jsonl(find_task("stsb"), stsb.string());
     ASSERT_EQ(s.examples.size(), 2u);
     EXPECT_EQ(s.examples[0].label, "3.8");
@@ -372,15 +359,15 @@ TEST(GlueJsonl, BadLinesNameTheLine) {
     const fs::path dir = fresh_dir("jsonl_errors");
     const fs::path file = dir / "rte.jsonl";
     const std::string good = "{\"sentence1\": \"a\", \"sentence2\": \"b\", \"label\": 0}\n";
-    write(file, good + "{\"sentence1\": \"a\", \"sentence2\": \n");
+    write_file(file, good + "{\"sentence1\": \"a\", \"sentence2\": \n");
     EXPECT_TRUE(contains(jsonl_error("rte", file), ":2: invalid JSON")) << jsonl_error("rte", file);
-    write(file, good + good + "{\"sentence1\": \"a\", \"label\": 0}\n");
+    write_file(file, good + good + "{\"sentence1\": \"a\", \"label\": 0}\n");
     EXPECT_TRUE(contains(jsonl_error("rte", file), ":3: missing field \"sentence2\""));
-    write(file, "{\"sentence1\": \"a\", \"sentence2\": \"b\", \"label\": 2}\n");
+    write_file(file, "{\"sentence1\": \"a\", \"sentence2\": \"b\", \"label\": 2}\n");
     EXPECT_TRUE(contains(jsonl_error("rte", file), ":1: label 2 is outside 0..1"));
-    write(file, "{\"sentence1\": \"a\", \"sentence2\": 3, \"label\": 0}\n");
+    write_file(file, "{\"sentence1\": \"a\", \"sentence2\": 3, \"label\": 0}\n");
     EXPECT_TRUE(contains(jsonl_error("rte", file), ":1: field \"sentence2\" is not a string"));
-    write(file, "[1, 2]\n");
+    write_file(file, "[1, 2]\n");
     EXPECT_TRUE(contains(jsonl_error("rte", file), ":1: expected a JSON object"));
 }
 
@@ -394,8 +381,8 @@ TEST(GlueLoad, LoadsTrainAndDevSplitsWithJsonlFallback) {
 
     // No WNLI dev.tsv but a dev.jsonl: that one is read.
     fs::remove(dir / "WNLI/dev.tsv");
-    write(dir / "WNLI/dev.jsonl",
-          "{\"sentence1\": \"x\", \"sentence2\": \"y\", \"label\": 1, \"idx\": 0}\n");
+    write_file(dir / "WNLI/dev.jsonl",
+               "{\"sentence1\": \"x\", \"sentence2\": \"y\", \"label\": 1, \"idx\": 0}\n");
     const auto wnli = experiments::load_task(find_task("wnli"), dir.string());
     EXPECT_EQ(wnli.at("dev").examples.at(0).label, "1");
     EXPECT_EQ(wnli.at("dev").path, (dir / "WNLI/dev.jsonl").string());
@@ -412,7 +399,7 @@ TEST(GlueLoad, LoadsTrainAndDevSplitsWithJsonlFallback) {
 TEST(GlueStats, TextTableAndJson) {
     const fs::path dir = write_glue_dir("stats");
     fs::remove_all(dir / "WNLI");
-    write(dir / "SST-2/dev.tsv", "sentence\tlabel\nok\t1\nbad\t7\n");  // an error row
+    write_file(dir / "SST-2/dev.tsv", "sentence\tlabel\nok\t1\nbad\t7\n");  // an error row
 
     const std::string text = experiments::glue_stats(dir.string(), false);
     EXPECT_TRUE(contains(text, "WNLI")) << text;
@@ -562,8 +549,8 @@ TEST(SyntheticTasks, DeterministicUnderTheSeed) {
     experiments::write_synthetic_tasks_from_sentences(sentences, c.string(), options);
     for (const std::string file :
          {"SYN-CoLA/train.tsv", "SYN-MRPC/dev.tsv", "SYN-STS-B/train.tsv", "SYN-RTE/dev.tsv"}) {
-        EXPECT_EQ(read(a / file), read(b / file)) << file;
-        EXPECT_NE(read(a / file), read(c / file)) << file;
+        EXPECT_EQ(read_file(a / file), read_file(b / file)) << file;
+        EXPECT_NE(read_file(a / file), read_file(c / file)) << file;
     }
 }
 
@@ -589,7 +576,7 @@ TEST(SyntheticTasks, CorpusUsesTheHeldOutDocuments) {
     std::string corpus;
     for (int d = 0; d < 10; ++d)
         corpus += "doc" + std::to_string(d) + " line a\r\ndoc" + std::to_string(d) + " line b\n\n";
-    write(dir / "corpus.txt", corpus);
+    write_file(dir / "corpus.txt", corpus);
     experiments::SyntheticOptions options;
     options.validation_fraction = 0.25;
     experiments::SyntheticSummary summary;

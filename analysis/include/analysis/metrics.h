@@ -1,13 +1,16 @@
 // GLUE evaluation metrics in plain C++: accuracy, F1 of class 1, Matthews correlation, Pearson
 // and Spearman (matching scikit-learn / SciPy, edge cases noted per function), per-task scores in
-// percent as GLUE tables print them, the TUPE paper's and the GLUE leaderboard's averages, and
-// scoring of GLUE submission files (`index<TAB>prediction`). Task facts: shared/GLUE_FORMAT.md.
+// percent as GLUE tables print them, and the TUPE paper's and the GLUE leaderboard's averages.
+// Which task is scored how comes from the task registry (analysis/tasks.h); GLUE submission
+// files are read and scored in analysis/submission.h.
 #pragma once
 
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "analysis/tasks.h"
 
 namespace analysis {
 
@@ -43,11 +46,6 @@ std::vector<double> average_ranks(const std::vector<double>& values);
 
 // Tasks and their scores.
 
-/// How a task is scored. Keys written into TaskScores::metrics, in percent:
-///   kAccuracy "accuracy"; kF1Accuracy "f1" and "accuracy"; kMcc "mcc";
-///   kPearsonSpearman "pearson" and "spearman".
-enum class MetricKind { kAccuracy, kF1Accuracy, kMcc, kPearsonSpearman };
-
 /// Scores of one task, in percent (x100) as GLUE tables show them, keyed as in MetricKind.
 struct TaskScores {
     std::map<std::string, double> metrics;
@@ -68,6 +66,11 @@ bool is_synthetic_task(const std::string& task);
 /// kPearsonSpearman; sst2, mnli_m, mnli_mm, qnli, rte, wnli -> kAccuracy. Throws
 /// std::invalid_argument for unknown names and for syn- names (they carry no fixed kind).
 MetricKind metric_kind(const std::string& task);
+
+/// The label strings of a GLUE task in the usual id order (shared/GLUE_FORMAT.md): "0", "1"
+/// for cola, sst2, mrpc, qqp, wnli; entailment, neutral, contradiction for MNLI; entailment,
+/// not_entailment for qnli and rte; empty for stsb (regression). Throws like metric_kind.
+std::vector<std::string> glue_labels(const std::string& task);
 
 /// Scores predictions against gold by `kind`. Classification kinds take label ids stored as
 /// doubles and throw std::invalid_argument for a value that is not a finite integer (naming
@@ -109,35 +112,5 @@ double tupe_average(const std::map<std::string, double>& primary_by_task);
 /// AX is not part of it. Throws std::invalid_argument naming every missing task, or the task
 /// and key when a metric is missing from a task's scores.
 double leaderboard_average(const std::map<std::string, TaskScores>& scores_by_task);
-
-// GLUE submission files.
-
-/// The label strings of a GLUE task in the usual id order (shared/GLUE_FORMAT.md): "0", "1"
-/// for cola, sst2, mrpc, qqp, wnli; entailment, neutral, contradiction for MNLI; entailment,
-/// not_entailment for qnli and rte; empty for stsb (regression). Throws like metric_kind.
-std::vector<std::string> glue_labels(const std::string& task);
-
-/// Reads a submission file: a header line (two tab-separated fields, e.g. "index\tprediction";
-/// a UTF-8 BOM is skipped), then one `index<TAB>prediction` row per line. CRLF line ends are
-/// accepted; blank lines are accepted only at the end, so row i of the result is line i + 2.
-/// Throws engine::InputError(path, message, line) for an unreadable or empty file, a header
-/// that looks like data (first field an integer), a row without exactly two fields, an empty
-/// field, or a blank line followed by more rows.
-std::vector<std::pair<std::string, std::string>> read_submission(const std::string& path);
-
-/// Scores submission rows (index, prediction) against gold_by_index (index -> gold label
-/// string, or a number for STS-B). Classification labels map to ids through `labels` (its
-/// position: for kF1Accuracy tasks labels[1] is the positive class of F1); STS-B parses both
-/// sides as numbers and ignores `labels`. Errors in the rows throw engine::InputError(source,
-/// ..., line) with line = row + 2 (as read_submission numbers them): an index not in the gold
-/// set, an index given twice, an unknown label or a malformed number. Gold indices without a
-/// prediction throw engine::InputError(source, ...) saying how many are missing and naming the
-/// first few. Problems with the gold data or `labels` (empty, duplicate labels, a gold label
-/// not in `labels`) throw std::invalid_argument.
-TaskScores score_submission(const std::string& task,
-                            const std::vector<std::pair<std::string, std::string>>& rows,
-                            const std::map<std::string, std::string>& gold_by_index,
-                            const std::vector<std::string>& labels,
-                            const std::string& source = "submission");
 
 }  // namespace analysis

@@ -1,44 +1,23 @@
-// GLUE task registry and readers for the standard `glue_data/` download (tab-separated, no
-// quoting; layouts, labels and sizes as in shared/GLUE_FORMAT.md) and for HF `datasets`
-// JSON-lines exports of the same tasks. Also holds the synthetic word-order tasks
-// (synthetic_tasks.h), which reuse the CoLA / MRPC / STS-B / RTE layouts.
+// GLUE readers for the standard `glue_data/` download (tab-separated, no quoting; layouts,
+// labels and sizes as in shared/GLUE_FORMAT.md, held by the task registry analysis/tasks.h) and
+// for HF `datasets` JSON-lines exports of the same tasks. The synthetic word-order tasks
+// (synthetic_tasks.h) reuse the CoLA / MRPC / STS-B / RTE layouts.
 #pragma once
 
 #include <map>
 #include <string>
 #include <vector>
 
+#include "analysis/tasks.h"
+
 namespace experiments {
 
-/// One task: where its files live, which columns hold what, and how it is scored.
-struct TaskInfo {
-    std::string name;  ///< GLUE folder name: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI.
-    std::string key;   ///< Lower-case key: cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli.
-    bool header;       ///< train/dev files start with a header row (all but CoLA).
-    int text_a;        ///< 0-based column of the first text.
-    int text_b;        ///< 0-based column of the second text, -1 for single-sentence tasks.
-    int label;         ///< 0-based label column, -1 = the last column.
-    /// Label strings as written in the TSV files, in HF `datasets` order (index i of an HF
-    /// export is labels[i]). Empty for regression.
-    std::vector<std::string> labels;
-    bool regression;                      ///< STS-B: the label is a float in [0, 5].
-    std::vector<std::string> dev_splits;  ///< File stems: {"dev"} or {"dev_matched", ...}.
-    int default_epochs;                   ///< 5 for MNLI/QNLI/QQP, 10 otherwise.
-    bool synthetic;                       ///< A generated word-order task (synthetic_tasks.h).
-    std::string metric_kind;              ///< accuracy, f1_accuracy, mcc or pearson_spearman.
-};
-
-/// The nine GLUE tasks in GLUE_FORMAT.md's order, then the synthetic tasks SYN-CoLA,
-/// SYN-MRPC, SYN-STS-B and SYN-RTE.
-const std::vector<TaskInfo>& glue_tasks();
-
-/// The task whose folder name or key equals `name`, ignoring case ("STS-B", "stsb", "mnli").
-/// Throws std::invalid_argument listing the valid names when there is none.
-const TaskInfo& find_task(const std::string& name);
-
-/// The size of a split as GLUE_FORMAT.md gives it (examples, header excluded), or -1 when
-/// unknown (synthetic tasks, test splits, unknown split names). Split = file stem.
-long expected_split_size(const TaskInfo& task, const std::string& split);
+// The task registry lives in analysis/tasks.h (one entry per task; the readers below use its
+// columns, labels, dev splits and HF field names).
+using analysis::expected_split_size;
+using analysis::find_task;
+using analysis::glue_tasks;
+using analysis::TaskInfo;
 
 /// One labelled example.
 struct Example {

@@ -1,0 +1,206 @@
+// GLUE submission files (analysis/submission.h): `index<TAB>prediction` rows read with line
+// numbers, then scored with the task's metric against gold labels.
+#include "analysis/submission.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstddef>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+#include "engine/errors.h"
+
+namespace analysis {
+
+namespace {
+
+/// Parses the whole of `text` as a finite double, locale-independently (Qt sets the C locale
+/// from the environment, so strtod could expect a decimal comma).
+bool parse_double(const std::string& text, double& out) {
+    const char* first = text.data();
+    const char* last = first + text.size();
+    if (first != last && *first == '+') ++first;  // from_chars rejects a leading '+'
+    const auto [ptr, ec] = std::from_chars(first, last, out);
+    return ec == std::errc() && ptr == last && first != last && std::isfinite(out);
+}
+
+bool is_integer_text(const std::string& s) {
+    std::size_t i = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
+    if (i == s.size()) return false;
+    for (; i < s.size(); ++i) {
+        if (s[i] < '0' || s[i] > '9') return false;
+    }
+    return true;
+}
+
+std::vector<std::string> split_tabs(const std::string& line) {
+    std::vector<std::string> fields;
+    std::size_t start = 0;
+    for (;;) {
+        const std::size_t tab = line.find('\t', start);
+        fields.push_back(line.substr(start, tab == std::string::npos ? tab : tab - start));
+        if (tab == std::string::npos) return fields;
+        start = tab + 1;
+    }
+}
+
+std::string join(const std::vector<std::string>& items) {
+    std::string out;
+    for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+    return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> read_submission(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw engine::InputError(path, "cannot open the submission file");
+    std::vector<std::pair<std::string, std::string>> rows;
+    std::string line;
+    long line_no = 0;
+    long first_blank = 0;  // the first blank line seen, allowed only if nothing follows
+    while (std::getline(in, line)) {
+        ++line_no;
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line_no == 1) {
+            if (line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
+            const auto fields = split_tabs(line);
+            if (fields.size() != 2) {
+                throw engine::InputError(path,
+                                         "expected a header line 'index<TAB>prediction', got " +
+                                             std::to_string(fields.size()) + " field(s)",
+                                         line_no);
+            }
+            if (is_integer_text(fields[0])) {
+                throw engine::InputError(
+                    path,
+                    "the first line looks like data; expected a header 'index<TAB>prediction'",
+                    line_no);
+            }
+            continue;
+        }
+        if (line.find_first_not_of(" \t") == std::string::npos) {
+            if (first_blank == 0) first_blank = line_no;
+            continue;
+        }
+        if (first_blank != 0) {
+            throw engine::InputError(path, "blank line inside the file", first_blank);
+        }
+        const auto fields = split_tabs(line);
+        if (fields.size() != 2) {
+            throw engine::InputError(path,
+                                     "expected 2 tab-separated fields (index, prediction), got " +
+                                         std::to_string(fields.size()),
+                                     line_no);
+        }
+        if (fields[0].empty() || fields[1].empty()) {
+            throw engine::InputError(
+                path, std::string("empty ") + (fields[0].empty() ? "index" : "prediction"),
+                line_no);
+        }
+        rows.emplace_back(fields[0], fields[1]);
+    }
+    if (in.bad()) throw engine::InputError(path, "read error", line_no);
+    if (line_no == 0) {
+        throw engine::InputError(path, "empty file; expected a header 'index<TAB>prediction'");
+    }
+    return rows;
+}
+
+TaskScores score_submission(const std::string& task,
+                            const std::vector<std::pair<std::string, std::string>>& rows,
+                            const std::map<std::string, std::string>& gold_by_index,
+                            const std::vector<std::string>& labels, const std::string& source) {
+    const MetricKind kind = metric_kind(task);
+    const bool regression = kind == MetricKind::kPearsonSpearman;
+    if (gold_by_index.empty()) {
+        throw std::invalid_argument("score_submission: no gold labels for task " + task);
+    }
+    std::map<std::string, int> label_id;
+    if (!regression) {
+        if (labels.empty()) {
+            throw std::invalid_argument("score_submission: empty label list for task " + task);
+        }
+        for (std::size_t i = 0; i < labels.size(); ++i) {
+            if (!label_id.emplace(labels[i], static_cast<int>(i)).second) {
+                throw std::invalid_argument("score_submission: label '" + labels[i] +
+                                            "' listed twice");
+            }
+        }
+    }
+    const std::string expected = regression ? "a number" : "one of: " + join(labels);
+
+    // Gold, in index order; the position of each index in it.
+    std::vector<double> gold;
+    std::map<std::string, std::size_t> slot;
+    for (const auto& [index, text] : gold_by_index) {
+        double value = 0;
+        if (regression) {
+            if (!parse_double(text, value)) {
+                throw std::invalid_argument("score_submission: gold score '" + text +
+                                            "' for index " + index + " is not a number");
+            }
+        } else {
+            const auto it = label_id.find(text);
+            if (it == label_id.end()) {
+                throw std::invalid_argument("score_submission: gold label '" + text +
+                                            "' for index " + index + " is not " + expected);
+            }
+            value = it->second;
+        }
+        slot.emplace(index, gold.size());
+        gold.push_back(value);
+    }
+
+    std::vector<double> pred(gold.size(), 0.0);
+    std::vector<long> seen_on(gold.size(), 0);  // line of the prediction, 0 = none yet
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+        const long line = static_cast<long>(r) + 2;  // line 1 is the header
+        const auto& [index, text] = rows[r];
+        const auto where = slot.find(index);
+        if (where == slot.end()) {
+            throw engine::InputError(source,
+                                     "index '" + index + "' is not in the gold set (" +
+                                         std::to_string(gold.size()) + " indices)",
+                                     line);
+        }
+        const std::size_t k = where->second;
+        if (seen_on[k] != 0) {
+            throw engine::InputError(source,
+                                     "index '" + index + "' given twice (first on line " +
+                                         std::to_string(seen_on[k]) + ")",
+                                     line);
+        }
+        seen_on[k] = line;
+        if (regression) {
+            if (!parse_double(text, pred[k])) {
+                throw engine::InputError(source, "prediction '" + text + "' is not a number", line);
+            }
+        } else {
+            const auto it = label_id.find(text);
+            if (it == label_id.end()) {
+                throw engine::InputError(
+                    source, "unknown label '" + text + "'; expected " + expected, line);
+            }
+            pred[k] = it->second;
+        }
+    }
+
+    std::size_t missing = 0;
+    std::vector<std::string> examples;
+    for (const auto& [index, k] : slot) {
+        if (seen_on[k] != 0) continue;
+        ++missing;
+        if (examples.size() < 5) examples.push_back(index);
+    }
+    if (missing > 0) {
+        throw engine::InputError(source, "no prediction for " + std::to_string(missing) + " of " +
+                                             std::to_string(gold.size()) + " gold indices (e.g. " +
+                                             join(examples) + ")");
+    }
+    return score_task(kind, pred, gold);
+}
+
+}  // namespace analysis

@@ -1,0 +1,308 @@
+// `tupe run`, `tupe status`, `tupe report`, `tupe score`, `tupe glue stats`: experiments,
+// the results store and GLUE scoring from the command line.
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "analysis/metrics.h"
+#include "analysis/submission.h"
+#include "analysis/tasks.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "engine/bert.h"
+#include "engine/distributed.h"
+#include "engine/errors.h"
+#include "engine/threads.h"
+#include "experiments/claims.h"
+#include "experiments/experiment.h"
+#include "experiments/glue_data.h"
+#include "experiments/report.h"
+#include "experiments/result_store.h"
+#include "experiments/runner.h"
+#include "launcher.h"
+
+namespace cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string self_exe() {
+    std::error_code ec;
+    auto p = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? std::string() : p.string();
+}
+
+std::string one_file(const Args& args, const char* what) {
+    if (args.positionals().size() != 1) throw UsageError(std::string("expected one ") + what);
+    return args.positionals()[0];
+}
+
+}  // namespace
+
+int cmd_run(const Argv& argv) {
+    Args args(argv, {"jobs", "job", "threads", "nproc-per-node"}, {"quiet"}, {"set"});
+    const auto spec =
+        experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
+    experiments::RunnerOptions options;
+    options.only_job = args.get("job");
+    options.jobs = args.get_int("jobs", 0);
+    options.threads = args.get_int("threads", 0);
+    options.self_exe = self_exe();
+    options.overrides = args.all("set");
+    const bool quiet = args.has("quiet");
+
+    // Data parallelism: `--nproc-per-node N` runs each job on N local workers (for one job,
+    // this process is their launcher); a worker started by it, torchrun or srun joins its group.
+    const long long nproc = args.get_int("nproc-per-node", 1);
+    if (nproc < 1 || nproc > 1024) throw UsageError("--nproc-per-node must be in [1, 1024]");
+    if (nproc > 1 && engine::distributed_env_present())
+        throw UsageError(
+            "--nproc-per-node with RANK/WORLD_SIZE already set: use one launcher "
+            "(torchrun/srun or --nproc-per-node), not both");
+    if (nproc > 1 && args.has("jobs"))
+        throw UsageError("--jobs and --nproc-per-node: choose parallel jobs or data-parallel jobs");
+    const auto plan = experiments::make_plan(spec);
+    const experiments::Job* only = nullptr;  // --job NAME
+    for (const auto& j : plan)
+        if (j.name == options.only_job) only = &j;
+    if (!options.only_job.empty() && !only)
+        throw UsageError("no job named '" + options.only_job + "' in " + spec.path +
+                         " (`tupe status` lists them)");
+    if (nproc > 1 && only) {
+        LaunchSpec launch;
+        launch.command = "run";
+        launch.nproc = static_cast<int>(nproc);
+        launch.threads_each = threads_per_worker(options.threads, launch.nproc);
+        launch.worker_args = without_option(argv, "nproc-per-node");
+        launch.worker_args = without_option(launch.worker_args, "threads");
+        launch.worker_args.insert(launch.worker_args.begin(), {"tupe", "run"});
+        launch.worker_args.insert(launch.worker_args.end(),
+                                  {"--threads", std::to_string(launch.threads_each)});
+        launch.failure_hint =
+            "; `tupe status` shows the job, and running the same command redoes it";
+        return launch_local_workers(launch);
+    }
+    options.nproc_per_node = nproc;
+    std::unique_ptr<engine::DistributedContext> group;
+    if (engine::distributed_env_present()) {
+        if (options.only_job.empty())
+            throw UsageError(
+                "a data-parallel worker (RANK/WORLD_SIZE set) runs one job: pass "
+                "--job NAME, or run the whole plan with --nproc-per-node N");
+        std::string device = "cpu";  // the job's variant's train.device picks Gloo or NCCL
+        for (const auto& v : spec.variants)
+            if (v.name == only->variant) device = v.config.train.device;
+        try {
+            group = join_worker_group(device, options.threads);
+        } catch (const engine::DistributedError& e) {
+            std::cerr << "tupe run: error: " << e.what() << "\n";
+            return kPeerFailureStatus;
+        }
+        options.dist = group.get();
+    }
+    engine::apply_thread_count(options.threads);
+    const bool main_rank = !group || group->is_main();
+
+    StopOnSignal stop_on_signal;
+    if (!quiet && main_rank)
+        std::cerr << "experiment " << spec.name << ": " << spec.variants.size() << " variants, "
+                  << plan.size() << " jobs, results in " << spec.database << "\n";
+    ProgressBar bar(static_cast<long long>(plan.size()) * 100, 1000000);
+    std::string last_job;
+    experiments::RunnerCallbacks cb;
+    cb.stop = stop_on_signal.flag();
+    cb.on_message = [&](const std::string& m) {
+        if (quiet || !main_rank) return;
+        bar.finish();
+        std::cerr << m << "\n";
+    };
+    cb.on_progress = [&](const experiments::PlanProgress& p) {
+        if (quiet || !main_rank) return;
+        if (p.current != last_job) {
+            bar.finish();
+            std::cerr << "[" << p.done + 1 << "/" << p.total << "] " << p.current << "\n";
+            last_job = p.current;
+        }
+        // The runner's ETA weighs jobs by their tokens and times each kind (plan_eta.h); the
+        // bar's own would count a 2-minute pretraining and a 5-second fine-tuning alike.
+        bar.update(static_cast<long long>((p.done + p.job_fraction) * 100), p.job_status,
+                   p.eta_seconds >= 0 ? p.eta_seconds : NAN);
+    };
+    experiments::RunSummary summary;
+    try {
+        summary = experiments::run_experiment(spec, options, cb);
+    } catch (const engine::DistributedError& e) {
+        bar.finish();
+        std::cerr << "tupe run: error: " << e.what() << "\n";
+        return kPeerFailureStatus;
+    }
+    bar.finish();
+    if (!main_rank) return summary.stopped ? 130 : 0;
+    if (!quiet)
+        std::cerr << spec.name << ": " << summary.finished << " finished, " << summary.skipped
+                  << " already done, " << summary.failed << " failed"
+                  << (summary.stopped ? "; stopped (run the same command to resume)" : "") << "\n";
+    if (summary.stopped) return 130;
+    return summary.failed > 0 ? 1 : 0;
+}
+
+int cmd_status(const Argv& argv) {
+    Args args(argv, {}, {}, {"set"});
+    const auto spec =
+        experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
+    std::cout << experiments::experiment_status(spec);
+    return 0;
+}
+
+namespace {
+
+/// The results store of `db`, read-only; one line naming the file when it is absent or empty.
+experiments::ResultStore open_results(const std::string& db) {
+    if (!fs::exists(db))
+        throw engine::InputError(
+            db, "no results database (run `tupe run EXPERIMENT.yaml` first, or pass --db)");
+    auto store = experiments::ResultStore::open_for_reading(db);
+    if (store.list_experiments().empty()) throw engine::InputError(db, "holds no experiments");
+    return store;
+}
+
+/// The experiment --experiment names, or without it every experiment (`all`) or the newest.
+std::vector<experiments::ExperimentRecord> chosen_experiments(experiments::ResultStore& store,
+                                                              const Args& args, bool all) {
+    const auto list = store.list_experiments();
+    std::vector<experiments::ExperimentRecord> chosen;
+    if (!args.has("experiment")) {
+        if (all) return list;
+        return {list.back()};
+    }
+    for (const auto& e : list)
+        if (e.name == args.get("experiment")) chosen.push_back(e);
+    if (chosen.empty()) {
+        std::string names;
+        for (const auto& e : list) names += (names.empty() ? "" : ", ") + e.name;
+        throw engine::InputError(store.path(), "no experiment named '" + args.get("experiment") +
+                                                   "' (has: " + names + ")");
+    }
+    return chosen;
+}
+
+}  // namespace
+
+int cmd_report(const Argv& argv) {
+    Args args(argv, {"db", "experiment", "format", "resources"}, {"mean-std", "paper"});
+    const auto format = experiments::report_format_from_string(args.get("format", "table"));
+    auto store = open_results(args.get("db", "results/tupe.sqlite"));
+    const bool text = format == experiments::ReportFormat::kTable ||
+                      format == experiments::ReportFormat::kMarkdown;
+    for (const auto& e : chosen_experiments(store, args, true)) {
+        auto report = experiments::load_report(store, e.name);
+        if (args.has("paper")) {
+            const std::string dir = args.get("resources", TUPE_RESOURCES_DIR);
+            experiments::add_paper_rows(report, (fs::path(dir) / "paper_table1.tsv").string());
+        }
+        if (text)
+            std::cout << (format == experiments::ReportFormat::kMarkdown ? "### " : "") << e.name
+                      << "\n\n";
+        if (report.rows.empty())
+            std::cout << "(no GLUE results yet)\n";
+        else
+            std::cout << experiments::render_report(report, format, args.has("mean-std"));
+        if (text) std::cout << "\n" << experiments::pretraining_summary(store, e.name);
+    }
+    return 0;
+}
+
+int cmd_claims(const Argv& argv) {
+    Args args(argv, {"db", "experiment", "format"});
+    const auto format = experiments::claims_format_from_string(args.get("format", "table"));
+    auto store = open_results(args.get("db", "results/tupe.sqlite"));
+    const std::string name = chosen_experiments(store, args, false).front().name;
+    // Parameters counted on the engine's own modules (nothing is trained).
+    auto count = [](const engine::ModelConfig& config) {
+        torch::NoGradGuard no_grad;
+        engine::BertForMaskedLM model(config);
+        int64_t n = 0;
+        for (const auto& p : model->parameters()) n += p.numel();
+        return n;
+    };
+    const auto claims = experiments::evaluate_claims(store, name, count);
+    std::cout << experiments::render_claims(name, claims, format);
+    return 0;
+}
+
+int cmd_score(const Argv& argv) {
+    Args args(argv, {"task", "dev", "predictions", "format"});
+    const std::string task_name = args.required("task");
+    // Any spelling of a task or of a result column (MNLI-mm): the registry resolves both.
+    const analysis::TaskColumn named = analysis::resolve_task_column(task_name);
+    const auto& task = named.task ? *named.task : experiments::find_task(task_name);
+    const std::string dev = args.required("dev"), predictions = args.required("predictions");
+    const auto split = experiments::read_glue_file(task, dev);
+    // The submission's index is the 0-based row of the dev file (header excluded).
+    std::map<std::string, std::string> gold;
+    for (size_t i = 0; i < split.examples.size(); ++i)
+        gold[std::to_string(i)] = split.examples[i].label;
+    // The column scored: the one named, else the dev split the file is named after
+    // ("mismatched" in dev_mismatched.tsv; longest stem first), else the task's first.
+    const analysis::DevSplit* column = named.split;
+    if (column == nullptr) {
+        size_t best = 0;
+        column = &task.dev.front();
+        const std::string file = fs::path(dev).filename().string();
+        for (const auto& d : task.dev) {
+            const std::string stem = d.file.rfind("dev_", 0) == 0 ? d.file.substr(4) : d.file;
+            if (stem.size() > best && file.find(stem) != std::string::npos) {
+                best = stem.size();
+                column = &d;
+            }
+        }
+    }
+    const std::string metric_task = column->column;
+    const auto rows = analysis::read_submission(predictions);
+    const auto scores = task.synthetic ? analysis::TaskScores{}
+                                       : analysis::score_submission(metric_task, rows, gold,
+                                                                    task.labels, predictions);
+    if (task.synthetic) throw UsageError("score the built-in synthetic tasks with `tupe report`");
+    if (args.get("format", "table") == "json") {
+        nlohmann::json j = {{"task", metric_task},
+                            {"examples", split.examples.size()},
+                            {"metrics", scores.metrics}};
+        std::cout << j.dump(2) << "\n";
+    } else {
+        std::cout << metric_task << " (" << split.examples.size() << " dev examples)\n";
+        for (const auto& [k, v] : scores.metrics) {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%.2f", v);
+            std::cout << "  " << k << std::string(10 - std::min<size_t>(9, k.size()), ' ') << buf
+                      << "\n";
+        }
+    }
+    return 0;
+}
+
+int cmd_glue(const Argv& argv) {
+    if (argv.empty() || argv[0] != "stats") throw UsageError("expected `glue stats --dir DIR`");
+    Args args(Argv(argv.begin() + 1, argv.end()), {"dir", "format"});
+    const std::string format = args.get("format", "table");
+    if (format != "table" && format != "json") throw UsageError("--format must be table or json");
+    const std::string dir = args.required("dir");
+    if (!fs::is_directory(dir)) throw engine::InputError(dir, "not a directory");
+    int unreadable = 0;
+    std::cout << experiments::glue_stats(dir, format == "json", &unreadable);
+    // The report is printed either way; a malformed file still makes the command fail, so a
+    // script that checks a download notices it.
+    if (unreadable > 0)
+        throw engine::InputError(dir, std::to_string(unreadable) +
+                                          " split file(s) could not be read; the report names "
+                                          "each file and line");
+    return 0;
+}
+
+}  // namespace cli
