@@ -1,17 +1,14 @@
-// The experiment runner (see runner.h): plan, pretraining with snapshots, the optional analysis
-// of chosen snapshots (`tupe analyze`, its files recorded as artifacts of the pretrain run),
-// fine-tuning with GLUE-exact scoring, everything recorded in the results store.
+// The experiment runner (see runner.h): the scheduler. It makes the plan, skips finished jobs
+// and resumes the rest, keeps the run rows common to every job (record, status, failure), reports
+// progress with the plan ETA (plan_eta.h), and hands each job to the executor of its kind
+// (pretrain_executor.cpp, finetune_executor.cpp, analysis_executor.cpp) or to child processes
+// (parallel fine-tuning, data-parallel workers) through the process pool.
 #include "experiments/runner.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -19,35 +16,25 @@
 #include <set>
 #include <sstream>
 
-#include "analysis/analyze.h"
-#include "analysis/metrics.h"
+#include "analysis/tasks.h"
 #include "engine/distributed.h"
 #include "engine/errors.h"
-#include "engine/finetune.h"
-#include "engine/tokenizer.h"
-#include "experiments/analysis_artifacts.h"
 #include "experiments/build_info.h"
 #include "experiments/glue_data.h"
+#include "experiments/process_pool.h"
 #include "experiments/result_store.h"
 #include "experiments/synthetic_tasks.h"
 #include "plan_eta.h"
 #include "runner_internal.h"
 
-extern char** environ;
-
 namespace experiments {
 
 namespace fs = std::filesystem;
-using namespace detail;  // glue_dir, snapshot_path, variant_named, task data, job settings
+using namespace detail;  // variant_named, run_child, JobContext and the executors
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-const std::vector<std::string> kBuiltinTasks = {"syn-cola", "syn-mrpc", "syn-stsb", "syn-rte"};
-// The paper's Table 1 tasks (WNLI left out), in its column order.
-const std::vector<std::string> kGlueTasks = {"mnli", "qnli", "qqp", "sst2",
-                                             "cola", "mrpc", "rte", "stsb"};
 
 std::string lr_text(double lr) {
     char buf[32];
@@ -64,8 +51,9 @@ std::string hostname() {
 std::vector<std::string> task_keys(const ExperimentSpec& spec) {
     std::vector<std::string> names = spec.glue.tasks;
     if (names.empty()) {
-        if (spec.glue.data == "builtin") return kBuiltinTasks;
-        for (const auto& key : kGlueTasks)
+        if (spec.glue.data == "builtin") return analysis::synthetic_task_keys();
+        // The paper's Table 1 tasks (WNLI left out), in its column order.
+        for (const auto& key : analysis::paper_task_keys())
             if (fs::exists(fs::path(spec.glue.data) / find_task(key).name)) names.push_back(key);
         if (names.empty())
             throw engine::InputError(spec.glue.data,
@@ -94,9 +82,17 @@ class Runner {
         : spec_(spec),
           options_(options),
           cb_(cb),
-          store_(ResultStore::open(spec.database, OpenMode::kReadWrite)) {
-        experiment_id_ = store_.get_or_create_experiment(spec.name, spec.path, spec.yaml_text);
-    }
+          store_(ResultStore::open(spec.database, OpenMode::kReadWrite)),
+          experiment_id_(store_.get_or_create_experiment(spec.name, spec.path, spec.yaml_text)),
+          ctx_{spec_,
+               options_,
+               cb_,
+               store_,
+               experiment_id_,
+               [this](double fraction, const std::string& status) { report(fraction, status); }},
+          pretrain_(ctx_),
+          finetune_(ctx_),
+          analysis_(ctx_) {}
 
     RunSummary run() {
         const auto plan = make_plan(spec_);
@@ -120,12 +116,12 @@ class Runner {
             }
             auto existing = store_.find_run(experiment_id_, job.name);
             if (existing && existing->status == "finished" && job.kind == Job::Kind::kPretrain &&
-                !pending_analysis_steps(job, existing->id).empty()) {
+                !analysis_.pending_steps(job, existing->id).empty()) {
                 // Pretrained before the analysis block was added (or its analysis failed):
                 // analyse the snapshots now; the run stays finished.
                 progress_.current = job.name + " (analysis)";
                 report(0, "analysing");
-                analyse(job, existing->id);
+                analysis_.run(job, existing->id);
                 ++summary.finished;
                 ++progress_.done;
                 continue;
@@ -151,10 +147,8 @@ class Runner {
     }
 
   private:
-    bool stopped() const { return cb_.stop && cb_.stop->load(); }
-    void say(const std::string& m) const {
-        if (cb_.on_message) cb_.on_message(m);
-    }
+    bool stopped() const { return ctx_.stopped(); }
+    void say(const std::string& m) const { ctx_.say(m); }
 
     void report(double fraction, const std::string& status) {
         progress_.job_fraction = fraction;
@@ -180,42 +174,25 @@ class Runner {
         current_ = nullptr;
     }
 
-    // The run's row: what it is, where it writes, its resolved config.
+    /// The run's row: what it is, where it writes, and its kind's columns (resolved config).
     RunRecord record_for(const Job& job) {
         const Variant& v = variant_named(spec_, job.variant);
         RunRecord r = base_record(experiment_id_, job);
         r.out_dir = v.config.out_dir;
-        if (job.kind == Job::Kind::kPretrain) {
-            // pretrain() sizes the embeddings from the vocabulary; record that size, not the
-            // preset's default, so the stored config says what was trained.
-            engine::PretrainConfig resolved = v.config;
-            try {
-                resolved.model.vocab_size =
-                    static_cast<int64_t>(engine::Vocab::load(resolved.data.vocab).size());
-            } catch (const std::exception&) {
-                // No vocabulary yet: pretrain() reports it when the job runs.
-            }
-            r.config_text = engine::config_to_text(resolved);
-            r.seed = static_cast<int64_t>(v.config.train.seed);
-            return r;
-        }
-        const TaskInfo& task = find_task(job.task);
-        r.seed = static_cast<int64_t>(job.seed);
-        if (auto parent = store_.find_run(experiment_id_, v.name)) r.parent_run_id = parent->id;
-        std::ostringstream cfg;
-        cfg << "task = " << job.task << "\ncheckpoint = " << snapshot_path(v, job.checkpoint_step)
-            << "\nlr = " << job.lr << "\nseed = " << job.seed << "\nepochs = "
-            << (spec_.finetune.epochs > 0 ? spec_.finetune.epochs : task.default_epochs)
-            << "\nbatch_size = " << spec_.finetune.batch_size
-            << "\nwarmup_ratio = " << spec_.finetune.warmup_ratio
-            << "\nweight_decay = " << spec_.finetune.weight_decay
-            << "\nmax_seq_len = " << spec_.finetune.max_seq_len << "\n";
-        // Written only when changed, so runs recorded before the key existed stay equal.
-        if (spec_.finetune.classifier_dropout != FinetuneProtocol{}.classifier_dropout)
-            cfg << "classifier_dropout = " << spec_.finetune.classifier_dropout << "\n";
-        if (spec_.finetune.shuffle_words) cfg << "shuffle_words = true\n";
-        r.config_text = cfg.str();
+        if (job.kind == Job::Kind::kPretrain)
+            pretrain_.describe(job, r);
+        else
+            finetune_.describe(job, r);
         return r;
+    }
+
+    /// The job's work by kind. A pretraining job includes the analysis of its snapshots,
+    /// recorded against its run. False when stopped.
+    bool execute(const Job& job, int64_t run_id) {
+        if (job.kind == Job::Kind::kFinetune) return finetune_.run(job, run_id);
+        if (!pretrain_.run(job, run_id)) return false;
+        analysis_.run(job, run_id);
+        return !stopped();
     }
 
     void run_one(const Job& job, RunSummary& summary) {
@@ -226,9 +203,7 @@ class Runner {
         const int64_t run_id = store_.upsert_run(record_for(job));
         store_.set_run_status(run_id, "running");
         try {
-            const bool done =
-                job.kind == Job::Kind::kPretrain ? pretrain(job, run_id) : finetune(job, run_id);
-            if (!done) {
+            if (!execute(job, run_id)) {
                 store_.set_run_status(run_id, "stopped");
                 summary.stopped = true;
                 current_ = nullptr;
@@ -249,297 +224,6 @@ class Runner {
         }
         ++progress_.done;
         report(0, "done");
-    }
-
-    bool pretrain(const Job& job, int64_t run_id) {
-        const Variant& v = variant_named(spec_, job.variant);
-        store_.add_params(run_id, {{"variant", v.name},
-                                   {"preset", v.config.model.preset},
-                                   {"size", v.config.model.size},
-                                   {"group", v.group},
-                                   {"pretrain_seed", std::to_string(v.config.train.seed)}});
-        // A resume continues from the checkpoint; points after it (from a killed process)
-        // are dropped so no curve holds a step twice.
-        const std::string ckpt = engine::checkpoint_path(v.config.out_dir);
-        int64_t resume_step = 0;
-        if (fs::exists(ckpt)) resume_step = engine::load_checkpoint(ckpt).step;
-        store_.delete_metrics_after(run_id, resume_step);
-
-        std::vector<MetricPoint> pending;
-        auto flush = [&]() {
-            if (pending.empty()) return;
-            store_.add_metrics(run_id, pending);
-            pending.clear();
-        };
-        engine::TrainCallbacks tc;
-        tc.stop = cb_.stop;
-        tc.on_message = cb_.on_message;
-        // Snapshots for fine-tuning and for the analysis.
-        const std::vector<int64_t> snapshots = snapshot_steps(spec_, v);
-        tc.snapshot_steps = snapshots;
-        tc.on_step = [&](const engine::StepReport& s) {
-            const double now = unix_time_now();
-            if (s.step % std::max<int64_t>(1, v.config.train.log_interval) == 0 ||
-                s.step == s.total_steps) {
-                pending.push_back({"train/loss", s.step, s.loss, now});
-                pending.push_back({"train/lr", s.step, s.lr, now});
-                pending.push_back(
-                    {"train/tokens", s.step, static_cast<double>(s.tokens_seen), now});
-                pending.push_back({"train/tokens_per_second", s.step, s.tokens_per_second, now});
-            }
-            if (pending.size() >= 200) flush();
-            char status[96];
-            std::snprintf(status, sizeof status, "step %lld/%lld  loss %.3f",
-                          static_cast<long long>(s.step), static_cast<long long>(s.total_steps),
-                          s.loss);
-            report(static_cast<double>(s.step) / static_cast<double>(s.total_steps), status);
-        };
-        tc.on_eval = [&](const engine::EvalReport& e) {
-            const double now = unix_time_now();
-            pending.push_back({"validation/loss", e.step, e.loss, now});
-            pending.push_back({"validation/accuracy", e.step, e.accuracy, now});
-            flush();
-        };
-        tc.on_checkpoint = [&](const std::string& path, int64_t step) {
-            flush();
-            store_.set_run_step(run_id, step);
-            // Only the snapshots are recorded: checkpoint.pt is overwritten as training goes on.
-            if (std::find(snapshots.begin(), snapshots.end(), step) == snapshots.end()) return;
-            CheckpointRecord c;
-            c.run_id = run_id;
-            c.step = step;
-            c.path = snapshot_path(v, step);
-            c.size = static_cast<int64_t>(fs::file_size(path));
-            store_.add_checkpoint(c);
-        };
-        auto result = engine::pretrain(v.config, tc, options_.dist);
-        flush();
-        if (result.floor.validation_tokens > 0) {
-            char uni[32], bi[32];
-            std::snprintf(uni, sizeof uni, "%.6f", result.floor.unigram_nats);
-            std::snprintf(bi, sizeof bi, "%.6f", result.floor.bigram_nats);
-            store_.add_params(run_id, {{"floor.unigram_nats", uni},
-                                       {"floor.bigram_nats", bi},
-                                       {"floor.validation_tokens",
-                                        std::to_string(result.floor.validation_tokens)}});
-        }
-        if (result.stopped) return false;
-        if (!result.evals.empty()) {
-            const std::string warning =
-                engine::floor_warning(result.evals.back().loss, result.floor);
-            if (!warning.empty()) say(v.name + ": " + warning);
-        }
-        analyse(job, run_id);
-        return !stopped();
-    }
-
-    // ---- the analysis step ----------------------------------------------------------------
-
-    std::string analysis_dir(const Variant& v, int64_t step) const {
-        return (fs::path(v.config.out_dir) / "analysis" / ("step" + std::to_string(step))).string();
-    }
-
-    /// Analysis steps of the job's variant whose index.json is not yet an artifact of run_id.
-    std::vector<int64_t> pending_analysis_steps(const Job& job, int64_t run_id) {
-        const Variant& v = variant_named(spec_, job.variant);
-        const auto steps = spec_.analysis_steps(v);
-        if (steps.empty()) return {};
-        std::set<std::string> recorded;
-        for (const auto& a : store_.artifacts(run_id)) recorded.insert(a.path);
-        std::vector<int64_t> pending;
-        for (int64_t step : steps)
-            if (!recorded.count((fs::path(analysis_dir(v, step)) / "index.json").string()))
-                pending.push_back(step);
-        return pending;
-    }
-
-    /// `tupe analyze` on each pending analysis snapshot of the variant, recorded against
-    /// run_id: as a child process when the runner knows the tupe executable (figures
-    /// included; the child records through --db), else in this process, data files only.
-    void analyse(const Job& job, int64_t run_id) {
-        const Variant& v = variant_named(spec_, job.variant);
-        const AnalysisSpec& a = spec_.analysis;
-        for (int64_t step : pending_analysis_steps(job, run_id)) {
-            if (stopped()) return;
-            const std::string snapshot = snapshot_path(v, step);
-            if (!fs::exists(snapshot))
-                throw engine::CheckpointError(
-                    snapshot, "missing: analysis.checkpoints asks for step " +
-                                  std::to_string(step) + " of '" + v.name +
-                                  "', which was pretrained without that snapshot (delete " +
-                                  v.config.out_dir + " to pretrain it again)");
-            const std::string dir = analysis_dir(v, step);
-            const std::string corpus = a.corpus.empty() ? v.config.data.corpus : a.corpus;
-            const std::string vocab = (fs::path(v.config.out_dir) / "vocab.txt").string();
-            report(1, "analysing step " + std::to_string(step));
-            if (!options_.self_exe.empty()) {
-                std::vector<std::string> args = {options_.self_exe,
-                                                 "analyze",
-                                                 snapshot,
-                                                 "--vocab",
-                                                 vocab,
-                                                 "--out",
-                                                 dir,
-                                                 "--batch",
-                                                 std::to_string(a.batch_size),
-                                                 "--db",
-                                                 spec_.database,
-                                                 "--experiment",
-                                                 spec_.name,
-                                                 "--run",
-                                                 job.name};
-                if (a.text.empty()) {
-                    args.insert(args.end(),
-                                {"--corpus", corpus, "--sentences", std::to_string(a.sentences)});
-                } else {
-                    args.insert(args.end(), {"--text", a.text});
-                }
-                if (a.max_tokens > 0)
-                    args.insert(args.end(), {"--max-tokens", std::to_string(a.max_tokens)});
-                if (!a.figures) args.push_back("--no-figures");
-                if (options_.threads > 0)
-                    args.insert(args.end(), {"--threads", std::to_string(options_.threads)});
-                run_child(args, "analysis of " + snapshot);
-            } else {
-                auto ckpt = engine::load_checkpoint(snapshot);
-                engine::WordPieceTokenizer tokenizer(engine::Vocab::load(vocab),
-                                                     v.config.data.lower_case);
-                analysis::AnalyzeOptions options;
-                options.batch_size = a.batch_size;
-                options.max_tokens = a.max_tokens;
-                std::vector<std::string> sentences;
-                if (a.text.empty()) {
-                    sentences = analysis::read_sentences(corpus, a.sentences);
-                    options.source = corpus;
-                } else {
-                    sentences = {a.text};
-                    options.truncate = false;
-                    options.source = "analysis.text";
-                }
-                auto out = analysis::analyze_model(ckpt.model, tokenizer, sentences, options);
-                out.model_name = snapshot;
-                if (a.figures)
-                    out.notes.push_back(
-                        "figures not drawn: the runner ran without the tupe "
-                        "executable (run `tupe analyze` for the PNGs)");
-                analysis::write_analysis(out, dir);
-                record_analysis_artifacts(store_, run_id, dir);
-            }
-            say("analysed " + v.name + " at step " + std::to_string(step) + ": " + dir);
-        }
-    }
-
-    /// Runs argv (stdout to /dev/null, stderr kept: a failing child says why in one line) and
-    /// throws when it does not exit with status 0.
-    void run_child(std::vector<std::string> args, const std::string& what) {
-        std::vector<char*> argv;
-        for (auto& arg : args) argv.push_back(arg.data());
-        argv.push_back(nullptr);
-        posix_spawn_file_actions_t actions;
-        posix_spawn_file_actions_init(&actions);
-        posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-        pid_t pid = 0;
-        const int rc = posix_spawn(&pid, args[0].c_str(), &actions, nullptr, argv.data(), environ);
-        posix_spawn_file_actions_destroy(&actions);
-        if (rc != 0) throw std::runtime_error("cannot start " + args[0] + " for the " + what);
-        int status = 0;
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-        }
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-            throw std::runtime_error("the " + what + " failed (" +
-                                     (WIFEXITED(status)
-                                          ? "exit status " + std::to_string(WEXITSTATUS(status))
-                                          : std::string("killed by a signal")) +
-                                     "; its message is above)");
-    }
-
-    const TaskData& task_data(const std::string& key) {
-        auto it = tasks_.find(key);
-        if (it != tasks_.end()) return it->second;
-        return tasks_
-            .emplace(key, load_task_data(key, glue_dir_cached(), spec_.finetune.shuffle_words))
-            .first->second;
-    }
-
-    const std::string& glue_dir_cached() {
-        if (glue_dir_.empty()) glue_dir_ = glue_dir(spec_);
-        return glue_dir_;
-    }
-
-    bool finetune(const Job& job, int64_t run_id) {
-        const Variant& v = variant_named(spec_, job.variant);
-        const std::string snapshot = snapshot_path(v, job.checkpoint_step);
-        if (!fs::exists(snapshot))
-            throw engine::CheckpointError(snapshot, "missing: the pretraining of '" + v.name +
-                                                        "' did not reach step " +
-                                                        std::to_string(job.checkpoint_step));
-        const TaskData& data = task_data(job.task);
-        if (options_.dist) options_.dist->barrier();  // the other ranks read the tasks now
-        auto pretrained = engine::load_checkpoint(snapshot);
-        engine::WordPieceTokenizer tokenizer(
-            engine::Vocab::load((fs::path(v.config.out_dir) / "vocab.txt").string()),
-            v.config.data.lower_case);
-
-        const engine::FinetuneConfig fc =
-            finetune_config(spec_, v, job, data.info, options_.threads);
-
-        store_.delete_metrics_after(run_id, 0);  // a redone job starts its curves afresh
-
-        const auto kind = kind_of(data.info);
-        // Best epoch by the paper's selection metric on the first dev split (MNLI: matched).
-        double best = -1e300;
-        std::vector<analysis::TaskScores> best_scores;
-        std::vector<std::vector<double>> best_predictions;  // per dev split, of the best epoch
-        engine::FinetuneCallbacks fcb;
-        fcb.stop = cb_.stop;
-        fcb.on_step = [&](int64_t step, int64_t total, double loss) {
-            char status[64];
-            std::snprintf(status, sizeof status, "step %lld/%lld  loss %.3f",
-                          static_cast<long long>(step), static_cast<long long>(total), loss);
-            report(static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, total)),
-                   status);
-        };
-        fcb.on_epoch = [&](const engine::EpochResult& e) {
-            const double now = unix_time_now();
-            std::vector<MetricPoint> points = {{"train/loss", e.epoch, e.train_loss, now}};
-            std::vector<analysis::TaskScores> scores;
-            for (size_t i = 0; i < data.dev.size(); ++i) {
-                scores.push_back(analysis::score_task(reported_task(data.info, data.dev_names[i]),
-                                                      kind, e.predictions[i],
-                                                      gold_values(data.info, data.dev[i])));
-                for (const auto& [metric, value] : scores.back().metrics)
-                    points.push_back({data.dev_names[i] + "/" + metric, e.epoch, value, now});
-            }
-            store_.add_metrics(run_id, points);
-            const double primary = analysis::primary_metric(kind, scores.front());
-            if (primary > best) {
-                best = primary;
-                best_scores = scores;
-                best_predictions = e.predictions;
-            }
-        };
-        auto result = engine::finetune(pretrained.model, tokenizer, data.train, data.dev, fc, fcb,
-                                       options_.dist);
-        if (result.stopped) return false;
-        for (size_t i = 0; i < best_scores.size(); ++i)
-            for (const auto& [metric, value] : best_scores[i].metrics) {
-                GlueResultRecord g;
-                g.run_id = run_id;
-                g.task = reported_task(data.info, data.dev_names[i]);
-                g.split = data.dev_names[i];
-                g.metric = metric;
-                g.value = value;
-                g.checkpoint_step = job.checkpoint_step;
-                g.lr = job.lr;
-                g.seed = static_cast<int64_t>(job.seed);
-                store_.add_glue_result(g);
-            }
-        // The per-example predictions behind those scores: bootstrap intervals and paired
-        // comparisons (tupe report, tupe claims) are computed from them.
-        for (size_t i = 0; i < best_predictions.size() && i < data.dev.size(); ++i)
-            store_.set_predictions({run_id, data.dev_names[i], gold_values(data.info, data.dev[i]),
-                                    best_predictions[i]});
-        return true;
     }
 
     /// `tupe run FILE --job NAME` with this run's --set overrides, plus `extra`.
@@ -578,10 +262,13 @@ class Runner {
         report(0, "done");
     }
 
+    /// The fine-tuning jobs as `parallel` child processes at a time, each `tupe run FILE --job
+    /// NAME`, which records its own run; a failed child is counted and the others go on.
     void run_parallel(const std::vector<const Job*>& jobs, int64_t parallel, RunSummary& summary) {
         TORCH_CHECK(!options_.self_exe.empty(), "parallel jobs need the path of tupe");
         say("running " + std::to_string(jobs.size()) + " fine-tuning jobs, " +
             std::to_string(parallel) + " at a time");
+        ProcessPool pool;
         std::map<pid_t, const Job*> running;
         std::map<pid_t, Clock::time_point> launched;
         size_t next = 0;
@@ -591,15 +278,11 @@ class Runner {
             while (next < jobs.size() && static_cast<int64_t>(running.size()) < parallel &&
                    !stopped()) {
                 const Job* job = jobs[next++];
-                std::vector<std::string> args =
-                    job_command(*job, {"--threads", std::to_string(threads), "--quiet"});
-                std::vector<char*> argv;
-                for (auto& a : args) argv.push_back(a.data());
-                argv.push_back(nullptr);
-                pid_t pid = 0;
-                if (posix_spawn(&pid, options_.self_exe.c_str(), nullptr, nullptr, argv.data(),
-                                environ) != 0)
-                    throw std::runtime_error("cannot start " + options_.self_exe);
+                ChildSpec child;
+                child.path = options_.self_exe;
+                child.argv = job_command(*job, {"--threads", std::to_string(threads), "--quiet"});
+                const pid_t pid = pool.spawn(child);
+                if (pid < 0) throw std::runtime_error("cannot start " + options_.self_exe);
                 running[pid] = job;
                 launched[pid] = Clock::now();
                 eta_.start(job->kind, job_tokens(spec_, *job));
@@ -607,12 +290,12 @@ class Runner {
                 report(0, std::to_string(running.size()) + " running");
             }
             if (running.empty()) break;
-            int status = 0;
-            const pid_t pid = waitpid(-1, &status, 0);
-            if (pid <= 0) continue;
+            const auto ended = pool.wait_any();
+            if (!ended) continue;
+            const pid_t pid = ended->pid;
             auto it = running.find(pid);
             if (it == running.end()) continue;
-            const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            const bool ok = exited_ok(ended->status);
             // Wall time shared by the children running side by side.
             eta_.finish(it->second->kind, job_tokens(spec_, *it->second),
                         std::chrono::duration<double>(Clock::now() - launched[pid]).count() /
@@ -640,8 +323,10 @@ class Runner {
     const Job* current_ = nullptr;  // the job timed in this process, if any
     double current_tokens_ = 0;
     Clock::time_point job_start_ = Clock::now();
-    std::string glue_dir_;
-    std::map<std::string, TaskData> tasks_;
+    JobContext ctx_;  // lent to the executors below: spec, options, callbacks, store, report
+    PretrainExecutor pretrain_;
+    FinetuneExecutor finetune_;
+    AnalysisExecutor analysis_;
 };
 
 }  // namespace

@@ -1,23 +1,30 @@
-// What the runner (runner.cpp) and a data-parallel job's other ranks (runner_jobs.cpp) must
-// agree on exactly: where a variant's snapshots live, how a task's examples are read, and the
-// fine-tuning and pretraining settings of a job. Not a public header.
+// What the runner's scheduler (runner.cpp), its executors (pretrain_executor.cpp,
+// finetune_executor.cpp, analysis_executor.cpp) and a data-parallel job's other ranks
+// (runner_jobs.cpp) must agree on exactly: where a variant's snapshots live, how a task's
+// examples are read, the fine-tuning and pretraining settings of a job, and the executors'
+// interface (a JobContext lent by the scheduler). Not a public header.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "analysis/metrics.h"
+#include "analysis/tasks.h"
 #include "engine/finetune.h"
 #include "engine/trainer.h"
 #include "experiments/experiment.h"
 #include "experiments/glue_data.h"
+#include "experiments/result_store.h"
 #include "experiments/runner.h"
 
 namespace experiments::detail {
 
 /// The folder of the fine-tuning tasks: spec.glue.data, or the built-in tasks (prepared once).
 std::string glue_dir(const ExperimentSpec& spec);
+/// Where a variant's pretraining writes its snapshot of `step`.
 std::string snapshot_path(const Variant& v, int64_t step);
 /// Throws std::invalid_argument when the spec has no such variant.
 const Variant& variant_named(const ExperimentSpec& spec, const std::string& name);
@@ -27,10 +34,8 @@ const Job& job_named(const std::vector<Job>& plan, const ExperimentSpec& spec,
 
 /// Examples in the engine's plain form, labels as indices into the task's fixed label order.
 std::vector<engine::LabeledText> labeled(const TaskInfo& task, const Split& split);
+/// The gold labels (class index, or the STS-B score) of `xs`, as scoring takes them.
 std::vector<double> gold_values(const TaskInfo& task, const std::vector<engine::LabeledText>& xs);
-analysis::MetricKind kind_of(const TaskInfo& task);
-/// The name a dev split is reported under: "mnli_m"/"mnli_mm" for MNLI, else the task key.
-std::string reported_task(const TaskInfo& task, const std::string& split);
 
 /// A task's train split and dev splits, read from `dir`.
 struct TaskData {
@@ -54,5 +59,81 @@ engine::FinetuneConfig finetune_config(const ExperimentSpec& spec, const Variant
 /// pretraining or fine-tuning as rank 0, without the results store (rank 0 records).
 RunSummary run_worker_job(const ExperimentSpec& spec, const RunnerOptions& options,
                           const RunnerCallbacks& callbacks);
+
+/// Runs argv as a child process (stdout to /dev/null, stderr kept: a failing child says why
+/// in one line) and throws std::runtime_error naming `what` when it does not exit with 0.
+void run_child(std::vector<std::string> args, const std::string& what);
+
+/// What the scheduler lends an executor: the experiment, the store and its reporting.
+struct JobContext {
+    const ExperimentSpec& spec;
+    const RunnerOptions& options;
+    const RunnerCallbacks& callbacks;
+    ResultStore& store;
+    int64_t experiment_id;
+    /// Progress inside the current job (fraction 0..1, a short status); the scheduler adds
+    /// the plan's counts and ETA.
+    std::function<void(double fraction, const std::string& status)> report;
+
+    /// The stop flag is set (checked between steps and jobs).
+    bool stopped() const { return callbacks.stop && callbacks.stop->load(); }
+    /// One informational line.
+    void say(const std::string& message) const {
+        if (callbacks.on_message) callbacks.on_message(message);
+    }
+};
+
+/// Pretraining of a variant with its snapshots (pretrain_executor.cpp).
+class PretrainExecutor {
+  public:
+    explicit PretrainExecutor(const JobContext& ctx) : ctx_(ctx) {}
+    /// The run row's pretraining columns: the resolved config (vocabulary size from the
+    /// vocabulary file, when it exists yet) and the seed.
+    void describe(const Job& job, RunRecord& record) const;
+    /// Pretrains (resuming from the checkpoint), recording params, curves, the loss floor and
+    /// the snapshots. False when stopped.
+    bool run(const Job& job, int64_t run_id) const;
+
+  private:
+    const JobContext& ctx_;
+};
+
+/// One fine-tuning job: task x snapshot x lr x seed, scored GLUE-exactly
+/// (finetune_executor.cpp). Keeps the tasks it has read for the jobs after.
+class FinetuneExecutor {
+  public:
+    explicit FinetuneExecutor(const JobContext& ctx) : ctx_(ctx) {}
+    /// The run row's fine-tuning columns: the seed, the pretraining run as parent, the config.
+    void describe(const Job& job, RunRecord& record) const;
+    /// Fine-tunes, recording per-epoch curves and the best epoch's GLUE rows and
+    /// predictions. False when stopped.
+    bool run(const Job& job, int64_t run_id);
+
+  private:
+    const TaskData& task_data(const std::string& key);
+    const std::string& glue_dir_cached();
+
+    const JobContext& ctx_;
+    std::string glue_dir_;
+    std::map<std::string, TaskData> tasks_;
+};
+
+/// The analysis of a pretraining run's chosen snapshots (`tupe analyze`, its files recorded
+/// as artifacts of the pretrain run; analysis_executor.cpp).
+class AnalysisExecutor {
+  public:
+    explicit AnalysisExecutor(const JobContext& ctx) : ctx_(ctx) {}
+    /// Analysis steps of the job's variant whose index.json is not yet an artifact of run_id.
+    std::vector<int64_t> pending_steps(const Job& job, int64_t run_id) const;
+    /// `tupe analyze` on each pending analysis snapshot of the variant, recorded against
+    /// run_id: as a child process when the runner knows the tupe executable (figures
+    /// included; the child records through --db), else in this process, data files only.
+    void run(const Job& job, int64_t run_id) const;
+
+  private:
+    std::string analysis_dir(const Variant& v, int64_t step) const;
+
+    const JobContext& ctx_;
+};
 
 }  // namespace experiments::detail

@@ -1,12 +1,17 @@
 // The pieces of a job that every rank of a data-parallel job computes alike (runner_internal.h),
 // and the job loop of ranks other than 0: they pretrain or fine-tune in step with rank 0,
-// which alone writes the results store, checkpoints and files.
+// which alone writes the results store, checkpoints and files. Also the runner's one-child
+// helper (run_child), shared by the scheduler and the analysis executor.
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <stdexcept>
 
 #include "engine/distributed.h"
 #include "engine/errors.h"
 #include "engine/tokenizer.h"
+#include "experiments/process_pool.h"
 #include "experiments/synthetic_tasks.h"
 #include "runner_internal.h"
 
@@ -59,18 +64,6 @@ std::vector<double> gold_values(const TaskInfo& task, const std::vector<engine::
     return out;
 }
 
-analysis::MetricKind kind_of(const TaskInfo& task) {
-    if (task.metric_kind == "mcc") return analysis::MetricKind::kMcc;
-    if (task.metric_kind == "f1_accuracy") return analysis::MetricKind::kF1Accuracy;
-    if (task.metric_kind == "pearson_spearman") return analysis::MetricKind::kPearsonSpearman;
-    return analysis::MetricKind::kAccuracy;
-}
-
-std::string reported_task(const TaskInfo& task, const std::string& split) {
-    if (task.key == "mnli") return split == "dev_mismatched" ? "mnli_mm" : "mnli_m";
-    return task.key;
-}
-
 TaskData load_task_data(const std::string& task_key, const std::string& dir, bool shuffle) {
     TaskData d;
     d.info = find_task(task_key);
@@ -112,6 +105,22 @@ engine::FinetuneConfig finetune_config(const ExperimentSpec& spec, const Variant
     fc.device = v.config.train.device;
     fc.threads = threads;
     return fc;
+}
+
+void run_child(std::vector<std::string> args, const std::string& what) {
+    ChildSpec child;
+    child.argv = std::move(args);
+    child.discard_stdout = true;
+    ProcessPool pool;
+    const pid_t pid = pool.spawn(child);
+    if (pid < 0) throw std::runtime_error("cannot start " + child.argv[0] + " for the " + what);
+    const int status = pool.wait(pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        throw std::runtime_error("the " + what + " failed (" +
+                                 (WIFEXITED(status)
+                                      ? "exit status " + std::to_string(WEXITSTATUS(status))
+                                      : std::string("killed by a signal")) +
+                                 "; its message is above)");
 }
 
 RunSummary run_worker_job(const ExperimentSpec& spec, const RunnerOptions& options,
