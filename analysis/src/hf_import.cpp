@@ -1,9 +1,9 @@
 // HF BertForMaskedLM folders (transformers' modeling_bert names), both ways. Import: config.json
-// into a ModelConfig, the weights from model.safetensors or pytorch_model.bin (both read by
-// analysis/safetensors), and vocab.txt, so the microscope can look at published BERT weights.
-// Export: any engine model as config.json + model.safetensors + vocab.txt; a variant that
-// transformers cannot represent gets model_type "tupe" and a "tupe_workbench" block that only
-// this importer reads. Every error is an engine::CheckpointError naming the file.
+// into a ModelConfig, the weights from model.safetensors or pytorch_model.bin (read by
+// analysis/safetensors and analysis/torch_pickle), and vocab.txt, so the microscope can look at
+// published BERT weights. Export: any engine model as config.json + model.safetensors + vocab.txt;
+// a variant that transformers cannot represent gets model_type "tupe" and a "tupe_workbench" block
+// that only this importer reads. Every error is an engine::CheckpointError naming the file.
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -15,6 +15,7 @@
 
 #include "analysis/attention_analysis.h"
 #include "analysis/safetensors.h"
+#include "analysis/torch_pickle.h"
 #include "engine/errors.h"
 #include "tensor_util.h"
 
@@ -64,8 +65,8 @@ constexpr const char* kWorkbenchKey = "tupe_workbench";
 
 /// Whether transformers' BertForMaskedLM computes what the engine computes for `c`.
 bool hf_representable(const engine::ModelConfig& c) {
-    return c.absolute_position == engine::AbsolutePosition::kInput && !c.rel_pos &&
-           !c.untie_cls && c.attention_scale_factor == 1.0 && !c.pre_layernorm;
+    return c.absolute_position == engine::AbsolutePosition::kInput && !c.rel_pos && !c.untie_cls &&
+           c.attention_scale_factor == 1.0 && !c.pre_layernorm;
 }
 
 /// Reads {"preset", "size", "absolute_position", "rel_pos", "rel_pos_bins", "max_rel_pos",
@@ -76,8 +77,8 @@ void read_workbench_block(const std::string& path, const nlohmann::json& block,
     const std::string where = std::string("\"") + kWorkbenchKey + "\"";
     if (!block.is_object()) throw engine::CheckpointError(path, where + " must be an object");
     auto fail = [&](const std::string& key, const std::string& what) {
-        throw engine::CheckpointError(path, where + "." + key + " " + what + ", got " +
-                                                block[key].dump());
+        throw engine::CheckpointError(
+            path, where + "." + key + " " + what + ", got " + block[key].dump());
     };
     for (const auto& [key, value] : block.items()) {
         if (key == "preset" || key == "size" || key == "absolute_position") {
@@ -204,9 +205,9 @@ engine::ModelConfig read_hf_bert_config(const std::string& path) {
     if (!tupe_family && !hf_representable(c))
         throw engine::CheckpointError(
             path, std::string("model_type \"bert\" but the \"") + kWorkbenchKey +
-                      "\" block describes " + c.preset + " (absolute_position = " +
-                      engine::to_string(c.absolute_position) + "); expected model_type \"" +
-                      kTupeModelType + "\"");
+                      "\" block describes " + c.preset +
+                      " (absolute_position = " + engine::to_string(c.absolute_position) +
+                      "); expected model_type \"" + kTupeModelType + "\"");
     try {
         c.validate();
     } catch (const std::exception& e) {
@@ -343,15 +344,16 @@ std::string hf_config_for(const engine::ModelConfig& c) {
     return j.dump(2) + "\n";
 }
 
-void export_hf_bert(engine::BertForMaskedLM& model, const std::string& vocab_path,
-                    bool lower_case, const std::string& dir) {
+void export_hf_bert(engine::BertForMaskedLM& model, const std::string& vocab_path, bool lower_case,
+                    const std::string& dir) {
     const engine::ModelConfig& config = model->config();
     // Checked before anything is written: the vocabulary must fit the embedding table.
     const engine::Vocab vocab = engine::Vocab::load(vocab_path);
     if (vocab.size() > config.vocab_size)
-        throw engine::CheckpointError(vocab_path, std::to_string(vocab.size()) +
-                                                      " tokens, more than the model's vocab_size = " +
-                                                      std::to_string(config.vocab_size));
+        throw engine::CheckpointError(
+            vocab_path,
+            std::to_string(vocab.size()) +
+                " tokens, more than the model's vocab_size = " + std::to_string(config.vocab_size));
     const fs::path d(dir);
     std::error_code ec;
     fs::create_directories(d, ec);
@@ -387,8 +389,8 @@ bool read_hf_lower_case(const std::string& dir, bool fallback) {
     }
     if (!j.is_object() || !j.contains("do_lower_case")) return fallback;
     if (!j["do_lower_case"].is_boolean())
-        throw engine::CheckpointError(path.string(), "do_lower_case must be true or false, got " +
-                                                         j["do_lower_case"].dump());
+        throw engine::CheckpointError(
+            path.string(), "do_lower_case must be true or false, got " + j["do_lower_case"].dump());
     return j["do_lower_case"].get<bool>();
 }
 

@@ -266,8 +266,8 @@ std::string hf_config_for(const engine::ModelConfig& config);
 /// dir/tokenizer_config.json (do_lower_case = lower_case). Creates dir; each file is written
 /// atomically. Throws engine::CheckpointError / engine::InputError naming the file, e.g. for a
 /// vocabulary larger than config.vocab_size (checked before anything is written).
-void export_hf_bert(engine::BertForMaskedLM& model, const std::string& vocab_path,
-                    bool lower_case, const std::string& dir);
+void export_hf_bert(engine::BertForMaskedLM& model, const std::string& vocab_path, bool lower_case,
+                    const std::string& dir);
 
 /// dir/tokenizer_config.json's do_lower_case, or `fallback` when the file or key is absent.
 /// Throws engine::CheckpointError naming the file for malformed JSON or a non-boolean value.

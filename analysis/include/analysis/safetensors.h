@@ -1,8 +1,8 @@
-// Checkpoint formats of the HF ecosystem, as name -> tensor lists: safetensors
+// The safetensors checkpoint format of the HF ecosystem, as name -> tensor lists
 // (huggingface/safetensors: an 8-byte little-endian header length N, N bytes of JSON
 // {name: {dtype, shape, data_offsets}} with an optional "__metadata__" map of strings, then the
-// raw little-endian C-order bytes), read and written, and torch.save zip archives, read.
-// Errors are engine::CheckpointError naming the file.
+// raw little-endian C-order bytes), read and written. Errors are engine::CheckpointError naming
+// the file. torch.save archives are analysis/torch_pickle.h (included here for older callers).
 #pragma once
 
 #include <torch/torch.h>
@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "analysis/torch_pickle.h"  // read_torch_state_dict, for callers from before the split
 
 namespace analysis {
 
@@ -29,13 +31,5 @@ NamedTensors read_safetensors(const std::string& path);
 /// Atomic (temporary file + rename). Throws engine::CheckpointError(path, ...) on failure.
 void write_safetensors(const std::string& path, const NamedTensors& tensors,
                        const std::map<std::string, std::string>& metadata = {});
-
-/// Reads the state dict of a torch.save zip archive (torch >= 1.6, e.g. an HF pytorch_model.bin):
-/// a dict or OrderedDict of tensors (pickle protocols 2 to 5 without out-of-band buffers; BUILD
-/// state such as _metadata is ignored; tied tensors share their storage), also the archives that
-/// LibTorch's torch::pickle_save writes for a c10::Dict. Tensors keep their stored
-/// dtype. Throws engine::CheckpointError(path, ...) for a missing file, a legacy (pre-1.6) or
-/// non-zip file, an unsupported pickle construct, or an entry that is not a tensor.
-NamedTensors read_torch_state_dict(const std::string& path);
 
 }  // namespace analysis

@@ -1,0 +1,165 @@
+// The pretraining checkpoint file (see trainer.h and checkpoint_internal.h): one
+// torch::serialize archive holding the format tag, the resolved config as text, step, tokens
+// seen, the validation history, the CPU RNG state and the model's and AdamW's own archives.
+// Written atomically; read only after its zip CRCs check out (zip_integrity.h).
+#include <filesystem>
+#include <mutex>
+#include <sstream>
+
+#include "checkpoint_internal.h"
+#include "engine/errors.h"
+#include "engine/trainer.h"
+#include "zip_integrity.h"
+
+namespace engine {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "tupe-workbench/checkpoint/1";
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+std::string evals_to_text(const std::vector<EvalReport>& evals) {
+    std::ostringstream os;
+    os.precision(9);
+    for (const auto& e : evals)
+        os << e.step << ' ' << e.loss << ' ' << e.accuracy << ' ' << e.masked_tokens << '\n';
+    return os.str();
+}
+
+std::vector<EvalReport> evals_from_text(const std::string& text) {
+    std::vector<EvalReport> out;
+    std::istringstream is(text);
+    EvalReport e;
+    while (is >> e.step >> e.loss >> e.accuracy >> e.masked_tokens) out.push_back(e);
+    return out;
+}
+
+}  // namespace
+
+namespace detail {
+
+void save_checkpoint(const std::string& path, const PretrainConfig& config, BertForMaskedLM& model,
+                     torch::optim::AdamW& optimizer, int64_t step, int64_t tokens_seen,
+                     const std::vector<EvalReport>& evals) {
+    torch::serialize::OutputArchive archive;
+    archive.write("format", c10::IValue(std::string(kFormat)));
+    archive.write("config", c10::IValue(config_to_text(config)));
+    archive.write("step", c10::IValue(step));
+    archive.write("tokens_seen", c10::IValue(tokens_seen));
+    archive.write("evals", c10::IValue(evals_to_text(evals)));
+    archive.write("rng", at::detail::getDefaultCPUGenerator().get_state());  // dropout's RNG
+    torch::serialize::OutputArchive model_archive, optimizer_archive;
+    model->save(model_archive);
+    optimizer.save(optimizer_archive);
+    archive.write("model", model_archive);
+    archive.write("optimizer", optimizer_archive);
+    // Atomic: a reader (or a resume after kill -9) sees the old file or the new one, never half.
+    const std::string tmp = path + ".tmp";
+    archive.save_to(tmp);
+    fs::rename(tmp, path);
+}
+
+RawCheckpoint read_checkpoint(const std::string& path, torch::Device device) {
+    if (!fs::exists(path)) throw CheckpointError(path, "no such checkpoint file");
+    // LibTorch does not check the zip's CRCs, and a corrupted entry can crash its parser.
+    verify_zip_integrity(path);
+    RawCheckpoint raw;
+    torch::serialize::InputArchive archive;
+    try {
+        archive.load_from(path, device);
+    } catch (const c10::Error& e) {
+        throw CheckpointError(path, "cannot read checkpoint (truncated or not a checkpoint): " +
+                                        first_line(e.what_without_backtrace()));
+    }
+    c10::IValue value;
+    if (!archive.try_read("format", value) || !value.isString() || value.toStringRef() != kFormat)
+        throw CheckpointError(
+            path, "not a TUPE Workbench checkpoint (no '" + std::string(kFormat) + "' format tag)");
+    try {
+        archive.read("config", value);
+        raw.config = parse_config_text(value.toStringRef());
+        archive.read("step", value);
+        raw.step = value.toInt();
+        archive.read("tokens_seen", value);
+        raw.tokens_seen = value.toInt();
+        archive.read("evals", value);
+        raw.evals = evals_from_text(value.toStringRef());
+        archive.read("rng", raw.rng);
+        archive.read("model", raw.model);
+        archive.read("optimizer", raw.optimizer);
+    } catch (const c10::Error& e) {
+        throw CheckpointError(path,
+                              "incomplete checkpoint: " + first_line(e.what_without_backtrace()));
+    } catch (const std::invalid_argument& e) {
+        throw CheckpointError(path, std::string("bad config in checkpoint: ") + e.what());
+    }
+    return raw;
+}
+
+void load_model_weights(const std::string& path, BertForMaskedLM& model,
+                        torch::serialize::InputArchive& archive) {
+    try {
+        model->load(archive);
+    } catch (const c10::Error& e) {
+        throw CheckpointError(path, "weights do not fit the model of its config (" +
+                                        model->config().preset +
+                                        "): " + first_line(e.what_without_backtrace()));
+    }
+}
+
+void restore_checkpoint(const std::string& path, RawCheckpoint& raw, BertForMaskedLM& model,
+                        torch::optim::AdamW& optimizer) {
+    load_model_weights(path, model, raw.model);
+    try {
+        optimizer.load(raw.optimizer);
+    } catch (const c10::Error& e) {
+        throw CheckpointError(
+            path, "optimizer state does not fit: " + first_line(e.what_without_backtrace()));
+    }
+    auto generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(raw.rng);
+}
+
+void copy_checkpoint(const std::string& from, const std::string& to) {
+    fs::copy_file(from, to + ".tmp", fs::copy_options::overwrite_existing);
+    fs::rename(to + ".tmp", to);
+}
+
+}  // namespace detail
+
+std::string checkpoint_path(const std::string& out_dir) {
+    return (fs::path(out_dir) / "checkpoint.pt").string();
+}
+std::string snapshot_path(const std::string& out_dir, int64_t step) {
+    return (fs::path(out_dir) / ("checkpoint-" + std::to_string(step) + ".pt")).string();
+}
+
+LoadedCheckpoint load_checkpoint(const std::string& path, torch::Device device) {
+    detail::RawCheckpoint raw = detail::read_checkpoint(path, device);
+    LoadedCheckpoint out;
+    out.config = raw.config;
+    try {
+        out.model = BertForMaskedLM(raw.config.model);
+    } catch (const std::exception& e) {
+        throw CheckpointError(path, std::string("invalid model config: ") + e.what());
+    }
+    out.model->to(device);
+    detail::load_model_weights(path, out.model, raw.model);
+    out.model->eval();
+    out.step = raw.step;
+    out.evals = raw.evals;
+    return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> named_weights(BertForMaskedLM& model) {
+    std::vector<std::pair<std::string, torch::Tensor>> out;
+    for (const auto& item : model->named_parameters()) out.emplace_back(item.key(), item.value());
+    for (const auto& item : model->named_buffers()) out.emplace_back(item.key(), item.value());
+    return out;
+}
+
+}  // namespace engine
