@@ -1,11 +1,11 @@
 // `tupe analyze`'s files (see analyze.h, write_analysis): every matrix as .npy + .csv, the
-// texts, and an index.json that says what each file holds.
+// texts, and an index.json that says what each file holds (its schema: analysis_index.h).
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "analysis/analysis_index.h"
 #include "analysis/analyze.h"
 #include "analysis/npy.h"
 #include "engine/errors.h"
@@ -74,10 +74,6 @@ IndexEntry describe(const std::string& what, const std::string& description, int
     e.layer = layer;
     e.head = head;
     return e;
-}
-
-nlohmann::json number(double v) {
-    return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
 }
 
 void write_terms(Writer& w, const TermMaps& terms) {
@@ -307,56 +303,40 @@ std::vector<IndexEntry> write_analysis(const AnalysisOutput& output, const std::
 
 void write_analysis_index(const AnalysisOutput& output, const std::string& dir,
                           const std::vector<IndexEntry>& entries) {
-    using nlohmann::json;
     const auto& c = output.config;
-    json index;
-    index["model"] = output.model_name;
-    index["variant"] = c.preset;
-    index["size"] = c.size;
-    index["config"] = {{"absolute_position", engine::to_string(c.absolute_position)},
-                       {"rel_pos", c.rel_pos},
-                       {"untie_cls", c.untie_cls},
-                       {"shared_pos_term", c.shared_pos_term},
-                       {"attention_scale_factor", c.attention_scale_factor},
-                       {"pre_layernorm", c.pre_layernorm},
-                       {"num_hidden_layers", c.num_hidden_layers},
-                       {"num_attention_heads", c.num_attention_heads},
-                       {"hidden_size", c.hidden_size},
-                       {"max_position_embeddings", c.max_position_embeddings},
-                       {"vocab_size", c.vocab_size}};
-    index["sentences"] = output.tokens.size();
-    index["tokens"] = output.input_ids.defined() ? output.input_ids.size(1) : 0;
-    index["forward_passes"] = output.forward_passes;
-    index["seconds"] = output.seconds;
-    index["axes"] =
+    AnalysisIndex index;
+    index.model = output.model_name;
+    index.variant = c.preset;
+    index.size = c.size;
+    index.config.absolute_position = engine::to_string(c.absolute_position);
+    index.config.rel_pos = c.rel_pos;
+    index.config.untie_cls = c.untie_cls;
+    index.config.shared_pos_term = c.shared_pos_term;
+    index.config.attention_scale_factor = c.attention_scale_factor;
+    index.config.pre_layernorm = c.pre_layernorm;
+    index.config.num_hidden_layers = c.num_hidden_layers;
+    index.config.num_attention_heads = c.num_attention_heads;
+    index.config.hidden_size = c.hidden_size;
+    index.config.max_position_embeddings = c.max_position_embeddings;
+    index.config.vocab_size = c.vocab_size;
+    index.sentences = static_cast<int64_t>(output.tokens.size());
+    index.tokens = output.input_ids.defined() ? output.input_ids.size(1) : 0;
+    index.forward_passes = output.forward_passes;
+    index.seconds = output.seconds;
+    index.axes =
         "T x T maps: rows = query position i, columns = key position j, position 0 "
         "= [CLS]; layers and heads count from 0";
-    index["notes"] = output.notes;
-    json skipped = json::array();
-    for (const auto& s : output.skipped)
-        skipped.push_back({{"what", s.what}, {"reason", s.reason}});
-    index["skipped"] = skipped;
-    json files = json::array();
-    for (const auto& e : entries) {
-        json f = {{"file", e.file}, {"what", e.what}, {"description", e.description}};
-        f["layer"] = e.layer >= 0 ? json(e.layer) : json(nullptr);
-        f["head"] = e.head >= 0 ? json(e.head) : json(nullptr);
-        if (!e.shape.empty()) f["shape"] = e.shape;
-        if (!e.label.empty()) f["label"] = e.label;
-        if (!e.statistics.empty()) {
-            json stats = json::object();
-            for (const auto& [name, value] : e.statistics) stats[name] = number(value);
-            f["statistics"] = stats;
-        }
-        files.push_back(f);
-    }
-    index["files"] = files;
+    index.notes = output.notes;
+    for (const auto& s : output.skipped) index.skipped.push_back({s.what, s.reason});
+    for (const auto& e : entries)
+        index.files.push_back(
+            {e.file, e.what, e.description, e.layer, e.head, e.shape, e.statistics, e.label});
 
     const fs::path path = fs::path(dir) / "index.json";
     const fs::path tmp = fs::path(dir) / "index.json.tmp";
     {
         std::ofstream f(tmp, std::ios::trunc);
-        f << index.dump(1) << "\n";
+        f << write_index_json(index);
         f.flush();
         if (!f) throw engine::InputError(path.string(), "cannot write");
     }

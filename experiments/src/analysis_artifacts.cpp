@@ -1,14 +1,15 @@
 // Analysis directories recorded in the results store (see analysis_artifacts.h): index.json
-// read with nlohmann::json, each listed file measured and hashed, all rows in one transaction.
+// read with its schema (analysis/analysis_index.h), each listed file measured and hashed, all rows
+// in one transaction.
 #include "experiments/analysis_artifacts.h"
 
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "analysis/analysis_index.h"
 #include "engine/errors.h"
 
 namespace experiments {
@@ -48,33 +49,25 @@ void add_directory(std::int64_t run_id, const fs::path& dir, std::vector<Artifac
     std::error_code ec;
     if (!fs::is_regular_file(index_path, ec))
         throw engine::InputError(index_path.string(), "missing: not a `tupe analyze` directory");
-    const std::string text = read_all(index_path);
-    nlohmann::json index;
-    try {
-        index = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-        throw engine::InputError(index_path.string(), std::string("malformed JSON: ") + e.what());
-    }
-    if (!index.is_object() || !index.contains("files") || !index["files"].is_array())
-        throw engine::InputError(index_path.string(), "has no \"files\" list");
-    const std::string model = index.value("model", std::string());
+    // The schema of index.json is analysis/analysis_index.h's (the writer's own).
+    const analysis::AnalysisIndex index =
+        analysis::parse_index_json(read_all(index_path), index_path.string());
+    if (index.files.empty()) throw engine::InputError(index_path.string(), "lists no files");
     out.push_back(artifact_for(run_id, index_path,
-                               "index of the analysis of " + (model.empty() ? "a model" : model) +
+                               "index of the analysis of " +
+                                   (index.model.empty() ? "a model" : index.model) +
                                    ": every file with what it holds, layer, head, shape and "
                                    "statistics"));
-    for (const auto& entry : index["files"]) {
-        if (!entry.is_object() || !entry.contains("file") || !entry["file"].is_string())
+    for (const auto& entry : index.files) {
+        if (entry.file.empty())
             throw engine::InputError(index_path.string(), "a \"files\" entry has no \"file\"");
-        const fs::path file = dir / entry["file"].get<std::string>();
+        const fs::path file = dir / entry.file;
         if (!fs::is_regular_file(file, ec))
             throw engine::InputError(index_path.string(),
-                                     "lists " + entry["file"].get<std::string>() +
-                                         ", which does not exist");
-        std::string description = entry.value("description", std::string());
-        if (entry.contains("layer") && entry["layer"].is_number_integer())
-            description += "; layer " + std::to_string(entry["layer"].get<std::int64_t>());
-        if (entry.contains("head") && entry["head"].is_number_integer())
-            description += "; head " + std::to_string(entry["head"].get<std::int64_t>());
+                                     "lists " + entry.file + ", which does not exist");
+        std::string description = entry.description;
+        if (entry.layer >= 0) description += "; layer " + std::to_string(entry.layer);
+        if (entry.head >= 0) description += "; head " + std::to_string(entry.head);
         out.push_back(artifact_for(run_id, file, description));
     }
 }
@@ -121,7 +114,8 @@ std::int64_t find_run_id(ResultStore& store, const std::string& experiment,
     auto e = store.find_experiment(experiment);
     if (!e) {
         std::string names;
-        for (const auto& x : store.list_experiments()) names += (names.empty() ? "" : ", ") + x.name;
+        for (const auto& x : store.list_experiments())
+            names += (names.empty() ? "" : ", ") + x.name;
         throw engine::InputError(store.path(), "no experiment named '" + experiment + "' (has: " +
                                                    (names.empty() ? "none" : names) + ")");
     }
@@ -130,9 +124,9 @@ std::int64_t find_run_id(ResultStore& store, const std::string& experiment,
         std::string names;
         for (const auto& x : store.list_runs(e->id))
             if (x.kind == "pretrain") names += (names.empty() ? "" : ", ") + x.name;
-        throw engine::InputError(store.path(), "experiment '" + experiment + "' has no run named '" +
-                                                   run + "' (pretrain runs: " +
-                                                   (names.empty() ? "none" : names) + ")");
+        throw engine::InputError(store.path(),
+                                 "experiment '" + experiment + "' has no run named '" + run +
+                                     "' (pretrain runs: " + (names.empty() ? "none" : names) + ")");
     }
     return r->id;
 }

@@ -8,10 +8,12 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 
+#include "analysis/analysis_index.h"
 #include "analysis/evidence.h"
 #include "experiments/experiment.h"
 #include "experiments/report.h"
@@ -203,8 +205,10 @@ std::string missing_text(const Groups& groups, const std::vector<std::string>& n
     return out;
 }
 
-// The analysis index.json of a pretrain run with the highest step, parsed; null if none.
-nlohmann::json latest_index(ResultStore& store, const PretrainRun& run, std::string* path_out) {
+// The analysis index.json of a pretrain run with the highest step, parsed (analysis_index.h);
+// nullopt if none or unreadable.
+std::optional<analysis::AnalysisIndex> latest_index(ResultStore& store, const PretrainRun& run,
+                                                    std::string* path_out) {
     int64_t best_step = -1;
     std::string best;
     for (const auto& a : store.artifacts(run.id)) {
@@ -216,14 +220,13 @@ nlohmann::json latest_index(ResultStore& store, const PretrainRun& run, std::str
         if (at != std::string::npos) step = std::atoll(p.c_str() + at + 5);
         if (step > best_step) best_step = step, best = p;
     }
-    if (best.empty()) return nullptr;
-    std::ifstream in(best);
-    if (!in) return nullptr;
+    if (best.empty()) return std::nullopt;
     try {
+        auto index = analysis::read_index_json(best);
         *path_out = best;
-        return nlohmann::json::parse(in);
+        return index;
     } catch (const std::exception&) {
-        return nullptr;
+        return std::nullopt;
     }
 }
 
@@ -527,15 +530,15 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
             for (const auto& [seed, run] : groups["bert-a"]) {
                 std::string path;
                 const auto index = latest_index(store, run, &path);
-                if (index.is_null() || !index.contains("files")) continue;
+                if (!index) continue;
                 std::map<int64_t, std::map<std::string, double>> spread;  // head -> term -> spread
-                for (const auto& f : index["files"]) {
-                    if (!f.contains("statistics") || !f["head"].is_number()) continue;
-                    const std::string what = f.value("what", "");
-                    if (what != "word_word" && what != "word_pos" && what != "pos_word") continue;
-                    const auto& st = f["statistics"];
-                    if (st.contains("uniformity") && st["uniformity"].is_number())
-                        spread[f["head"].get<int64_t>()][what] = st["uniformity"].get<double>();
+                for (const auto& f : index->files) {
+                    if (f.statistics.empty() || f.head < 0) continue;
+                    if (f.what != "word_word" && f.what != "word_pos" && f.what != "pos_word")
+                        continue;
+                    for (const auto& [key, value] : f.statistics)
+                        if (key == "uniformity" && std::isfinite(value))
+                            spread[f.head][f.what] = value;
                 }
                 for (const auto& [h, terms] : spread) {
                     if (!terms.count("word_word")) continue;
@@ -585,15 +588,12 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
             for (const auto& [seed, run] : groups[g]) {
                 std::string path;
                 const auto index = latest_index(store, run, &path);
-                if (index.is_null() || !index.contains("files")) continue;
+                if (!index) continue;
                 std::set<std::pair<int64_t, int64_t>> seen;  // (layer, head): .npy and .csv
-                for (const auto& f : index["files"])
-                    if (f.value("what", "") == "tupe_total" && f.contains("label") &&
-                        f["head"].is_number()) {
-                        const int64_t layer =
-                            f["layer"].is_number() ? f["layer"].get<int64_t>() : -1;
-                        if (!seen.insert({layer, f["head"].get<int64_t>()}).second) continue;
-                        ++counts[f["label"].get<std::string>()];
+                for (const auto& f : index->files)
+                    if (f.what == "tupe_total" && !f.label.empty() && f.head >= 0) {
+                        if (!seen.insert({f.layer, f.head}).second) continue;
+                        ++counts[f.label];
                         ++heads;
                     }
             }

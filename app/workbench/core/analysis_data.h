@@ -1,6 +1,7 @@
-// Reading what `tupe analyze` writes (analysis/analyze.h: write_analysis): .npy arrays, parsed
-// here because analysis/npy.h needs torch, and index.json, which says what each file holds
-// (kind, layer, head, shape, statistics, taxonomy label). Plain data for the map views.
+// Reading what `tupe analyze` writes (analysis/analyze.h: write_analysis) for the map views:
+// .npy arrays through analysis::read_npy_array (analysis/npy_format.h, torch-free) and
+// index.json through analysis::parse_index_json (analysis/analysis_index.h), which says what
+// each file holds (kind, layer, head, shape, statistics, taxonomy label). Plain data, Qt strings.
 #pragma once
 
 #include <QString>
@@ -12,26 +13,28 @@
 
 namespace app {
 
-/// A C-order array of any numeric .npy dtype, converted to double.
+/// A C-order array of any supported .npy dtype, converted to double: analysis::NpyArray's
+/// shape and values, the shape as long long (the views' and tests' type).
 struct NpyArray {
     std::vector<long long> shape;
     std::vector<double> values;
     long long size() const { return static_cast<long long>(values.size()); }
 };
 
-/// Reads a .npy file (format 1.0-3.0, little-endian f4/f8/i4/i8/u1/b1, C order). Throws
-/// std::runtime_error "PATH: reason" for anything else.
+/// Reads a .npy file (format 1.0-3.0, little-endian f4/f8/i4/i8/u1/b1, C order) with
+/// analysis::read_npy_array and all its checks. Throws std::runtime_error "PATH: reason" (an
+/// engine::InputError) for anything else.
 NpyArray readNpy(const QString& path);
 
 /// One file listed in index.json.
 struct AnalysisEntry {
-    QString file;   ///< relative to the directory, e.g. "tupe/total_h0.csv"
-    QString what;   ///< kind: "word_word", "tupe_total", "from_cls", "tupe_theta", ...
+    QString file;  ///< relative to the directory, e.g. "tupe/total_h0.csv"
+    QString what;  ///< kind: "word_word", "tupe_total", "from_cls", "tupe_theta", ...
     QString description;
     int layer = -1;  ///< -1: not one layer
     int head = -1;   ///< -1: not one head
     std::vector<long long> shape;
-    QString label;                       ///< taxonomy pattern of a TUPE head
+    QString label;                         ///< taxonomy pattern of a TUPE head
     std::map<QString, double> statistics;  ///< null values are NaN
 };
 
@@ -57,7 +60,8 @@ struct AnalysisData {
     NpyArray array(const QString& relativeNoExt) const;
 };
 
-/// Reads dir/index.json and dir/input/tokens.txt. Throws std::runtime_error naming the file.
+/// Reads dir/index.json and dir/input/tokens.txt. Throws std::runtime_error "PATH: reason"
+/// naming the file.
 AnalysisData loadAnalysis(const QString& dir);
 
 }  // namespace app

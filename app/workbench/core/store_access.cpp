@@ -64,6 +64,26 @@ QList<qint64> runIdsByName(experiments::ResultStore& store, const QString& exper
     return ids;
 }
 
+CheckpointRuns listCheckpointRuns(experiments::ResultStore& store, const QString& dbPath) {
+    CheckpointRuns out;
+    try {
+        for (const auto& e : store.list_experiments())
+            for (const auto& r : store.list_runs(e.id)) {
+                if (r.kind != "pretrain") continue;
+                CheckpointRun run;
+                run.runId = r.id;
+                run.name = QString::fromStdString(r.name);
+                for (const auto& c : store.checkpoints(r.id))
+                    run.checkpoints.push_back(
+                        {c.step, resolveStorePath(QString::fromStdString(c.path), dbPath)});
+                if (!run.checkpoints.empty()) out.runs.push_back(std::move(run));
+            }
+    } catch (const std::exception& e) {
+        out.error = "cannot list the checkpoints: " + QString::fromUtf8(e.what());
+    }
+    return out;
+}
+
 namespace {
 
 bool parseDouble(const std::map<std::string, std::string>& params, const std::string& key,

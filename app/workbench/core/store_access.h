@@ -39,6 +39,30 @@ QString projectRootFor(const QString& dbPath);
 QList<qint64> runIdsByName(experiments::ResultStore& store, const QString& experiment,
                            const QStringList& names);
 
+/// One checkpoint of a run: its step and its file, resolved with resolveStorePath.
+struct CheckpointRef {
+    std::int64_t step = 0;
+    QString path;
+};
+
+/// A pretrain run that has checkpoints, with them by step.
+struct CheckpointRun {
+    qint64 runId = 0;
+    QString name;
+    std::vector<CheckpointRef> checkpoints;
+};
+
+/// The runs a checkpoint picker offers, or why the walk stopped.
+struct CheckpointRuns {
+    std::vector<CheckpointRun> runs;  ///< what was read before a failure, in store order
+    QString error;                    ///< one line, empty on success
+};
+
+/// Every pretrain run of every experiment that has at least one checkpoint, its checkpoint
+/// paths resolved against the store at `dbPath`. Never throws: a store error (locked, other
+/// schema) ends the walk and goes to `error`.
+CheckpointRuns listCheckpointRuns(experiments::ResultStore& store, const QString& dbPath);
+
 /// How far below the unigram floor a final validation loss must be to show the model learned
 /// more than word frequencies (the engine's kFloorMargin; engine headers pull in torch).
 inline constexpr double kFloorMarginNats = 0.1;

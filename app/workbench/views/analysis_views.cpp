@@ -8,6 +8,9 @@
 #include <QVBoxLayout>
 #include <cmath>
 #include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "core/analysis_service.h"
 #include "core/store_access.h"
@@ -30,18 +33,22 @@ QString layerName(int layer) {
     return layer < 0 ? QString("all layers (shared)") : QString("layer %1").arg(layer);
 }
 
-HeatmapData squareMap(const AnalysisData& d, const AnalysisEntry& e, const QString& title) {
+plotting::Heatmap squareMap(const AnalysisData& d, const AnalysisEntry& e, const QString& title) {
     const NpyArray a = d.matrix(e);
-    HeatmapData h;
-    h.title = title;
+    if (a.shape.size() != 2)
+        throw std::runtime_error((d.dir + "/" + e.file).toStdString() + ": " +
+                                 std::to_string(a.shape.size()) + "-d array, expected a matrix");
+    plotting::Heatmap h;
+    h.title = title.toStdString();
     h.rows = int(a.shape[0]);
     h.cols = int(a.shape[1]);
     h.values = a.values;
-    if (d.tokens.size() == h.cols) h.rowLabels = h.colLabels = d.tokens;
+    if (d.tokens.size() == h.rows) h.row_labels = toStdStrings(d.tokens);
+    if (d.tokens.size() == h.cols) h.col_labels = toStdStrings(d.tokens);
     h.symmetric = !e.what.endsWith("probs");
-    h.xLabel = "key";
-    h.yLabel = "query";
-    h.valueLabel = e.what.endsWith("probs") ? "probability" : "logit";
+    h.x_label = "key";
+    h.y_label = "query";
+    h.value_label = e.what.endsWith("probs") ? "probability" : "logit";
     return h;
 }
 
@@ -79,21 +86,16 @@ CheckpointPicker::CheckpointPicker(const QString& title, QWidget* parent)
 }
 
 void CheckpointPicker::setStore(experiments::ResultStore* store, const QString& dbPath) {
-    store_ = store;
-    dbPath_ = dbPath;
     QSignalBlocker block(run_);
     const QString current = run_->currentText();
     run_->clear();
-    if (store_) {
-        try {
-            for (const auto& e : store_->list_experiments())
-                for (const auto& r : store_->list_runs(e.id))
-                    if (r.kind == "pretrain" && !store_->checkpoints(r.id).empty())
-                        run_->addItem(QString::fromStdString(r.name),
-                                      QVariant::fromValue<qlonglong>(r.id));
-        } catch (const std::exception&) {
-        }
+    runs_.clear();
+    if (store) {
+        CheckpointRuns found = listCheckpointRuns(*store, dbPath);
+        runs_ = std::move(found.runs);
+        if (!found.error.isEmpty()) emit errorRaised(found.error);
     }
+    for (const CheckpointRun& r : runs_) run_->addItem(r.name);
     const int i = run_->findText(current);
     run_->setCurrentIndex(std::max(0, i));
     fillCheckpoints();
@@ -102,13 +104,10 @@ void CheckpointPicker::setStore(experiments::ResultStore* store, const QString& 
 void CheckpointPicker::fillCheckpoints() {
     QSignalBlocker block(checkpoint_);
     checkpoint_->clear();
-    if (!store_ || run_->currentIndex() < 0) return;
-    try {
-        for (const auto& c : store_->checkpoints(run_->currentData().toLongLong()))
-            checkpoint_->addItem(QString("step %1").arg(c.step),
-                                 resolveStorePath(QString::fromStdString(c.path), dbPath_));
-    } catch (const std::exception&) {
-    }
+    const int i = run_->currentIndex();
+    if (i < 0 || size_t(i) >= runs_.size()) return;
+    for (const CheckpointRef& c : runs_[size_t(i)].checkpoints)
+        checkpoint_->addItem(QString("step %1").arg(c.step), c.path);
     checkpoint_->setCurrentIndex(checkpoint_->count() - 1);
 }
 
@@ -135,6 +134,8 @@ SideBySideView::SideBySideView(AnalysisService* service, QWidget* parent)
       sentence_(new QLineEdit),
       go_(new QPushButton("Recompute")),
       status_(new QLabel) {
+    for (auto* p : pickers_)
+        connect(p, &CheckpointPicker::errorRaised, this, &WorkbenchView::errorRaised);
     connect(go_, &QPushButton::clicked, this, &SideBySideView::recompute);
     connect(sentence_, &QLineEdit::returnPressed, this, &SideBySideView::recompute);
     connect(service_, &AnalysisService::ready, this,
@@ -372,25 +373,25 @@ void ClsAttentionView::redraw() {
         auto at = [&](int l, int h, int t) {
             return arrays[s].values[(size_t(l) * H + h) * T + t];
         };
-        HeatmapData m;
+        plotting::Heatmap m;
         m.title = QString("%1 (%2): %3, mean over heads")
-                      .arg(pickers_[s]->label(), d.variant, direction_->currentText());
+                      .arg(pickers_[s]->label(), d.variant, direction_->currentText())
+                      .toStdString();
         m.rows = L;
         m.cols = T;
         for (int l = 0; l < L; ++l) {
-            m.rowLabels << QString("layer %1").arg(l);
+            m.row_labels.push_back("layer " + std::to_string(l));
             for (int t = 0; t < T; ++t) {
                 double sum = 0;
                 for (int h = 0; h < H; ++h) sum += at(l, h, t);
                 m.values.push_back(sum / H);
             }
         }
-        if (d.tokens.size() == T) m.colLabels = d.tokens;
-        m.xLabel = from ? "key" : "query";
-        m.yLabel = "";
-        m.valueLabel = "attention";
-        m.rangeMin = 0;
-        m.rangeMax = hi;  // one colour scale for both sides
+        if (d.tokens.size() == T) m.col_labels = toStdStrings(d.tokens);
+        m.x_label = from ? "key" : "query";
+        m.value_label = "attention";
+        m.range_min = 0;
+        m.range_max = hi;  // one colour scale for both sides
         maps_[s]->setData(m);
 
         QCustomPlot* p = lines_[s];
@@ -465,6 +466,7 @@ HeadGalleryView::HeadGalleryView(AnalysisService* service, QWidget* parent)
     layout->addLayout(top);
     layout->addLayout(sentenceBar(sentence_, go, status_));
     layout->addWidget(scroll, 1);
+    connect(picker_, &CheckpointPicker::errorRaised, this, &WorkbenchView::errorRaised);
     connect(go, &QPushButton::clicked, this, &HeadGalleryView::recompute);
     connect(sentence_, &QLineEdit::returnPressed, this, &HeadGalleryView::recompute);
     connect(kind_, &QComboBox::currentIndexChanged, this, &HeadGalleryView::redraw);
@@ -519,13 +521,13 @@ void HeadGalleryView::redraw() {
             auto* plot = new HeatmapPlot(nullptr, false);
             plot->setMinimumSize(230, 230);
             try {
-                HeatmapData m =
+                plotting::Heatmap m =
                     squareMap(d, *e,
                               QString("%1head %2%3")
                                   .arg(layer >= 0 ? QString("L%1 ").arg(layer) : QString())
                                   .arg(h)
                                   .arg(e->label.isEmpty() ? QString() : ": " + e->label));
-                m.xLabel = m.yLabel = "";
+                m.x_label = m.y_label = "";
                 plot->setData(m);
             } catch (const std::exception& ex) {
                 plot->clearWithMessage("cannot read");

@@ -12,8 +12,10 @@
 #include <QPushButton>
 #include <QVBoxLayout>
 #include <memory>
+#include <vector>
 
 #include "core/analysis_data.h"
+#include "core/store_access.h"
 #include "views/plot_util.h"
 #include "views/workbench_view.h"
 
@@ -21,11 +23,13 @@ namespace app {
 
 class AnalysisService;
 
-/// A run (pretraining runs with checkpoints) and one of its checkpoints.
+/// A run (pretraining runs with checkpoints) and one of its checkpoints, read from the store by
+/// listCheckpointRuns (core/store_access.h) when the store is set.
 class CheckpointPicker : public QWidget {
     Q_OBJECT
   public:
     explicit CheckpointPicker(const QString& title, QWidget* parent = nullptr);
+    /// Refills the runs from `store` (nullptr: none); a store error goes to errorRaised.
     void setStore(experiments::ResultStore* store, const QString& dbPath);
     QString checkpointPath() const;  ///< resolved; empty when none
     QString label() const;           ///< "tupe-a @ 600"
@@ -35,11 +39,12 @@ class CheckpointPicker : public QWidget {
 
   signals:
     void changed();
+    /// A message for the window's banner (the view forwards it as its errorRaised).
+    void errorRaised(const QString& message);
 
   private:
     void fillCheckpoints();
-    experiments::ResultStore* store_ = nullptr;
-    QString dbPath_;
+    std::vector<CheckpointRun> runs_;  ///< what run_ lists, in its order
     QComboBox* run_;
     QComboBox* checkpoint_;
 };

@@ -6,21 +6,27 @@
 #include <algorithm>
 #include <cmath>
 
+#include "plotting/qcp_heatmap.h"
+
 namespace app {
 
 namespace {
 
-QCPColorGradient fiveStops(const std::array<QColor, 5>& stops) {
-    QCPColorGradient g;
-    g.clearColorStops();
-    for (size_t i = 0; i < stops.size(); ++i) g.setColorStopAt(0.25 * double(i), stops[i]);
-    g.setColorInterpolation(QCPColorGradient::ciRGB);
-    g.setNanHandling(QCPColorGradient::nhNanColor);
-    g.setNanColor(QColor(190, 190, 190));
-    return g;
+QString qs(const std::string& s) { return QString::fromStdString(s); }
+
+/// labels[i] when there is one, else the index.
+QString labelAt(const std::vector<std::string>& labels, int i) {
+    return i >= 0 && size_t(i) < labels.size() ? qs(labels[size_t(i)]) : QString::number(i);
 }
 
 }  // namespace
+
+std::vector<std::string> toStdStrings(const QStringList& labels) {
+    std::vector<std::string> out;
+    out.reserve(size_t(labels.size()));
+    for (const QString& l : labels) out.push_back(l.toStdString());
+    return out;
+}
 
 QCustomPlot* makePlot(QWidget* parent) {
     auto* plot = new QCustomPlot(parent);
@@ -70,7 +76,7 @@ HeatmapPlot::HeatmapPlot(QWidget* parent, bool withScale)
 }
 
 void HeatmapPlot::clearWithMessage(const QString& message) {
-    data_ = HeatmapData{};
+    data_ = plotting::Heatmap{};
     map_->data()->setSize(0, 0);
     map_->setVisible(false);
     if (scale_) scale_->setVisible(false);
@@ -85,49 +91,41 @@ void HeatmapPlot::clearWithMessage(const QString& message) {
     replot(rpQueuedReplot);
 }
 
-void HeatmapPlot::setData(const HeatmapData& d) {
+void HeatmapPlot::setData(const plotting::Heatmap& d) {
+    if (d.rows <= 0 || d.cols <= 0 || d.values.size() != size_t(d.rows) * size_t(d.cols)) {
+        clearWithMessage(QString("cannot draw '%1': %2 values for %3 x %4 cells")
+                             .arg(qs(d.title))
+                             .arg(d.values.size())
+                             .arg(d.rows)
+                             .arg(d.cols));
+        return;
+    }
     data_ = d;
     message_->setText("");
     map_->setVisible(true);
     if (scale_) scale_->setVisible(true);
-    title_->setText(d.title);
+    title_->setText(qs(d.title));
     map_->data()->setSize(d.cols, d.rows);
-    map_->data()->setRange(QCPRange(0, std::max(0, d.cols - 1)), QCPRange(0, std::max(0, d.rows - 1)));
-    double lo = INFINITY, hi = -INFINITY;
+    map_->data()->setRange(plotting::qcp_cell_range(d.cols), plotting::qcp_cell_range(d.rows));
     for (int r = 0; r < d.rows; ++r)
-        for (int c = 0; c < d.cols; ++c) {
-            const double v = d.values[size_t(r) * size_t(d.cols) + size_t(c)];
-            map_->data()->setCell(c, r, v);
-            if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
-        }
-    if (!std::isfinite(lo)) lo = 0, hi = 1;
-    if (d.symmetric) {
-        const double m = std::max({std::abs(lo), std::abs(hi), 1e-12});
-        lo = -m, hi = m;
-    }
-    if (std::isfinite(d.rangeMin)) lo = d.rangeMin;
-    if (std::isfinite(d.rangeMax)) hi = d.rangeMax;
-    if (hi <= lo) hi = lo + 1e-12;
-    map_->setGradient(d.symmetric ? fiveStops({QColor(33, 102, 172), QColor(103, 169, 207),
-                                               QColor(247, 247, 247), QColor(239, 138, 98),
-                                               QColor(178, 24, 43)})
-                                  : fiveStops({QColor(68, 1, 84), QColor(59, 82, 139),
-                                               QColor(33, 145, 140), QColor(94, 201, 98),
-                                               QColor(253, 231, 37)}));
-    map_->setDataRange(QCPRange(lo, hi));
-    if (scale_) scale_->axis()->setLabel(d.valueLabel);
-    auto labelTicker = [](const QStringList& labels, int n) {
+        for (int c = 0; c < d.cols; ++c)
+            map_->data()->setCell(c, r, d.values[size_t(r) * size_t(d.cols) + size_t(c)]);
+    // The offscreen PNGs' colours and range (plotting.cpp draws the same struct).
+    const plotting::ColorRange range = plotting::heatmap_color_range(d);
+    map_->setGradient(plotting::heatmap_gradient(d.symmetric));
+    map_->setDataRange(QCPRange(range.lo, range.hi));
+    if (scale_) scale_->axis()->setLabel(qs(d.value_label));
+    auto labelTicker = [](const std::vector<std::string>& labels, int n) {
         QSharedPointer<QCPAxisTickerText> t(new QCPAxisTickerText);
         const int step = std::max(1, int(std::ceil(n / 24.0)));
-        for (int i = 0; i < n; i += step)
-            t->addTick(i, i < labels.size() ? labels[i] : QString::number(i));
+        for (int i = 0; i < n; i += step) t->addTick(i, labelAt(labels, i));
         return t;
     };
-    xAxis->setTicker(labelTicker(d.colLabels, d.cols));
-    yAxis->setTicker(labelTicker(d.rowLabels, d.rows));
-    xAxis->setTickLabelRotation(d.colLabels.isEmpty() ? 0 : 60);
-    xAxis->setLabel(d.xLabel);
-    yAxis->setLabel(d.yLabel);
+    xAxis->setTicker(labelTicker(d.col_labels, d.cols));
+    yAxis->setTicker(labelTicker(d.row_labels, d.rows));
+    xAxis->setTickLabelRotation(d.col_labels.empty() ? 0 : 60);
+    xAxis->setLabel(qs(d.x_label));
+    yAxis->setLabel(qs(d.y_label));
     xAxis->setRange(-0.5, d.cols - 0.5);
     yAxis->setRange(-0.5, d.rows - 0.5);
     replot(rpQueuedReplot);
@@ -144,13 +142,13 @@ void HeatmapPlot::mouseMoveEvent(QMouseEvent* event) {
         QToolTip::hideText();
         return;
     }
-    const QString rl = r < data_.rowLabels.size() ? data_.rowLabels[r] : QString::number(r);
-    const QString cl = c < data_.colLabels.size() ? data_.colLabels[c] : QString::number(c);
+    const QString rl = labelAt(data_.row_labels, r);
+    const QString cl = labelAt(data_.col_labels, c);
     const double v = data_.values[size_t(r) * size_t(data_.cols) + size_t(c)];
     QToolTip::showText(event->globalPosition().toPoint(),
                        QString("%1 %2 \u2192 %3 %4: %5")
-                           .arg(data_.yLabel.isEmpty() ? "row" : data_.yLabel, rl,
-                                data_.xLabel.isEmpty() ? "column" : data_.xLabel, cl)
+                           .arg(data_.y_label.empty() ? QString("row") : qs(data_.y_label), rl,
+                                data_.x_label.empty() ? QString("column") : qs(data_.x_label), cl)
                            .arg(v, 0, 'g', 4),
                        this);
 }
@@ -164,7 +162,8 @@ QString exportPlot(QCustomPlot* plot, const QString& basePath) {
     return {};
 }
 
-QString exportPlots(const QList<QCustomPlot*>& plots, const QString& basePath, QStringList* written) {
+QString exportPlots(const QList<QCustomPlot*>& plots, const QString& basePath,
+                    QStringList* written) {
     if (plots.isEmpty()) return "this view has no plot to export";
     QString base = basePath;
     base.remove(QRegularExpression("\\.(png|pdf)$"));
@@ -182,15 +181,15 @@ QString exportPlots(const QList<QCustomPlot*>& plots, const QString& basePath, Q
 QString plotCsv(QCustomPlot* plot) {
     if (!plot) return {};
     if (auto* heat = qobject_cast<HeatmapPlot*>(plot)) {
-        const HeatmapData& d = heat->data();
+        const plotting::Heatmap& d = heat->data();
         QString out = "row";
-        for (int c = 0; c < d.cols; ++c)
-            out += "," + (c < d.colLabels.size() ? d.colLabels[c] : QString::number(c));
+        for (int c = 0; c < d.cols; ++c) out += "," + labelAt(d.col_labels, c);
         out += "\n";
         for (int r = 0; r < d.rows; ++r) {
-            out += r < d.rowLabels.size() ? d.rowLabels[r] : QString::number(r);
+            out += labelAt(d.row_labels, r);
             for (int c = 0; c < d.cols; ++c)
-                out += "," + QString::number(d.values[size_t(r) * size_t(d.cols) + size_t(c)], 'g', 8);
+                out +=
+                    "," + QString::number(d.values[size_t(r) * size_t(d.cols) + size_t(c)], 'g', 8);
             out += "\n";
         }
         return out;
@@ -201,7 +200,10 @@ QString plotCsv(QCustomPlot* plot) {
         QString name = graph->name();
         name.replace('"', "'");
         for (auto it = graph->data()->constBegin(); it != graph->data()->constEnd(); ++it)
-            out += QString("\"%1\",%2,%3\n").arg(name).arg(it->key, 0, 'g', 10).arg(it->value, 0, 'g', 10);
+            out += QString("\"%1\",%2,%3\n")
+                       .arg(name)
+                       .arg(it->key, 0, 'g', 10)
+                       .arg(it->value, 0, 'g', 10);
     }
     return out;
 }

@@ -1,7 +1,7 @@
-// Shared pieces of the views' QCustomPlot figures: a styled plot, a heatmap widget (colour map
-// + colour scale, symmetric diverging range for signed maps, token tick labels, hover value),
-// a queued replot at most ~10 times per second, and export of a plot to PNG + PDF and of its
-// graphs to CSV.
+// Shared pieces of the views' QCustomPlot figures: a styled plot, a heatmap widget drawing a
+// plotting::Heatmap (colour scale from plotting/palette.h, symmetric diverging range for signed
+// maps, token tick labels, hover value), a queued replot at most ~10 times per second, and
+// export of a plot to PNG + PDF and of its graphs to CSV.
 #pragma once
 
 #include <QPointer>
@@ -9,8 +9,10 @@
 #include <QStringList>
 #include <QTimer>
 #include <QWidget>
+#include <string>
 #include <vector>
 
+#include "plotting/plotting.h"
 #include "qcustomplot.h"
 
 namespace app {
@@ -30,31 +32,26 @@ class ReplotThrottle : public QObject {
     QTimer timer_;
 };
 
-/// Plain data of one heatmap.
-struct HeatmapData {
-    QString title;
-    int rows = 0, cols = 0;
-    std::vector<double> values;  ///< row-major, row 0 drawn at the top
-    QStringList rowLabels, colLabels;
-    bool symmetric = false;      ///< range [-m, m], diverging colours with 0 white
-    QString xLabel, yLabel, valueLabel;
-    double rangeMin = NAN, rangeMax = NAN;  ///< fixed range (NaN = from the data)
-};
+/// Labels for plotting::Heatmap (row_labels, col_labels) from Qt strings, UTF-8.
+std::vector<std::string> toStdStrings(const QStringList& labels);
 
-/// A QCustomPlot showing one heatmap; hovering shows "row label -> column label: value".
+/// A QCustomPlot showing one plotting::Heatmap (the struct the offscreen PNGs draw, with the
+/// same colour scale and range: plotting/palette.h, plotting::heatmap_color_range); hovering
+/// shows "row label -> column label: value".
 class HeatmapPlot : public QCustomPlot {
     Q_OBJECT
   public:
     explicit HeatmapPlot(QWidget* parent = nullptr, bool withScale = true);
-    void setData(const HeatmapData& data);
+    /// Shows `data`; values that do not fill rows x cols show a message instead.
+    void setData(const plotting::Heatmap& data);
     void clearWithMessage(const QString& message);
-    const HeatmapData& data() const { return data_; }
+    const plotting::Heatmap& data() const { return data_; }
 
   protected:
     void mouseMoveEvent(QMouseEvent* event) override;
 
   private:
-    HeatmapData data_;
+    plotting::Heatmap data_;
     QCPColorMap* map_ = nullptr;
     QCPColorScale* scale_ = nullptr;
     QCPTextElement* title_ = nullptr;
