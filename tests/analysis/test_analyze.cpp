@@ -4,7 +4,6 @@
 // sentences are truncated with a note or refused; write_analysis leaves exactly the files
 // index.json lists, with the shapes it states, readable with read_npy.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -20,6 +19,7 @@
 #include "engine/config.h"
 #include "engine/errors.h"
 #include "engine/tokenizer.h"
+#include "support/test_support.h"
 
 namespace fs = std::filesystem;
 using namespace analysis;
@@ -35,11 +35,7 @@ engine::WordPieceTokenizer tokenizer() {
 }
 
 engine::BertForMaskedLM tiny_model(const std::string& preset, uint64_t seed = 3) {
-    engine::ModelConfig c = engine::make_model_config(preset, "tiny");
-    c.vocab_size = 15;
-    c.max_position_embeddings = kMaxPositions;
-    c.hidden_size = 16;
-    c.intermediate_size = 32;
+    const engine::ModelConfig c = test_support::tiny16_config(preset, 15, kMaxPositions);
     torch::manual_seed(seed);
     engine::BertForMaskedLM model(c);
     // Larger weights than the N(0, 0.02) init, so every map is far from zero and uniform.
@@ -64,16 +60,10 @@ bool skipped(const AnalysisOutput& out, const std::string& what_prefix, const st
     return false;
 }
 
-class AnalyzeTest : public ::testing::Test {
+// dir_ is not created: write_analysis must create its folder and the parents.
+class AnalyzeTest : public test_support::TempDirTest {
   protected:
-    void SetUp() override {
-        dir_ = fs::temp_directory_path() /
-               ("tupe_analyze_" + std::to_string(::getpid()) + "_" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(dir_);
-    }
-    void TearDown() override { fs::remove_all(dir_); }
-    fs::path dir_;
+    AnalyzeTest() : TempDirTest(test_support::per_test_name("tupe_analyze"), /*create=*/false) {}
 };
 
 }  // namespace

@@ -4,7 +4,6 @@
 // patterns, and tiny HF checkpoints round-trip (safetensors always, pytorch_model.bin when
 // /usr/bin/python3 has torch). Tiny configs, fixed seeds.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -22,6 +21,8 @@
 #include "engine/config.h"
 #include "engine/errors.h"
 #include "engine/tokenizer.h"
+#include "support/test_support.h"
+#include "support/torch_support.h"
 
 namespace fs = std::filesystem;
 using namespace analysis;
@@ -32,25 +33,13 @@ constexpr int64_t kVocab = 40;
 constexpr int64_t kMaxPositions = 16;
 
 engine::ModelConfig tiny_config(const std::string& preset) {
-    engine::ModelConfig c = engine::make_model_config(preset, "tiny");
-    c.vocab_size = kVocab;
-    c.max_position_embeddings = kMaxPositions;
-    c.hidden_size = 16;
-    c.intermediate_size = 32;
-    return c;
+    return test_support::tiny16_config(preset, kVocab, kMaxPositions);
 }
 
 /// Every parameter ~N(0, 0.5), LayerNorm gains around 1: logits of order 1, nonzero biases, so
 /// every term (and the LayerNorm split) is exercised.
 void randomize(torch::nn::Module& module, uint64_t seed) {
-    torch::manual_seed(seed);
-    torch::NoGradGuard no_grad;
-    for (auto& item : module.named_parameters()) {
-        item.value().normal_(0.0, 0.5);
-        if (item.key().find("LayerNorm.weight") != std::string::npos ||
-            item.key().find("pos_ln.weight") != std::string::npos)
-            item.value().add_(1.0);
-    }
+    test_support::randomize_parameters(module, seed, 0.5, /*unit_layer_norm_gains=*/true);
 }
 
 struct Batch {
@@ -92,13 +81,11 @@ FourTerms check_terms_add_up(const engine::ModelConfig& config, uint64_t seed) {
 
 double max_abs(const torch::Tensor& t) { return t.abs().max().item<double>(); }
 
-fs::path temp_dir(const std::string& name) {
-    fs::path dir = fs::temp_directory_path() /
-                   ("tupe_attention_test_" + name + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    return dir;
-}
+/// A fresh directory tupe_attention_test_<name>_<pid>, removed with its files at the end.
+struct TempDir : test_support::TempDir {
+    explicit TempDir(const std::string& name)
+        : test_support::TempDir("tupe_attention_test_" + name + "_" + test_support::process_id()) {}
+};
 
 }  // namespace
 
@@ -541,10 +528,7 @@ nlohmann::json hf_config_json(const engine::ModelConfig& c) {
             {"transformers_version", "4.30.0"}};
 }
 
-void write_text(const fs::path& path, const std::string& text) {
-    std::ofstream out(path);
-    out << text;
-}
+using test_support::write_file;
 
 std::vector<std::string> vocab_tokens() {
     std::vector<std::string> t = {"[PAD]",  "[UNK]", "[CLS]", "[SEP]",
@@ -558,25 +542,21 @@ std::vector<std::string> vocab_tokens() {
 struct HfFixture {
     engine::ModelConfig config = tiny_config("bert-a");
     engine::BertForMaskedLM model{nullptr};
+    TempDir temp;
     fs::path dir;
     NamedTensors tensors;
 
-    explicit HfFixture(const std::string& name) {
+    explicit HfFixture(const std::string& name) : temp(name), dir(temp.path()) {
         model = engine::BertForMaskedLM(config);
         randomize(*model, 31);
         model->eval();
-        dir = temp_dir(name);
         for (auto& item : model->named_parameters()) tensors.emplace_back(item.key(), item.value());
         tensors.emplace_back("bert.pooler.dense.weight", torch::randn({16, 16}));
         tensors.emplace_back("bert.pooler.dense.bias", torch::randn({16}));
         tensors.emplace_back("bert.embeddings.position_ids",
                              torch::arange(config.max_position_embeddings).unsqueeze(0));
-        write_text(dir / "config.json", hf_config_json(config).dump(2));
+        write_file(dir / "config.json", hf_config_json(config).dump(2));
         engine::Vocab::from_tokens(vocab_tokens()).save((dir / "vocab.txt").string());
-    }
-    ~HfFixture() {
-        std::error_code ignored;
-        fs::remove_all(dir, ignored);
     }
     void write(const NamedTensors& t) const {
         write_safetensors((dir / "model.safetensors").string(), t);
@@ -610,7 +590,8 @@ bool has(const std::string& text, const std::string& part) {
 }  // namespace
 
 TEST(Safetensors, RoundTripsDtypesAndMetadata) {
-    auto dir = temp_dir("st_dtypes");
+    const TempDir temp("st_dtypes");
+    const fs::path& dir = temp.path();
     const std::string path = (dir / "t.safetensors").string();
     torch::manual_seed(1);
     NamedTensors in = {{"f32", torch::randn({3, 4})},
@@ -638,11 +619,11 @@ TEST(Safetensors, RoundTripsDtypesAndMetadata) {
     EXPECT_EQ(j["__metadata__"]["format"], "pt");
     EXPECT_EQ(j["f16"]["dtype"], "F16");
     EXPECT_EQ(j["bf16"]["dtype"], "BF16");
-    fs::remove_all(dir);
 }
 
 TEST(Safetensors, RejectsTruncatedAndMalformedFiles) {
-    auto dir = temp_dir("st_bad");
+    const TempDir temp("st_bad");
+    const fs::path& dir = temp.path();
     const std::string path = (dir / "t.safetensors").string();
     write_safetensors(path, {{"a", torch::randn({64})}});
     const auto size = fs::file_size(path);
@@ -650,12 +631,11 @@ TEST(Safetensors, RejectsTruncatedAndMalformedFiles) {
     auto msg = checkpoint_error([&] { read_safetensors(path); });
     EXPECT_TRUE(has(msg, path) && has(msg, "'a'")) << msg;
 
-    write_text(dir / "junk.safetensors", std::string("\x10\0\0\0\0\0\0\0{not json at all}", 24));
+    write_file(dir / "junk.safetensors", std::string("\x10\0\0\0\0\0\0\0{not json at all}", 24));
     msg = checkpoint_error([&] { read_safetensors((dir / "junk.safetensors").string()); });
     EXPECT_TRUE(has(msg, "junk.safetensors")) << msg;
     msg = checkpoint_error([&] { read_safetensors((dir / "missing.safetensors").string()); });
     EXPECT_TRUE(has(msg, "missing.safetensors")) << msg;
-    fs::remove_all(dir);
 }
 
 TEST(HfImport, SafetensorsRoundTripGivesIdenticalOutputs) {
@@ -728,26 +708,26 @@ TEST(HfImport, ClearErrorsForCheckpointsThatDoNotFit) {
     fx.write(fx.tensors);
     auto j = hf_config_json(fx.config);
     j["num_hidden_layers"] = 1;
-    write_text(fx.dir / "config.json", j.dump());
+    write_file(fx.dir / "config.json", j.dump());
     msg = checkpoint_error([&] { import_hf_bert(fx.dir.string()); });
     EXPECT_TRUE(has(msg, "unexpected tensor 'bert.encoder.layer.1.")) << msg;
 
     // Configs the engine cannot represent, or cannot parse.
     j = hf_config_json(fx.config);
     j["hidden_act"] = "relu";
-    write_text(fx.dir / "config.json", j.dump());
+    write_file(fx.dir / "config.json", j.dump());
     msg = checkpoint_error([&] { import_hf_bert(fx.dir.string()); });
     EXPECT_TRUE(has(msg, cfg) && has(msg, "hidden_act")) << msg;
     j = hf_config_json(fx.config);
     j.erase("hidden_size");
-    write_text(fx.dir / "config.json", j.dump());
+    write_file(fx.dir / "config.json", j.dump());
     msg = checkpoint_error([&] { import_hf_bert(fx.dir.string()); });
     EXPECT_TRUE(has(msg, "missing key 'hidden_size'")) << msg;
-    write_text(fx.dir / "config.json", "{\"vocab_size\": 40,");
+    write_file(fx.dir / "config.json", "{\"vocab_size\": 40,");
     msg = checkpoint_error([&] { import_hf_bert(fx.dir.string()); });
     EXPECT_TRUE(has(msg, cfg) && has(msg, "malformed JSON")) << msg;
     j = hf_config_json(fx.config);
-    write_text(fx.dir / "config.json", j.dump());
+    write_file(fx.dir / "config.json", j.dump());
 
     // A bare BertModel (no MLM head) and an untied decoder.
     NamedTensors bare;
@@ -783,7 +763,7 @@ TEST(HfImport, PytorchModelBinFromPython) {
         std::ofstream out(fx.dir / "export.pt", std::ios::binary);
         out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     }
-    write_text(
+    write_file(
         fx.dir / "convert.py",
         "import collections, sys, torch\n"
         "d = torch.load(sys.argv[1])\n"
@@ -811,7 +791,7 @@ TEST(HfImport, PytorchModelBinFromPython) {
     EXPECT_TRUE(torch::equal(mlm_logits(imported4), mlm_logits(fx.model)));
 
     // A file that is not a torch.save archive names itself.
-    write_text(fx.dir / "pytorch_model.bin", "not a zip");
+    write_file(fx.dir / "pytorch_model.bin", "not a zip");
     auto msg = checkpoint_error([&] { import_hf_bert(fx.dir.string()); });
     EXPECT_TRUE(has(msg, "pytorch_model.bin")) << msg;
 }
@@ -836,7 +816,8 @@ TEST(HfImport, ReadsLibTorchPickleSaveArchives) {
 // ---- HF export (tupe export DIR) ------------------------------------------------------------
 
 TEST(HfExport, EveryVariantRoundTripsThroughTheImporter) {
-    auto dir = temp_dir("hf_export");
+    const TempDir temp("hf_export");
+    const fs::path& dir = temp.path();
     engine::Vocab::from_tokens(vocab_tokens()).save((dir / "vocab-src.txt").string());
     std::vector<engine::ModelConfig> configs;
     for (const std::string preset : engine::model_presets()) configs.push_back(tiny_config(preset));
@@ -878,11 +859,11 @@ TEST(HfExport, EveryVariantRoundTripsThroughTheImporter) {
         for (const auto& [name, tensor] : stored)
             EXPECT_NE(name, "cls.predictions.decoder.weight") << what;
     }
-    fs::remove_all(dir);
 }
 
 TEST(HfExport, ConfigBlockErrorsNameTheFileAndKey) {
-    auto dir = temp_dir("hf_export_bad");
+    const TempDir temp("hf_export_bad");
+    const fs::path& dir = temp.path();
     engine::Vocab::from_tokens(vocab_tokens()).save((dir / "vocab-src.txt").string());
     engine::BertForMaskedLM model(tiny_config("tupe-r"));
     export_hf_bert(model, (dir / "vocab-src.txt").string(), true, (dir / "m").string());
@@ -893,7 +874,7 @@ TEST(HfExport, ConfigBlockErrorsNameTheFileAndKey) {
     auto with = [&](const std::function<void(nlohmann::json&)>& edit) {
         auto j = good;
         edit(j);
-        write_text(cfg, j.dump(2));
+        write_file(cfg, j.dump(2));
         return checkpoint_error([&] { read_hf_bert_config(cfg); });
     };
     // transformers' model_type with a TUPE block would silently mean another function.
@@ -916,5 +897,4 @@ TEST(HfExport, ConfigBlockErrorsNameTheFileAndKey) {
         [&] { export_hf_bert(model, (dir / "big.txt").string(), true, (dir / "n").string()); });
     EXPECT_TRUE(has(msg, "big.txt") && has(msg, "vocab_size")) << msg;
     EXPECT_FALSE(fs::exists(dir / "n"));
-    fs::remove_all(dir);
 }

@@ -5,7 +5,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "engine/config.h"
 #include "engine/errors.h"
 #include "engine/tokenizer.h"
+#include "support/test_support.h"
 
 namespace fs = std::filesystem;
 using analysis::inspect_text;
@@ -30,8 +30,7 @@ engine::Vocab test_vocab() {
 }
 
 engine::ModelConfig tiny_config(const std::string& preset, int64_t vocab_size) {
-    engine::ModelConfig config = engine::make_model_config(preset, "tiny");
-    config.vocab_size = vocab_size;
+    engine::ModelConfig config = test_support::tiny_config(preset, vocab_size);
     config.max_position_embeddings = kMaxPositions;
     return config;
 }
@@ -154,8 +153,9 @@ TEST_F(InspectTest, TextLongerThanThePositionTableThrows) {
 
 TEST_F(InspectTest, WritesTokensIdsAndOneFilePerLayerAndKind) {
     const Inspection ins = inspect_text(model_, tokenizer_, "the cats ran", "the dog sat");
-    const fs::path dir = fs::temp_directory_path() /
-                         ("tupe_inspect_" + std::to_string(std::random_device{}())) / "nested";
+    const test_support::TempDir temp("tupe_inspect_" + test_support::random_tag(),
+                                     /*create=*/false);
+    const fs::path dir = temp.path() / "nested";
     analysis::write_inspection(ins, dir.string());
 
     std::ifstream tokens_file(dir / "tokens.txt");
@@ -176,7 +176,4 @@ TEST_F(InspectTest, WritesTokensIdsAndOneFilePerLayerAndKind) {
     }
     const std::string past = "layer" + std::to_string(ins.logits.size()) + "_logits.npy";
     EXPECT_FALSE(fs::exists(dir / past));
-
-    std::error_code ignored;
-    fs::remove_all(dir.parent_path(), ignored);
 }

@@ -7,12 +7,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <string>
 
 #include "analysis/npy.h"
 #include "engine/errors.h"
+#include "support/test_support.h"
 
 namespace fs = std::filesystem;
 using analysis::read_npy;
@@ -21,30 +21,15 @@ using analysis::write_npy;
 
 namespace {
 
-/// A fresh directory per test, removed afterwards.
-class NpyTest : public ::testing::Test {
+/// A fresh directory per test (tupe_npy_<test>_<random>), removed afterwards; file(name) is the
+/// path of a file in it.
+class NpyTest : public test_support::TempDirTest {
   protected:
-    void SetUp() override {
-        const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-        dir_ = fs::temp_directory_path() / ("tupe_npy_" + std::string(info->name()) + "_" +
-                                            std::to_string(std::random_device{}()));
-        fs::create_directories(dir_);
-    }
-    void TearDown() override {
-        std::error_code ignored;
-        fs::remove_all(dir_, ignored);
-    }
-    std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-    fs::path dir_;
+    NpyTest()
+        : TempDirTest("tupe_npy_" + test_support::test_name() + "_" + test_support::random_tag()) {}
 };
 
-std::string read_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream os;
-    os << in.rdbuf();
-    return os.str();
-}
+using test_support::read_file;
 
 /// A .npy v1.0 file with a hand-written header dict (padded as numpy pads) and raw data bytes.
 void write_raw_npy(const std::string& path, const std::string& dict, const std::string& data) {
@@ -79,8 +64,8 @@ bool python_has_numpy() {
 TEST_F(NpyTest, RoundTripFloat32ThreeD) {
     torch::manual_seed(1);
     const torch::Tensor t = torch::randn({2, 3, 4});
-    write_npy(path("a.npy"), t);
-    const torch::Tensor back = read_npy(path("a.npy"));
+    write_npy(file("a.npy"), t);
+    const torch::Tensor back = read_npy(file("a.npy"));
     EXPECT_EQ(back.scalar_type(), torch::kFloat);
     EXPECT_EQ(back.sizes(), t.sizes());
     EXPECT_TRUE(torch::equal(back, t));
@@ -88,8 +73,8 @@ TEST_F(NpyTest, RoundTripFloat32ThreeD) {
 
 TEST_F(NpyTest, RoundTripInt64OneD) {
     const torch::Tensor t = torch::arange(7, torch::kLong) * int64_t{1000000007} - 3;
-    write_npy(path("ids.npy"), t);
-    const torch::Tensor back = read_npy(path("ids.npy"));
+    write_npy(file("ids.npy"), t);
+    const torch::Tensor back = read_npy(file("ids.npy"));
     EXPECT_EQ(back.scalar_type(), torch::kLong);
     EXPECT_EQ(back.dim(), 1);
     EXPECT_TRUE(torch::equal(back, t));
@@ -101,8 +86,8 @@ TEST_F(NpyTest, RoundTripOtherDtypes) {
     const torch::Tensor u8 = torch::arange(0, 256, torch::kLong).to(torch::kByte).view({16, 16});
     const torch::Tensor b = torch::tensor({true, false, true});
     for (const torch::Tensor& t : {f64, i32, u8, b}) {
-        write_npy(path("t.npy"), t);
-        const torch::Tensor back = read_npy(path("t.npy"));
+        write_npy(file("t.npy"), t);
+        const torch::Tensor back = read_npy(file("t.npy"));
         EXPECT_EQ(back.scalar_type(), t.scalar_type());
         EXPECT_TRUE(torch::equal(back, t)) << t.scalar_type();
     }
@@ -111,8 +96,8 @@ TEST_F(NpyTest, RoundTripOtherDtypes) {
 TEST_F(NpyTest, HalfAndBFloat16AreWrittenAsFloat32) {
     const torch::Tensor t = torch::tensor({0.5, -2.0, 3.25});
     for (auto type : {torch::kHalf, torch::kBFloat16}) {
-        write_npy(path("h.npy"), t.to(type));
-        const torch::Tensor back = read_npy(path("h.npy"));
+        write_npy(file("h.npy"), t.to(type));
+        const torch::Tensor back = read_npy(file("h.npy"));
         EXPECT_EQ(back.scalar_type(), torch::kFloat);
         EXPECT_TRUE(torch::equal(back, t.to(torch::kFloat)));
     }
@@ -120,18 +105,18 @@ TEST_F(NpyTest, HalfAndBFloat16AreWrittenAsFloat32) {
 
 TEST_F(NpyTest, NonContiguousScalarAndEmptyTensors) {
     const torch::Tensor t = torch::arange(12, torch::kFloat).view({3, 4}).t();  // (4, 3) view
-    write_npy(path("t.npy"), t);
-    EXPECT_TRUE(torch::equal(read_npy(path("t.npy")), t));
+    write_npy(file("t.npy"), t);
+    EXPECT_TRUE(torch::equal(read_npy(file("t.npy")), t));
 
     const torch::Tensor scalar = torch::tensor(2.5);
-    write_npy(path("s.npy"), scalar);
-    const torch::Tensor s = read_npy(path("s.npy"));
+    write_npy(file("s.npy"), scalar);
+    const torch::Tensor s = read_npy(file("s.npy"));
     EXPECT_EQ(s.dim(), 0);
     EXPECT_EQ(s.item<float>(), 2.5f);
 
     const torch::Tensor empty = torch::zeros({0, 3});
-    write_npy(path("e.npy"), empty);
-    EXPECT_EQ(read_npy(path("e.npy")).sizes(), empty.sizes());
+    write_npy(file("e.npy"), empty);
+    EXPECT_EQ(read_npy(file("e.npy")).sizes(), empty.sizes());
 }
 
 TEST_F(NpyTest, HeaderIsVersion1PaddedToMultipleOf64) {
@@ -142,8 +127,8 @@ TEST_F(NpyTest, HeaderIsVersion1PaddedToMultipleOf64) {
         {torch::zeros({1, 2, 3, 4, 5, 6, 7}, torch::kDouble), "'shape': (1, 2, 3, 4, 5, 6, 7), }"},
     };
     for (const auto& [t, expected] : cases) {
-        write_npy(path("h.npy"), t);
-        const std::string bytes = read_bytes(path("h.npy"));
+        write_npy(file("h.npy"), t);
+        const std::string bytes = read_file(file("h.npy"));
         ASSERT_GE(bytes.size(), 10u);
         EXPECT_EQ(bytes.substr(0, 6), "\x93NUMPY");
         EXPECT_EQ(bytes[6], '\x01');
@@ -160,7 +145,7 @@ TEST_F(NpyTest, HeaderIsVersion1PaddedToMultipleOf64) {
 }
 
 TEST_F(NpyTest, TruncatedDataThrowsNamingTheFile) {
-    const std::string p = path("trunc.npy");
+    const std::string p = file("trunc.npy");
     write_npy(p, torch::ones({4, 4}));
     fs::resize_file(p, fs::file_size(p) - 5);
     expect_input_error([&] { read_npy(p); }, p, "truncated");
@@ -171,41 +156,41 @@ TEST_F(NpyTest, TruncatedDataThrowsNamingTheFile) {
 }
 
 TEST_F(NpyTest, BadMagicThrowsNamingTheFile) {
-    const std::string p = path("bad.npy");
+    const std::string p = file("bad.npy");
     std::ofstream(p) << "this is not a numpy file at all\n";
     expect_input_error([&] { read_npy(p); }, p, "magic");
 
-    const std::string tiny = path("tiny.npy");
+    const std::string tiny = file("tiny.npy");
     std::ofstream(tiny) << "\x93NU";
     expect_input_error([&] { read_npy(tiny); }, tiny, "magic");
 }
 
 TEST_F(NpyTest, MissingFileThrowsNamingTheFile) {
-    const std::string p = path("does_not_exist.npy");
+    const std::string p = file("does_not_exist.npy");
     expect_input_error([&] { read_npy(p); }, p, "cannot open");
 }
 
 TEST_F(NpyTest, FortranOrderAndUnsupportedDtypesThrow) {
-    const std::string fortran = path("f.npy");
+    const std::string fortran = file("f.npy");
     write_raw_npy(fortran, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }",
                   std::string(16, '\0'));
     expect_input_error([&] { read_npy(fortran); }, fortran, "Fortran");
 
-    const std::string half = path("f2.npy");
+    const std::string half = file("f2.npy");
     write_raw_npy(half, "{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }",
                   std::string(4, '\0'));
     expect_input_error([&] { read_npy(half); }, half, "'<f2'");
 
-    const std::string big = path("big.npy");
+    const std::string big = file("big.npy");
     write_raw_npy(big, "{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }",
                   std::string(4, '\0'));
     expect_input_error([&] { read_npy(big); }, big, "big-endian");
 
-    const std::string no_shape = path("ns.npy");
+    const std::string no_shape = file("ns.npy");
     write_raw_npy(no_shape, "{'descr': '<f4', 'fortran_order': False, }", std::string(4, '\0'));
     expect_input_error([&] { read_npy(no_shape); }, no_shape, "shape");
 
-    const std::string extra = path("extra.npy");
+    const std::string extra = file("extra.npy");
     write_raw_npy(extra, "{'descr': '<i4', 'fortran_order': False, 'shape': (1,), }",
                   std::string(8, '\0'));
     expect_input_error([&] { read_npy(extra); }, extra, "unexpected bytes");
@@ -213,7 +198,7 @@ TEST_F(NpyTest, FortranOrderAndUnsupportedDtypesThrow) {
 
 TEST_F(NpyTest, ReadsHandWrittenNumpyStyleHeader) {
     // Double quotes and a different key order are still valid Python dict literals.
-    const std::string p = path("hand.npy");
+    const std::string p = file("hand.npy");
     const int32_t values[3] = {7, -1, 42};
     write_raw_npy(p, "{\"shape\": (3,), \"fortran_order\": False, \"descr\": \"<i4\"}",
                   std::string(reinterpret_cast<const char*>(values), sizeof(values)));
@@ -222,13 +207,13 @@ TEST_F(NpyTest, ReadsHandWrittenNumpyStyleHeader) {
 }
 
 TEST_F(NpyTest, WriteIntoMissingDirectoryThrowsAndLeavesNoFile) {
-    const std::string p = path("no/such/dir/x.npy");
+    const std::string p = file("no/such/dir/x.npy");
     expect_input_error([&] { write_npy(p, torch::ones({2})); }, p, "cannot open");
     EXPECT_FALSE(fs::exists(p + ".tmp"));
 }
 
 TEST_F(NpyTest, OverwriteReplacesAndLeavesNoTemporary) {
-    const std::string p = path("x.npy");
+    const std::string p = file("x.npy");
     write_npy(p, torch::ones({100}));
     write_npy(p, torch::zeros({2}, torch::kLong));
     EXPECT_TRUE(torch::equal(read_npy(p), torch::zeros({2}, torch::kLong)));
@@ -236,19 +221,19 @@ TEST_F(NpyTest, OverwriteReplacesAndLeavesNoTemporary) {
 }
 
 TEST_F(NpyTest, UnsupportedWriteDtypeThrows) {
-    const std::string p = path("c.npy");
+    const std::string p = file("c.npy");
     expect_input_error([&] { write_npy(p, torch::zeros({2}, torch::kShort)); }, p, "dtype");
     EXPECT_FALSE(fs::exists(p));
 }
 
 TEST_F(NpyTest, CsvRowsUseSixSignificantDigits) {
-    const std::string p = path("m.csv");
+    const std::string p = file("m.csv");
     write_csv(
         p,
         torch::tensor({1.0, 2.5, -3.0, 1.0 / 3.0, 1e-7, 1234567.0}, torch::kDouble).view({2, 3}));
-    EXPECT_EQ(read_bytes(p), "1,2.5,-3\n0.333333,1e-07,1.23457e+06\n");
+    EXPECT_EQ(read_file(p), "1,2.5,-3\n0.333333,1e-07,1.23457e+06\n");
     write_csv(p, torch::tensor({4, 5}, torch::kLong).view({2, 1}));
-    EXPECT_EQ(read_bytes(p), "4\n5\n");
+    EXPECT_EQ(read_file(p), "4\n5\n");
     EXPECT_THROW(write_csv(p, torch::ones({3})), std::invalid_argument);
 }
 
@@ -258,20 +243,20 @@ TEST_F(NpyTest, NumpyLoadsOurFiles) {
     torch::manual_seed(3);
     const torch::Tensor f = torch::randn({2, 3, 5});
     const torch::Tensor ids = torch::arange(11, torch::kLong);
-    write_npy(path("f.npy"), f);
-    write_npy(path("ids.npy"), ids);
-    const std::string script = path("check.py");
+    write_npy(file("f.npy"), f);
+    write_npy(file("ids.npy"), ids);
+    const std::string script = file("check.py");
     std::ofstream(script)
         << "import sys, numpy as np\n"
            "for p in sys.argv[1:-1]:\n"
            "    a = np.load(p)\n"
            "    print(a.dtype.str, a.shape, repr(float(a.astype(np.float64).sum())))\n";
-    const std::string out = path("out.txt");
-    const std::string cmd = "/usr/bin/python3 '" + script + "' '" + path("f.npy") + "' '" +
-                            path("ids.npy") + "' x > '" + out + "' 2>&1";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << read_bytes(out);
+    const std::string out = file("out.txt");
+    const std::string cmd = "/usr/bin/python3 '" + script + "' '" + file("f.npy") + "' '" +
+                            file("ids.npy") + "' x > '" + out + "' 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << read_file(out);
 
-    std::istringstream lines(read_bytes(out));
+    std::istringstream lines(read_file(out));
     std::string line;
     ASSERT_TRUE(std::getline(lines, line));
     EXPECT_EQ(line.substr(0, line.rfind(' ')), "<f4 (2, 3, 5)");
@@ -285,7 +270,7 @@ TEST_F(NpyTest, ReadsFilesNumpyWrote) {
     if (!python_has_numpy())
         GTEST_SKIP() << "/usr/bin/python3 with numpy not available; cannot cross-check with NumPy";
     const std::string dir = dir_.string();
-    const std::string script = path("make.py");
+    const std::string script = file("make.py");
     std::ofstream(script)
         << "import sys, numpy as np\n"
            "d = sys.argv[1]\n"
@@ -298,11 +283,11 @@ TEST_F(NpyTest, ReadsFilesNumpyWrote) {
     ASSERT_EQ(std::system(cmd.c_str()), 0);
 
     EXPECT_TRUE(
-        torch::equal(read_npy(path("f.npy")), torch::arange(24, torch::kFloat).view({2, 3, 4})));
-    EXPECT_TRUE(torch::equal(read_npy(path("i.npy")), torch::tensor({5, -6, 7}, torch::kLong)));
-    EXPECT_TRUE(torch::equal(read_npy(path("u.npy")),
+        torch::equal(read_npy(file("f.npy")), torch::arange(24, torch::kFloat).view({2, 3, 4})));
+    EXPECT_TRUE(torch::equal(read_npy(file("i.npy")), torch::tensor({5, -6, 7}, torch::kLong)));
+    EXPECT_TRUE(torch::equal(read_npy(file("u.npy")),
                              torch::tensor({1, 255}, torch::kInt).to(torch::kByte).view({1, 2})));
     // NumPy saves a transposed C array as Fortran order; we refuse rather than misread it.
-    expect_input_error([&] { read_npy(path("t.npy")); }, path("t.npy"), "Fortran");
-    expect_input_error([&] { read_npy(path("h.npy")); }, path("h.npy"), "'<f2'");
+    expect_input_error([&] { read_npy(file("t.npy")); }, file("t.npy"), "Fortran");
+    expect_input_error([&] { read_npy(file("h.npy")); }, file("h.npy"), "'<f2'");
 }

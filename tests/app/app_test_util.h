@@ -1,13 +1,10 @@
 // Shared by the app tests: a Qt application on the offscreen platform (QProcess signals and
-// widgets need one) and a temporary directory per test.
+// widgets need one) and a temporary directory per test (the shared support library's TempDir).
 #pragma once
 
-#include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <QApplication>
-#include <filesystem>
-#include <string>
+
+#include "support/test_support.h"
 
 namespace app_test {
 
@@ -21,18 +18,9 @@ inline void ensureApplication() {
     new QApplication(argc, argv);  // lives for the whole test run
 }
 
-/// A fresh directory named after the running test, removed by the destructor.
-struct TempDir {
-    std::filesystem::path path;
-    TempDir() {
-        path = std::filesystem::temp_directory_path() /
-               ("tupe_app_" + std::to_string(::getpid()) + "_" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        std::filesystem::remove_all(path);
-        std::filesystem::create_directories(path);
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-    std::string str(const std::string& name = "") const { return (path / name).string(); }
+/// A fresh directory tupe_app_<pid>_<test name>, removed by the destructor.
+struct TempDir : test_support::TempDir {
+    TempDir() : test_support::TempDir(test_support::per_test_name("tupe_app")) {}
 };
 
 }  // namespace app_test

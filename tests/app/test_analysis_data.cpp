@@ -33,38 +33,38 @@ void writeNpy(const std::string& path, const std::string& descr, const std::stri
 
 TEST(ReadNpy, Float32MatrixAndInt64Vector) {
     app_test::TempDir dir;
-    writeNpy<float>(dir.str("m.npy"), "<f4", "(2, 3)", {1, 2, 3, 4, 5, -6.5f});
-    const NpyArray m = readNpy(QString::fromStdString(dir.str("m.npy")));
+    writeNpy<float>(dir.file("m.npy"), "<f4", "(2, 3)", {1, 2, 3, 4, 5, -6.5f});
+    const NpyArray m = readNpy(QString::fromStdString(dir.file("m.npy")));
     EXPECT_EQ(m.shape, (std::vector<long long>{2, 3}));
     EXPECT_EQ(m.values, (std::vector<double>{1, 2, 3, 4, 5, -6.5}));
-    writeNpy<int64_t>(dir.str("v.npy"), "<i8", "(4,)", {7, 8, 9, -1});
-    const NpyArray v = readNpy(QString::fromStdString(dir.str("v.npy")));
+    writeNpy<int64_t>(dir.file("v.npy"), "<i8", "(4,)", {7, 8, 9, -1});
+    const NpyArray v = readNpy(QString::fromStdString(dir.file("v.npy")));
     EXPECT_EQ(v.shape, (std::vector<long long>{4}));
     EXPECT_EQ(v.values, (std::vector<double>{7, 8, 9, -1}));
 }
 
 TEST(ReadNpy, RefusesTruncatedAndForeignFiles) {
     app_test::TempDir dir;
-    writeNpy<double>(dir.str("short.npy"), "<f8", "(10,)", {1.0, 2.0});
-    EXPECT_THROW(readNpy(QString::fromStdString(dir.str("short.npy"))), std::runtime_error);
-    std::ofstream(dir.str("text.npy")) << "hello";
+    writeNpy<double>(dir.file("short.npy"), "<f8", "(10,)", {1.0, 2.0});
+    EXPECT_THROW(readNpy(QString::fromStdString(dir.file("short.npy"))), std::runtime_error);
+    std::ofstream(dir.file("text.npy")) << "hello";
     try {
-        readNpy(QString::fromStdString(dir.str("text.npy")));
+        readNpy(QString::fromStdString(dir.file("text.npy")));
         FAIL() << "no exception";
     } catch (const std::runtime_error& e) {
         EXPECT_NE(std::string(e.what()).find("text.npy"), std::string::npos);
     }
-    writeNpy<double>(dir.str("c.npy"), "<c16", "(1,)", {1.0, 0.0});
-    EXPECT_THROW(readNpy(QString::fromStdString(dir.str("c.npy"))), std::runtime_error);
+    writeNpy<double>(dir.file("c.npy"), "<c16", "(1,)", {1.0, 0.0});
+    EXPECT_THROW(readNpy(QString::fromStdString(dir.file("c.npy"))), std::runtime_error);
 }
 
 TEST(LoadAnalysis, IndexEntriesTokensAndMatrices) {
     app_test::TempDir dir;
-    std::filesystem::create_directories(dir.path / "tupe");
-    std::filesystem::create_directories(dir.path / "input");
-    std::ofstream(dir.str("input/tokens.txt")) << "[CLS] the cat [SEP]\n";
-    writeNpy<float>(dir.str("tupe/total_h1.npy"), "<f4", "(2, 2)", {0.5f, -1, 2, 0});
-    std::ofstream(dir.str("index.json")) << R"({
+    std::filesystem::create_directories(dir.path() / "tupe");
+    std::filesystem::create_directories(dir.path() / "input");
+    std::ofstream(dir.file("input/tokens.txt")) << "[CLS] the cat [SEP]\n";
+    writeNpy<float>(dir.file("tupe/total_h1.npy"), "<f4", "(2, 2)", {0.5f, -1, 2, 0});
+    std::ofstream(dir.file("index.json")) << R"({
  "model": "runs/x/checkpoint.pt", "variant": "tupe-a",
  "config": {"num_hidden_layers": 2, "num_attention_heads": 4},
  "notes": [], "skipped": [{"what": "terms", "reason": "untied positions"}],
@@ -74,7 +74,7 @@ TEST(LoadAnalysis, IndexEntriesTokensAndMatrices) {
   {"file": "cls/from_cls.npy", "what": "from_cls", "description": "d", "layer": null, "head": null,
    "shape": [2, 4, 4]}
  ]})";
-    const AnalysisData d = loadAnalysis(QString::fromStdString(dir.path.string()));
+    const AnalysisData d = loadAnalysis(QString::fromStdString(dir.path().string()));
     EXPECT_EQ(d.variant, "tupe-a");
     EXPECT_EQ(d.layers, 2);
     EXPECT_EQ(d.heads, 4);
@@ -94,10 +94,10 @@ TEST(LoadAnalysis, IndexEntriesTokensAndMatrices) {
 
 TEST(LoadAnalysis, MissingOrBrokenIndexNamesTheFile) {
     app_test::TempDir dir;
-    EXPECT_THROW(loadAnalysis(QString::fromStdString(dir.path.string())), std::runtime_error);
-    std::ofstream(dir.str("index.json")) << "{ not json";
+    EXPECT_THROW(loadAnalysis(QString::fromStdString(dir.path().string())), std::runtime_error);
+    std::ofstream(dir.file("index.json")) << "{ not json";
     try {
-        loadAnalysis(QString::fromStdString(dir.path.string()));
+        loadAnalysis(QString::fromStdString(dir.path().string()));
         FAIL() << "no exception";
     } catch (const std::runtime_error& e) {
         EXPECT_NE(std::string(e.what()).find("index.json"), std::string::npos);

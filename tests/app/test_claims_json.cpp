@@ -105,7 +105,7 @@ TEST(ClaimsJson, MapsPairTakesTwoVariantGroups) {
 TEST(ClaimsService, ChildOutputIsParsedAndAFailureIsAMessage) {
     app_test::ensureApplication();
     app_test::TempDir dir;
-    std::ofstream(dir.str("claims.json")) << kJson;
+    std::ofstream(dir.file("claims.json")) << kJson;
     ClaimsService service;
     std::optional<ClaimsReport> got;
     QString error;
@@ -114,11 +114,11 @@ TEST(ClaimsService, ChildOutputIsParsedAndAFailureIsAMessage) {
 
     // The arguments reach the child: it echoes the JSON only when they are the expected ones.
     service.setProgram(
-        script(dir.str("ok.sh"),
+        script(dir.file("ok.sh"),
                "[ \"$1 $2 $3 $4 $5 $6 $7\" = \"claims --db my.db --experiment quickstart "
                "--format json\" ] || exit 9\n"
                "echo 'warning: a note on stderr' >&2\ncat " +
-                   dir.str("claims.json") + "\n"));
+                   dir.file("claims.json") + "\n"));
     service.request("my.db", "quickstart");
     ASSERT_TRUE(waitFor([&] { return got.has_value() || !error.isEmpty(); }));
     ASSERT_TRUE(got) << error.toStdString();
@@ -127,7 +127,7 @@ TEST(ClaimsService, ChildOutputIsParsedAndAFailureIsAMessage) {
 
     got.reset();
     service.setProgram(
-        script(dir.str("bad.sh"),
+        script(dir.file("bad.sh"),
                "echo 'tupe: no experiment named nope (has: quickstart)' >&2\nexit 2\n"));
     service.request("my.db", "nope");
     ASSERT_TRUE(waitFor([&] { return got.has_value() || !error.isEmpty(); }));
@@ -140,7 +140,7 @@ TEST(ClaimsService, RealCliSaysNotRunForAnExperimentWithoutRuns) {
     app_test::ensureApplication();
     app_test::TempDir dir;
     {
-        auto store = experiments::ResultStore::open(dir.str("db.sqlite"));
+        auto store = experiments::ResultStore::open(dir.file("db.sqlite"));
         store.get_or_create_experiment("empty", "empty.yaml", "name: empty\n");
     }
     ClaimsService service;
@@ -149,7 +149,7 @@ TEST(ClaimsService, RealCliSaysNotRunForAnExperimentWithoutRuns) {
     QString error;
     QObject::connect(&service, &ClaimsService::ready, [&](const ClaimsReport& r) { got = r; });
     QObject::connect(&service, &ClaimsService::failed, [&](const QString& m) { error = m; });
-    service.request(QString::fromStdString(dir.str("db.sqlite")), "empty");
+    service.request(QString::fromStdString(dir.file("db.sqlite")), "empty");
     ASSERT_TRUE(waitFor([&] { return got.has_value() || !error.isEmpty(); }));
     ASSERT_TRUE(got) << error.toStdString();
     EXPECT_EQ(got->experiment, "empty");

@@ -81,8 +81,8 @@ const experiments::ReportCell& cellOf(const experiments::Report& r, const std::s
 
 TEST(GlueCells, IntervalShownAndNearChanceMarked) {
     app_test::TempDir dir;
-    fillGlueStore(dir.str("db.sqlite"));
-    ResultStore store = ResultStore::open(dir.str("db.sqlite"), experiments::OpenMode::kReadOnly);
+    fillGlueStore(dir.file("db.sqlite"));
+    ResultStore store = ResultStore::open(dir.file("db.sqlite"), experiments::OpenMode::kReadOnly);
     const experiments::Report report = experiments::load_report(store, "ev");
     ASSERT_EQ(report.rows.size(), 2u);
     const auto& bert = cellOf(report, "bert-a");
@@ -128,8 +128,8 @@ TEST(GlueCells, IntervalShownAndNearChanceMarked) {
 TEST(GlueCells, TheViewGreysNearChanceCellsAndAddsAChanceRow) {
     app_test::ensureApplication();
     app_test::TempDir dir;
-    fillGlueStore(dir.str("db.sqlite"));
-    StoreHandle h = openStoreReadOnly(QString::fromStdString(dir.str("db.sqlite")));
+    fillGlueStore(dir.file("db.sqlite"));
+    StoreHandle h = openStoreReadOnly(QString::fromStdString(dir.file("db.sqlite")));
     ASSERT_TRUE(h.store) << h.error.toStdString();
     GlueView view;
     view.setStore(h.store.get(), h.path);
@@ -197,8 +197,8 @@ void fillFloorStore(const std::string& path, std::int64_t ids[3]) {
 TEST(LossFloor, ReadFromParamsWithTheWarningNearTheFloor) {
     app_test::TempDir dir;
     std::int64_t ids[3];
-    fillFloorStore(dir.str("db.sqlite"), ids);
-    ResultStore store = ResultStore::open(dir.str("db.sqlite"), experiments::OpenMode::kReadOnly);
+    fillFloorStore(dir.file("db.sqlite"), ids);
+    ResultStore store = ResultStore::open(dir.file("db.sqlite"), experiments::OpenMode::kReadOnly);
     const LossFloor near = readLossFloor(store, ids[0]);
     ASSERT_TRUE(near.hasUnigram && near.hasBigram && near.hasFinal);
     EXPECT_DOUBLE_EQ(near.unigram, 6.919214);
@@ -230,8 +230,8 @@ TEST(LossFloor, CurvesViewDrawsOneSharedFloorAndWarns) {
     app_test::ensureApplication();
     app_test::TempDir dir;
     std::int64_t ids[3];
-    fillFloorStore(dir.str("db.sqlite"), ids);
-    StoreHandle h = openStoreReadOnly(QString::fromStdString(dir.str("db.sqlite")));
+    fillFloorStore(dir.file("db.sqlite"), ids);
+    StoreHandle h = openStoreReadOnly(QString::fromStdString(dir.file("db.sqlite")));
     ASSERT_TRUE(h.store) << h.error.toStdString();
     CurvesView view;
     view.setStore(h.store.get(), h.path);
@@ -252,10 +252,10 @@ TEST(ClaimsView, ShowTheRunsChecksTheClaimsRunsInTheCurvesView) {
     app_test::ensureApplication();
     app_test::TempDir dir;
     std::int64_t ids[3];
-    fillFloorStore(dir.str("db.sqlite"), ids);
+    fillFloorStore(dir.file("db.sqlite"), ids);
     MainWindow window;
     window.show();  // the banner counts only when visible
-    ASSERT_TRUE(window.openDatabase(QString::fromStdString(dir.str("db.sqlite"))));
+    ASSERT_TRUE(window.openDatabase(QString::fromStdString(dir.file("db.sqlite"))));
     auto* claims = window.findChild<ClaimsView*>();
     auto* curves = window.findChild<CurvesView*>();
     auto* tabs = window.findChild<QTabWidget*>();

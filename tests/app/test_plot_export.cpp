@@ -30,9 +30,10 @@ TEST(PlotExport, OnePlotKeepsTheChosenName) {
     app_test::TempDir dir;
     std::unique_ptr<QCustomPlot> p(plotWithData(1));
     QStringList written;
-    EXPECT_EQ(app::exportPlots({p.get()}, QString::fromStdString(dir.str("curves.png")), &written), "");
-    EXPECT_TRUE(nonEmpty(dir.str("curves.png")));
-    EXPECT_TRUE(nonEmpty(dir.str("curves.pdf")));
+    EXPECT_EQ(app::exportPlots({p.get()}, QString::fromStdString(dir.file("curves.png")), &written),
+              "");
+    EXPECT_TRUE(nonEmpty(dir.file("curves.png")));
+    EXPECT_TRUE(nonEmpty(dir.file("curves.pdf")));
     ASSERT_EQ(written.size(), 1);
 }
 
@@ -41,12 +42,12 @@ TEST(PlotExport, SideBySideWritesBothSides) {
     app_test::TempDir dir;
     std::unique_ptr<QCustomPlot> left(plotWithData(1)), right(plotWithData(-1));
     QStringList written;
-    EXPECT_EQ(app::exportPlots({left.get(), right.get()}, QString::fromStdString(dir.str("maps.png")),
-                               &written),
+    EXPECT_EQ(app::exportPlots({left.get(), right.get()},
+                               QString::fromStdString(dir.file("maps.png")), &written),
               "");
     for (const char* name : {"maps-left.png", "maps-left.pdf", "maps-right.png", "maps-right.pdf"})
-        EXPECT_TRUE(nonEmpty(dir.str(name))) << name;
-    EXPECT_FALSE(QFileInfo::exists(QString::fromStdString(dir.str("maps.png"))));
+        EXPECT_TRUE(nonEmpty(dir.file(name))) << name;
+    EXPECT_FALSE(QFileInfo::exists(QString::fromStdString(dir.file("maps.png"))));
     EXPECT_EQ(written.size(), 2);
     EXPECT_NE(QFileInfo(written[0]).size(), 0);
 }

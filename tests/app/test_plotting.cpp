@@ -11,10 +11,10 @@
 #include <filesystem>
 #include <set>
 
-#include "app/plotting/plotting.h"
+#include "plotting/plotting.h"
 
 namespace fs = std::filesystem;
-using namespace app::plotting;
+using namespace plotting;
 
 namespace {
 

@@ -183,10 +183,10 @@ TEST(TupeProcess, MissingProgramFails) {
 TEST(TupeCli, MalformedExperimentFailsWithFileAndLine) {
     app_test::ensureApplication();
     app_test::TempDir dir;
-    std::ofstream(dir.str("bad.yaml")) << "name: bad\ntrain:\n  stpes: 3\n";
+    std::ofstream(dir.file("bad.yaml")) << "name: bad\ntrain:\n  stpes: 3\n";
     TupeProcess p;
     Finished* f = watch(p);
-    ASSERT_TRUE(p.start(TUPE_CLI, {"run", QString::fromStdString(dir.str("bad.yaml"))}));
+    ASSERT_TRUE(p.start(TUPE_CLI, {"run", QString::fromStdString(dir.file("bad.yaml"))}));
     ASSERT_TRUE(waitFor([&] { return f->seen; }, 60000));
     EXPECT_NE(f->code, 0);
     EXPECT_TRUE(f->message.contains("bad.yaml:3")) << f->message.toStdString();
@@ -195,36 +195,19 @@ TEST(TupeCli, MalformedExperimentFailsWithFileAndLine) {
 TEST(TupeCli, CancelStopsARunningExperiment) {
     app_test::ensureApplication();
     app_test::TempDir dir;
-    const char* words[] = {"the", "a", "old", "red", "cat", "dog", "man", "house", "saw", "liked",
-                           "found", "near", "river", "with", "small", "bird"};
-    {
-        std::ofstream corpus(dir.str("corpus.txt"));
-        unsigned state = 7;
-        auto next = [&]() { return state = state * 1103515245u + 12345u, (state >> 16) % 16; };
-        for (int d = 0; d < 20; ++d) {
-            for (int s = 0; s < 30; ++s) {
-                const int n = 7 + int(next() % 6);
-                for (int w = 0; w < n; ++w) corpus << (w ? " " : "") << words[next()];
-                corpus << " .\n";
-            }
-            corpus << "\n";
-        }
-        std::ofstream vocab(dir.str("vocab.txt"));
-        for (const char* t : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."}) vocab << t << "\n";
-        for (const char* w : words) vocab << w << "\n";
-    }
-    std::ofstream(dir.str("tiny.yaml"))
+    test_support::write_toy_corpus(dir.path(), 20, 30, 7, 7);
+    std::ofstream(dir.file("tiny.yaml"))
         << "name: tiny\nvariants: [bert-a]\nmodel: {size: tiny, max_position_embeddings: 32}\n"
-        << "data: {corpus: " << dir.str("corpus.txt") << ", vocab: " << dir.str("vocab.txt")
-        << ", cache_dir: " << dir.str("cache") << ", max_seq_len: 32, validation_fraction: 0.25}\n"
+        << "data: {corpus: " << dir.file("corpus.txt") << ", vocab: " << dir.file("vocab.txt")
+        << ", cache_dir: " << dir.file("cache") << ", max_seq_len: 32, validation_fraction: 0.25}\n"
         << "train: {steps: 100000, batch_size: 8, eval_interval: 1000, checkpoint_interval: 1000, "
            "log_interval: 10, threads: 1}\n"
         << "glue: {data: builtin, tasks: [syn-cola], synthetic_train: 40, synthetic_dev: 20}\n"
         << "finetune: {lrs: [1.0e-3], seeds: [1], batch_size: 8, epochs: 1, max_seq_len: 32}\n"
-        << "database: " << dir.str("db.sqlite") << "\nruns_dir: " << dir.str("runs") << "\n";
+        << "database: " << dir.file("db.sqlite") << "\nruns_dir: " << dir.file("runs") << "\n";
     TupeProcess p;
     Finished* f = watch(p);
-    ASSERT_TRUE(p.start(TUPE_CLI, {"run", QString::fromStdString(dir.str("tiny.yaml"))}));
+    ASSERT_TRUE(p.start(TUPE_CLI, {"run", QString::fromStdString(dir.file("tiny.yaml"))}));
     // The first job starts ("[1/2] bert-a"), then the cancel stops it between steps.
     ASSERT_TRUE(waitFor([&] { return p.progress().jobIndex == 1 || f->seen; }, 120000));
     ASSERT_FALSE(f->seen) << f->message.toStdString();

@@ -55,8 +55,8 @@ QModelIndex findChild(const QAbstractItemModel& m, const QModelIndex& parent, co
 
 TEST(RunTreeModel, ExperimentsVariantsRunsWithMetricSummary) {
     app_test::TempDir dir;
-    fillStore(dir.str("db.sqlite"));
-    StoreHandle h = openStoreReadOnly(QString::fromStdString(dir.str("db.sqlite")));
+    fillStore(dir.file("db.sqlite"));
+    StoreHandle h = openStoreReadOnly(QString::fromStdString(dir.file("db.sqlite")));
     ASSERT_TRUE(h.store) << h.error.toStdString();
     const auto rows = summarizeRuns(*h.store, "train/loss");
     ASSERT_EQ(rows.size(), 3u);
@@ -101,7 +101,7 @@ TEST(RunTreeModel, ExperimentsVariantsRunsWithMetricSummary) {
 
 TEST(StoreAccess, MissingDatabaseIsAMessage) {
     app_test::TempDir dir;
-    StoreHandle h = openStoreReadOnly(QString::fromStdString(dir.str("none.sqlite")));
+    StoreHandle h = openStoreReadOnly(QString::fromStdString(dir.file("none.sqlite")));
     EXPECT_FALSE(h.store);
     EXPECT_TRUE(h.error.contains("none.sqlite")) << h.error.toStdString();
     EXPECT_FALSE(openStoreReadOnly("").error.isEmpty());
@@ -109,7 +109,7 @@ TEST(StoreAccess, MissingDatabaseIsAMessage) {
 
 TEST(StoreAccess, NewerSchemaIsRefusedWithAMessage) {
     app_test::TempDir dir;
-    const std::string path = dir.str("db.sqlite");
+    const std::string path = dir.file("db.sqlite");
     fillStore(path);
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
@@ -126,21 +126,22 @@ TEST(StoreAccess, NewerSchemaIsRefusedWithAMessage) {
 
 TEST(StoreAccess, NotADatabaseIsAMessage) {
     app_test::TempDir dir;
-    std::ofstream(dir.str("junk.sqlite")) << "this is not sqlite, just text that goes on for a while\n";
-    StoreHandle h = openStoreReadOnly(QString::fromStdString(dir.str("junk.sqlite")));
+    std::ofstream(dir.file("junk.sqlite"))
+        << "this is not sqlite, just text that goes on for a while\n";
+    StoreHandle h = openStoreReadOnly(QString::fromStdString(dir.file("junk.sqlite")));
     EXPECT_FALSE(h.store);
     EXPECT_FALSE(h.error.isEmpty());
 }
 
 TEST(StoreAccess, ResolvesRecordedPathsFromTheProjectRoot) {
     app_test::TempDir dir;
-    std::filesystem::create_directories(dir.path / "results");
-    std::filesystem::create_directories(dir.path / "runs/x");
-    std::ofstream(dir.str("runs/x/checkpoint-3.pt")) << "x";
-    const QString db = QString::fromStdString(dir.str("results/tupe.sqlite"));
+    std::filesystem::create_directories(dir.path() / "results");
+    std::filesystem::create_directories(dir.path() / "runs/x");
+    std::ofstream(dir.file("runs/x/checkpoint-3.pt")) << "x";
+    const QString db = QString::fromStdString(dir.file("results/tupe.sqlite"));
     const QString resolved = resolveStorePath("runs/x/checkpoint-3.pt", db);
-    EXPECT_EQ(resolved.toStdString(), dir.str("runs/x/checkpoint-3.pt"));
-    EXPECT_EQ(projectRootFor(db).toStdString(), dir.path.string());
+    EXPECT_EQ(resolved.toStdString(), dir.file("runs/x/checkpoint-3.pt"));
+    EXPECT_EQ(projectRootFor(db).toStdString(), dir.path().string());
 }
 
 TEST(ExperimentCheck, ReportsTheLineOfAnUnknownKey) {

@@ -14,6 +14,7 @@
 
 #include "engine/corpus.h"
 #include "engine/errors.h"
+#include "support/test_support.h"
 
 namespace fs = std::filesystem;
 using engine::Block;
@@ -65,30 +66,14 @@ std::vector<uint32_t> run_of(uint32_t first, uint32_t n) {
 /// The tokens of a block without [CLS]/[SEP].
 std::vector<int64_t> inner(const Block& b) { return {b.ids.begin() + 1, b.ids.end() - 1}; }
 
-/// A fresh directory per test, removed when the test ends.
-class TempDir {
-  public:
-    TempDir() {
-        const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-        path_ = fs::temp_directory_path() /
-                (std::string("tupe_corpus_") + info->test_suite_name() + "_" + info->name());
-        fs::remove_all(path_);
-        fs::create_directories(path_);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    std::string file(const std::string& name) const { return (path_ / name).string(); }
-
-  private:
-    fs::path path_;
+/// A fresh directory per test (tupe_corpus_<suite>_<test>), removed when the test ends.
+struct TempDir : test_support::TempDir {
+    TempDir()
+        : test_support::TempDir("tupe_corpus_" + test_support::test_suite_name() + "_" +
+                                test_support::test_name()) {}
 };
 
-void write_file(const std::string& path, const std::string& text) {
-    std::ofstream out(path, std::ios::binary);
-    out << text;
-}
+using test_support::write_file;
 
 void expect_same_corpus(const TokenizedCorpus& a, const TokenizedCorpus& b) {
     EXPECT_EQ(a.ids, b.ids);

@@ -9,6 +9,7 @@
 
 #include "engine/corpus.h"
 #include "engine/errors.h"
+#include "support/test_support.h"
 
 using namespace engine;
 
@@ -85,8 +86,8 @@ TEST(CorpusFloor, WarningOnlyWhenTheLossIsNotClearlyBelowTheFloor) {
 }
 
 TEST(CorpusFloor, FileRoundTripAndMalformedLinesNameTheLine) {
-    const auto dir = std::filesystem::temp_directory_path() / "tupe_floor_test";
-    std::filesystem::create_directories(dir);
+    const test_support::TempDir temp("tupe_floor_test");
+    const auto& dir = temp.path();
     CorpusFloor f;
     f.unigram_nats = 6.123456789;
     f.bigram_nats = 5.5;
@@ -107,5 +108,4 @@ TEST(CorpusFloor, FileRoundTripAndMalformedLinesNameTheLine) {
         EXPECT_EQ(e.line(), 3);
         EXPECT_NE(std::string(e.what()).find("floor.txt"), std::string::npos);
     }
-    std::filesystem::remove_all(dir);
 }

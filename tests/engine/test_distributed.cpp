@@ -4,6 +4,7 @@
 // that dies fails the job naming it and leaves a resumable checkpoint, and missing or bad
 // torchrun variables are one-line errors naming the variable.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -14,31 +15,25 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <random>
-#include <signal.h>
 #include <sstream>
 #include <thread>
 
 #include "engine/distributed.h"
 #include "engine/tokenizer.h"
 #include "engine/trainer.h"
+#include "support/test_support.h"
 
 using namespace engine;
 namespace fs = std::filesystem;
 
 namespace {
 
+using test_support::read_file;
+
 struct Result {
     int status = -1;
     std::string out, err;
 };
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 // Starts the `tupe` CLI with `args` and extra environment variables; stdout and stderr go
 // to files so a test can watch them while the process runs.
@@ -65,36 +60,16 @@ pid_t spawn(const std::vector<std::string>& args, const std::vector<std::string>
 
 int exit_status(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status); }
 
-class DistributedTest : public ::testing::Test {
+class DistributedTest : public test_support::TempDirTest {
   protected:
+    DistributedTest() : TempDirTest(test_support::per_test_name("tupe_dist")) {}
     void SetUp() override {
-        dir_ = fs::temp_directory_path() /
-               ("tupe_dist_" + std::to_string(::getpid()) + "_" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(dir_);
-        fs::create_directories(dir_);
-        const std::vector<std::string> subjects = {"the cat", "a dog", "the old man", "my sister"};
-        const std::vector<std::string> verbs = {"saw", "liked", "found", "followed"};
-        const std::vector<std::string> objects = {"the house", "a river", "the red car", "the moon"};
-        std::mt19937 rng(5);
-        std::ofstream corpus(dir_ / "corpus.txt");
-        for (int d = 0; d < 30; ++d) {
-            // Documents of different lengths, so micro-batches pad differently on each rank.
-            for (int s = 0; s < 2 + d % 5; ++s)
-                corpus << subjects[rng() % 4] << " " << verbs[rng() % 4] << " "
-                       << objects[rng() % 4] << " .\n";
-            corpus << "\n";
-        }
-        std::vector<std::string> tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."};
-        for (const auto* list : {&subjects, &verbs, &objects})
-            for (const auto& phrase : *list) {
-                std::istringstream words(phrase);
-                std::string w;
-                while (words >> w)
-                    if (std::find(tokens.begin(), tokens.end(), w) == tokens.end())
-                        tokens.push_back(w);
-            }
-        Vocab::from_tokens(tokens).save((dir_ / "vocab.txt").string());
+        const test_support::PhraseLists phrases = {
+            {"the cat", "a dog", "the old man", "my sister"},
+            {"saw", "liked", "found", "followed"},
+            {"the house", "a river", "the red car", "the moon"}};
+        // Documents of different lengths, so micro-batches pad differently on each rank.
+        test_support::write_phrase_corpus(dir_, phrases, 5, 30, [](int d) { return 2 + d % 5; });
         // Dropout off: with it, ranks draw other masks than one process does.
         std::ofstream cfg(dir_ / "tiny.yaml");
         cfg << "model:\n  preset: tupe-r\n  size: tiny\n  max_position_embeddings: 32\n"
@@ -105,14 +80,13 @@ class DistributedTest : public ::testing::Test {
             << "train:\n  steps: 6\n  batch_size: 8\n  lr: 0.002\n  warmup_steps: 1\n"
             << "  eval_interval: 3\n  checkpoint_interval: 2\n  threads: 1\n";
     }
-    void TearDown() override { fs::remove_all(dir_); }
 
     Result tupe(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
         const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
         const pid_t pid = spawn(args, env, out, err);
         int status = 0;
         ::waitpid(pid, &status, 0);
-        return {exit_status(status), slurp(out), slurp(err)};
+        return {exit_status(status), read_file(out), read_file(err)};
     }
 
     Result pretrain(const std::string& run, const std::vector<std::string>& extra,
@@ -144,8 +118,6 @@ class DistributedTest : public ::testing::Test {
         }
         std::cout << "largest relative weight difference: " << worst << "\n";
     }
-
-    fs::path dir_;
 };
 
 TEST_F(DistributedTest, TwoProcessesTrainToTheWeightsOfOne) {
@@ -200,19 +172,19 @@ TEST_F(DistributedTest, ADeadRankFailsTheJobNamingItAndTheCheckpointResumes) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
     pid_t rank1 = 0;
     while (std::chrono::steady_clock::now() < deadline) {
-        std::istringstream lines(slurp(err));
+        std::istringstream lines(read_file(err));
         std::string line;
         while (std::getline(lines, line))
             if (line.rfind("rank 1: pid ", 0) == 0) rank1 = std::stoi(line.substr(12));
         if (rank1 > 0 && fs::exists(checkpoint_path((dir_ / "run").string()))) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    ASSERT_GT(rank1, 0) << slurp(err);
-    ASSERT_TRUE(fs::exists(checkpoint_path((dir_ / "run").string()))) << slurp(err);
+    ASSERT_GT(rank1, 0) << read_file(err);
+    ASSERT_TRUE(fs::exists(checkpoint_path((dir_ / "run").string()))) << read_file(err);
     ASSERT_EQ(::kill(rank1, SIGKILL), 0);
     int status = 0;
     ::waitpid(launcher, &status, 0);
-    const std::string log = slurp(err);
+    const std::string log = read_file(err);
     EXPECT_NE(exit_status(status), 0) << log;
     EXPECT_NE(log.find("tupe pretrain: error: rank 1 of 2 failed (signal 9"), std::string::npos)
         << log;

@@ -15,6 +15,7 @@
 #include "engine/corpus.h"
 #include "engine/errors.h"
 #include "engine/finetune.h"
+#include "support/test_support.h"
 
 using namespace engine;
 
@@ -31,8 +32,7 @@ WordPieceTokenizer make_tokenizer() {
 }
 
 ModelConfig tiny_config(const std::string& preset, const WordPieceTokenizer& tok) {
-    ModelConfig c = make_model_config(preset, "tiny");
-    c.vocab_size = tok.vocab().size();
+    ModelConfig c = test_support::tiny_config(preset, tok.vocab().size());
     c.pad_token_id = tok.vocab().pad_id();
     return c;
 }

@@ -8,29 +8,22 @@
 
 #include "engine/bert.h"
 #include "engine/tupe.h"
+#include "support/test_support.h"
+#include "support/torch_support.h"
 
 using namespace engine;
 
 namespace {
 
+// Hidden 16, 2 heads, 24 positions, no dropout.
 ModelConfig tiny(const std::string& preset, int64_t vocab = 40) {
-    auto c = make_model_config(preset, "tiny");
-    c.vocab_size = vocab;
-    c.hidden_size = 16;
-    c.num_attention_heads = 2;
-    c.intermediate_size = 32;
-    c.max_position_embeddings = 24;
-    c.hidden_dropout_prob = 0.0;
-    c.attention_probs_dropout_prob = 0.0;
-    return c;
+    return test_support::tiny16_config(preset, vocab, 24, /*dropout=*/false);
 }
 
 // Re-draw every parameter with a large spread so positional terms are far from zero and a
 // wrong index or scale shows up clearly.
 void randomize(torch::nn::Module& m, uint64_t seed) {
-    torch::NoGradGuard g;
-    torch::manual_seed(seed);
-    for (auto& p : m.parameters()) p.normal_(0.0, 0.5);
+    test_support::randomize_parameters(m, seed, 0.5, /*unit_layer_norm_gains=*/false);
 }
 
 torch::Tensor ids_for(int64_t T, int64_t vocab) {

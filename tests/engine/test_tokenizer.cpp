@@ -2,16 +2,14 @@
 // original tokenization.py (several cases are its tokenization_test.py verbatim); the
 // bert-base-uncased cases run when TUPE_BERT_VOCAB points at that vocab.txt.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "engine/errors.h"
 #include "engine/tokenizer.h"
+#include "support/test_support.h"
 
 namespace {
 
@@ -21,23 +19,11 @@ using engine::Vocab;
 using engine::WordPieceTokenizer;
 using Tokens = std::vector<std::string>;
 
-// A file in the temp directory, removed when the test ends.
-class TempFile {
-  public:
-    TempFile(const std::string& name, const std::string& content) {
-        path_ = (std::filesystem::temp_directory_path() /
-                 ("tupe_test_tokenizer_" + std::to_string(::getpid()) + "_" + name))
-                    .string();
-        std::ofstream(path_, std::ios::binary) << content;
-    }
-    ~TempFile() {
-        std::error_code ec;
-        std::filesystem::remove(path_, ec);
-    }
-    const std::string& path() const { return path_; }
-
-  private:
-    std::string path_;
+// A file in the temp directory (tupe_test_tokenizer_<pid>_<name>), removed when the test ends.
+struct TempFile : test_support::TempFile {
+    TempFile(const std::string& name, const std::string& content)
+        : test_support::TempFile("tupe_test_tokenizer_" + test_support::process_id() + "_" + name,
+                                 content) {}
 };
 
 // The vocabularies of tokenization_test.py (test_wordpiece_tokenizer, test_full_tokenizer),

@@ -9,21 +9,15 @@
 #include "../../engine/src/optim_util.h"
 #include "engine/bert.h"
 #include "engine/train_step.h"
+#include "support/test_support.h"
 
 using namespace engine;
 
 namespace {
 
+// Hidden 16, 2 heads, 50 tokens, 16 positions, no dropout.
 ModelConfig tiny_config(const std::string& preset) {
-    auto c = make_model_config(preset, "tiny");
-    c.vocab_size = 50;
-    c.hidden_size = 16;
-    c.num_attention_heads = 2;
-    c.intermediate_size = 32;
-    c.max_position_embeddings = 16;
-    c.hidden_dropout_prob = 0.0;
-    c.attention_probs_dropout_prob = 0.0;
-    return c;
+    return test_support::tiny16_config(preset, 50, 16, /*dropout=*/false);
 }
 
 MlmTensors tiny_batch(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {

@@ -4,54 +4,33 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <cmath>
-#include <random>
 #include <sstream>
-#include <unistd.h>
 
 #include "engine/errors.h"
 #include "engine/tokenizer.h"
 #include "engine/trainer.h"
+#include "support/test_support.h"
 
 using namespace engine;
 namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kSubjects = {"the cat", "a dog", "the old man", "my sister", "the bird"};
-const std::vector<std::string> kVerbs = {"saw", "liked", "found", "followed", "painted"};
-const std::vector<std::string> kObjects = {"the house", "a river", "the red car", "an apple", "the moon"};
+const test_support::PhraseLists kPhrases = {
+    {"the cat", "a dog", "the old man", "my sister", "the bird"},
+    {"saw", "liked", "found", "followed", "painted"},
+    {"the house", "a river", "the red car", "an apple", "the moon"}};
 
-class TrainerTest : public ::testing::Test {
+class TrainerTest : public test_support::TempDirTest {
   protected:
+    TrainerTest() : TempDirTest(test_support::per_test_name("tupe_trainer")) {}
     void SetUp() override {
-        dir_ = fs::temp_directory_path() /
-               ("tupe_trainer_" + std::to_string(::getpid()) + "_" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(dir_);
-        fs::create_directories(dir_);
         // A corpus with structure to learn: subject verb object, 40 documents of 6 sentences.
-        std::mt19937 rng(3);
-        std::ofstream corpus(dir_ / "corpus.txt");
-        for (int d = 0; d < 40; ++d) {
-            for (int s = 0; s < 6; ++s)
-                corpus << kSubjects[rng() % 5] << " " << kVerbs[rng() % 5] << " "
-                       << kObjects[rng() % 5] << " .\n";
-            corpus << "\n";
-        }
-        std::vector<std::string> tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."};
-        for (const auto* list : {&kSubjects, &kVerbs, &kObjects})
-            for (const auto& phrase : *list) {
-                std::istringstream words(phrase);
-                std::string w;
-                while (words >> w)
-                    if (std::find(tokens.begin(), tokens.end(), w) == tokens.end()) tokens.push_back(w);
-            }
-        Vocab::from_tokens(tokens).save((dir_ / "vocab.txt").string());
+        test_support::write_phrase_corpus(dir_, kPhrases, 3, 40, [](int) { return 6; });
     }
-    void TearDown() override { fs::remove_all(dir_); }
 
     PretrainConfig config(const std::string& preset, const std::string& run) const {
         PretrainConfig c;
@@ -79,8 +58,6 @@ class TrainerTest : public ::testing::Test {
         for (const auto& [name, t] : named_weights(loaded.model)) out[name] = t.clone();
         return out;
     }
-
-    fs::path dir_;
 };
 
 }  // namespace

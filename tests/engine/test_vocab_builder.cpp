@@ -2,9 +2,7 @@
 // merges as HF tokenizers' WordPieceTrainer makes them, and a vocabulary that tokenizes its
 // own training text without [UNK].
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -12,6 +10,7 @@
 
 #include "engine/errors.h"
 #include "engine/tokenizer.h"
+#include "support/test_support.h"
 
 namespace {
 
@@ -20,23 +19,12 @@ using engine::VocabBuilderOptions;
 using engine::WordPieceTokenizer;
 using Tokens = std::vector<std::string>;
 
-// A corpus file in the temp directory, removed when the test ends.
-class TempCorpus {
-  public:
-    TempCorpus(const std::string& name, const std::string& content) {
-        path_ = (std::filesystem::temp_directory_path() /
-                 ("tupe_test_vocab_builder_" + std::to_string(::getpid()) + "_" + name))
-                    .string();
-        std::ofstream(path_, std::ios::binary) << content;
-    }
-    ~TempCorpus() {
-        std::error_code ec;
-        std::filesystem::remove(path_, ec);
-    }
-    const std::string& path() const { return path_; }
-
-  private:
-    std::string path_;
+// A corpus file in the temp directory (tupe_test_vocab_builder_<pid>_<name>), removed when the
+// test ends.
+struct TempCorpus : test_support::TempFile {
+    TempCorpus(const std::string& name, const std::string& content)
+        : test_support::TempFile(
+              "tupe_test_vocab_builder_" + test_support::process_id() + "_" + name, content) {}
 };
 
 const char* kText =

@@ -5,28 +5,22 @@
 // run; `tupe analyze --db` records by hand; and `tupe export DIR` round-trips through
 // `tupe analyze DIR` with byte-identical matrices.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 
-#include "cli_fixture.h"
 #include "experiments/analysis_artifacts.h"
 #include "experiments/experiment.h"
 #include "experiments/result_store.h"
 #include "experiments/runner.h"
+#include "support/test_support.h"
 
 using namespace experiments;
 using test_support::CliResult;
 using test_support::quote;
-using test_support::slurp;
+using test_support::read_file;
 namespace fs = std::filesystem;
 
 namespace {
@@ -40,17 +34,10 @@ std::map<std::string, int64_t> files_under(const fs::path& dir) {
     return out;
 }
 
-class AnalysisArtifactsTest : public ::testing::Test {
+class AnalysisArtifactsTest : public test_support::TempDirTest {
   protected:
-    void SetUp() override {
-        dir_ = fs::temp_directory_path() /
-               ("tupe_artifacts_" + std::to_string(::getpid()) + "_" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(dir_);
-        fs::create_directories(dir_);
-    test_support::write_toy_corpus(dir_, 12, 20, 5, 7);
-    }
-    void TearDown() override { fs::remove_all(dir_); }
+    AnalysisArtifactsTest() : TempDirTest(test_support::per_test_name("tupe_artifacts")) {}
+    void SetUp() override { test_support::write_toy_corpus(dir_, 12, 20, 5, 7); }
 
     /// A study of `variants` with one fine-tuning job per variant, and `analysis` (a YAML
     /// flow mapping, or "" for none).
@@ -69,8 +56,7 @@ class AnalysisArtifactsTest : public ::testing::Test {
             "database: " + (dir_ / "db.sqlite").string() + "\nruns_dir: " +
             (dir_ / "runs").string() + "\n";
         if (!analysis.empty()) y += "analysis: " + analysis + "\n";
-        std::ofstream(dir_ / "study.yaml") << y;
-        return (dir_ / "study.yaml").string();
+        return write("study.yaml", y).string();
     }
 
     CliResult tupe(const std::string& args) const {
@@ -98,13 +84,14 @@ class AnalysisArtifactsTest : public ::testing::Test {
         EXPECT_EQ(recorded, files_under(dir_ / "runs" / name / "analysis")) << name;
         return artifacts.size();
     }
-
-    fs::path dir_;
 };
 
 }  // namespace
 
 TEST_F(AnalysisArtifactsTest, RunnerRecordsEveryFileOfTheAnalysisThroughTheCli) {
+#if !TUPE_WITH_QT
+    GTEST_SKIP() << "figures need the Qt build (TUPE_WITH_QT)";
+#endif
     const auto spec = load_experiment(
         study("bert-a, tupe-r", "{checkpoints: [0.5, 1.0], sentences: 5, max_tokens: 16}"));
     ASSERT_TRUE(spec.analysis.enabled);
@@ -164,6 +151,9 @@ TEST_F(AnalysisArtifactsTest, FinishedRunIsAnalysedInProcessWhenTheBlockIsAdded)
 }
 
 TEST_F(AnalysisArtifactsTest, AnalyzeByHandRecordsAgainstANamedRunOrSaysWhy) {
+#if !TUPE_WITH_QT
+    GTEST_SKIP() << "figures need the Qt build (TUPE_WITH_QT)";
+#endif
     const auto spec = load_experiment(study("bert-a", ""));
     ASSERT_EQ(run_experiment(spec, {}, {}).failed, 0);
     const std::string ckpt = (dir_ / "runs" / "bert-a" / "checkpoint-6.pt").string();
@@ -211,7 +201,7 @@ TEST_F(AnalysisArtifactsTest, ExportedFolderAnalysesToIdenticalMatrices) {
         ASSERT_EQ(r.status, 0) << r.err;
         for (const char* f : {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"})
             EXPECT_TRUE(fs::exists(hf / f)) << variant << " " << f;
-        const std::string config = slurp(hf / "config.json");
+        const std::string config = read_file(hf / "config.json");
         EXPECT_NE(config.find(variant == "bert-a" ? "\"model_type\": \"bert\""
                                                   : "\"model_type\": \"tupe\""),
                   std::string::npos)
@@ -229,7 +219,7 @@ TEST_F(AnalysisArtifactsTest, ExportedFolderAnalysesToIdenticalMatrices) {
             const fs::path rel = fs::relative(path, dir_ / ("a-" + variant));
             const fs::path other = dir_ / ("b-" + variant) / rel;
             ASSERT_TRUE(fs::exists(other)) << other;
-            EXPECT_EQ(slurp(path), slurp(other)) << rel;
+            EXPECT_EQ(read_file(path), read_file(other)) << rel;
             ++compared;
         }
         EXPECT_GT(compared, 20u) << variant;
@@ -252,10 +242,10 @@ TEST_F(AnalysisArtifactsTest, ExportedFolderAnalysesToIdenticalMatrices) {
     r = tupe("analyze " + quote((dir_ / "runs" / "bert-a" / "checkpoint-6.pt").string()) +
              " --text 'the old cat saw a bird' --no-figures --out " + quote((dir_ / "c-ckpt").string()));
     ASSERT_EQ(r.status, 0) << r.err;
-    EXPECT_EQ(slurp(dir_ / "c-bin" / "terms" / "word_pos.npy"),
-              slurp(dir_ / "c-ckpt" / "terms" / "word_pos.npy"));
-    EXPECT_EQ(slurp(dir_ / "c-bin" / "cls" / "from_cls.npy"),
-              slurp(dir_ / "c-ckpt" / "cls" / "from_cls.npy"));
+    EXPECT_EQ(read_file(dir_ / "c-bin" / "terms" / "word_pos.npy"),
+              read_file(dir_ / "c-ckpt" / "terms" / "word_pos.npy"));
+    EXPECT_EQ(read_file(dir_ / "c-bin" / "cls" / "from_cls.npy"),
+              read_file(dir_ / "c-ckpt" / "cls" / "from_cls.npy"));
 }
 
 TEST_F(AnalysisArtifactsTest, AnalysisBlockErrorsNameKeyAndLineOrTheMissingSnapshot) {

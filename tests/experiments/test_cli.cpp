@@ -2,8 +2,6 @@
 // on stderr naming the file, key or line, and a non-zero status; the good paths write what
 // they promise (a checkpoint, tokens, .npy files, a torch.load-able export).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -11,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "cli_fixture.h"
+#include "support/test_support.h"
 
 namespace fs = std::filesystem;
 
@@ -19,20 +17,15 @@ namespace {
 
 using Result = test_support::CliResult;
 using test_support::quote;
-using test_support::slurp;
+using test_support::read_file;
 
-class CliTest : public ::testing::Test {
+class CliTest : public test_support::TempDirTest {
   protected:
+    CliTest() : TempDirTest(test_support::per_test_name("tupe_cli")) {}
     void SetUp() override {
-        dir_ = fs::temp_directory_path() /
-               ("tupe_cli_" + std::to_string(::getpid()) + "_" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(dir_);
-        fs::create_directories(dir_);
-        std::ofstream vocab(dir_ / "vocab.txt");
-        for (const char* t : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat",
-                              "on", "mat", "a", "dog", "ran", ".", "##s", "un", "##able"})
-            vocab << t << "\n";
+        test_support::write_vocab(
+            dir_ / "vocab.txt", {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat",
+                                 "on", "mat", "a", "dog", "ran", ".", "##s", "un", "##able"});
         std::ofstream corpus(dir_ / "corpus.txt");
         for (int d = 0; d < 12; ++d) {
             for (int s = 0; s < 4; ++s) corpus << (s % 2 ? "the cat sat on the mat ." : "a dog ran .") << "\n";
@@ -45,7 +38,6 @@ class CliTest : public ::testing::Test {
             << "\n  max_seq_len: 32\n  validation_fraction: 0.2\n"
             << "train:\n  steps: 3\n  batch_size: 4\n  eval_interval: 3\n  threads: 1\n";
     }
-    void TearDown() override { fs::remove_all(dir_); }
 
     Result tupe(const std::string& args) const {
         return test_support::run_tupe(args, dir_ / "stderr.txt");
@@ -74,8 +66,6 @@ class CliTest : public ::testing::Test {
         EXPECT_EQ(r.status, 0) << r.err;
         return (dir_ / "run" / "checkpoint.pt").string();
     }
-
-    fs::path dir_;
 };
 
 }  // namespace
@@ -131,7 +121,7 @@ TEST_F(CliTest, PretrainInfoInspectExport) {
     auto inspect = tupe("inspect " + quote(ckpt) + " --text 'the cat sat' --out " +
                         quote((dir_ / "insp").string()));
     EXPECT_EQ(inspect.status, 0) << inspect.err;
-    EXPECT_EQ(slurp(dir_ / "insp" / "tokens.txt"), "[CLS]\nthe\ncat\nsat\n[SEP]\n");
+    EXPECT_EQ(read_file(dir_ / "insp" / "tokens.txt"), "[CLS]\nthe\ncat\nsat\n[SEP]\n");
     for (const char* f : {"input_ids.npy", "layer0_logits.npy", "layer1_probs.npy"})
         EXPECT_TRUE(fs::exists(dir_ / "insp" / f)) << f;
 
@@ -172,6 +162,9 @@ TEST_F(CliTest, BadCheckpointsAndTextAreOneLine) {
 }
 
 TEST_F(CliTest, AnalyzeWritesMapsFiguresAndIndex) {
+#if !TUPE_WITH_QT
+    GTEST_SKIP() << "figures need the Qt build (TUPE_WITH_QT)";
+#endif
     const std::string ckpt = pretrained();  // tupe-r, tiny, 32 positions
     const fs::path out = dir_ / "analysis";
     // The trained TUPE-R against a freshly initialised BERT-A (the same vocabulary).
@@ -181,7 +174,7 @@ TEST_F(CliTest, AnalyzeWritesMapsFiguresAndIndex) {
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.err, "");  // no Qt chatter on stderr
     EXPECT_NE(r.out.find("tupe-r, 6 sentence(s)"), std::string::npos) << r.out;
-    const std::string index = slurp(out / "index.json");
+    const std::string index = read_file(out / "index.json");
     for (const char* f : {"tupe/total_h0.npy", "tupe/total_h1.csv", "cls/from_cls_h0.csv",
                           "figures/fig6_tupe_correlation.png", "figures/cls_heatmaps.png",
                           "figures/cls_from_lines.png", "figures/compare_cls.png"}) {
@@ -190,7 +183,7 @@ TEST_F(CliTest, AnalyzeWritesMapsFiguresAndIndex) {
     }
     EXPECT_NE(index.find("unties positions"), std::string::npos);  // why there are no terms
     EXPECT_FALSE(fs::exists(out / "terms"));
-    const std::string compare = slurp(out / "compare" / "index.json");
+    const std::string compare = read_file(out / "compare" / "index.json");
     EXPECT_NE(compare.find("\"variant\": \"bert-a\""), std::string::npos) << compare.substr(0, 300);
     for (const char* f : {"terms/word_pos_h0.npy", "terms/pos_word_h1.csv",
                           "figures/fig2_terms_head0.png", "figures/fig2_terms_all_heads.png"})

@@ -4,13 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "engine/errors.h"
 #include "experiments/default_data.h"
+#include "support/test_support.h"
 
 namespace {
 
@@ -18,24 +18,12 @@ namespace fs = std::filesystem;
 
 const std::string kWordStart = "\xE2\x96\x81";  // U+2581
 
+using test_support::read_file;
+using test_support::write_file;
+
 // A fresh empty directory under the test temp dir.
 fs::path fresh_dir(const std::string& name) {
-    const fs::path dir = fs::path(testing::TempDir()) / ("tupe_default_data_" + name);
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    return dir;
-}
-
-void write(const fs::path& path, const std::string& text) {
-    std::ofstream out(path, std::ios::binary);
-    out << text;
-}
-
-std::string read(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
+    return test_support::fresh_dir(fs::path(testing::TempDir()) / ("tupe_default_data_" + name));
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -67,10 +55,10 @@ TEST(ConvertBertVocabJson, RestoresVocabTxt) {
     const auto entries =
         synthetic_vocab({kWordStart + "!", kWordStart + "the", "ing", "s", kWordStart + "##"});
     ASSERT_GE(entries.size(), 1000u);
-    write(dir / "vocab.json", json_array(entries));
+    write_file(dir / "vocab.json", json_array(entries));
     experiments::convert_bert_vocab_json((dir / "vocab.json").string(),
                                          (dir / "sub" / "vocab.txt").string());
-    const std::string text = read(dir / "sub" / "vocab.txt");
+    const std::string text = read_file(dir / "sub" / "vocab.txt");
     ASSERT_FALSE(text.empty());
     EXPECT_EQ(text.back(), '\n');
     EXPECT_EQ(text.find('\r'), std::string::npos);
@@ -108,7 +96,7 @@ TEST(ConvertBertVocabJson, RejectsMalformedInput) {
     auto expect_error = [&](const std::string& name, const std::string& json,
                             const std::string& part) {
         const std::string path = (dir / name).string();
-        write(path, json);
+        write_file(path, json);
         try {
             experiments::convert_bert_vocab_json(path, out);
             ADD_FAILURE() << "expected an InputError for " << name;
@@ -141,15 +129,15 @@ TEST(DetokenizeBrownLine, StripsTagsAndJoinsPunctuation) {
 TEST(ConvertBrownCorpus, WritesSentencesAndDocumentsInSortedOrder) {
     const fs::path dir = fresh_dir("brown");
     // Written out of order: the conversion sorts by file name.
-    write(dir / "cb02",
-          "\n\n\t``/`` Yes/rb ''/'' ,/, she/pps said/vbd ./.\n\n\n"
-          "\tIt/pps cost/vbd $1/nns ./.\n\n");
-    write(dir / "ca01",
-          "\n\n\tThe/at jury/nn said/vbd ``/`` no/at evidence/nn ''/'' ./.\n\n\n"
-          "\tHe/pps won/vbd 1/2/cd of/in it/ppo (/( barely/rb )/) ./.\n\t\n");
+    write_file(dir / "cb02",
+               "\n\n\t``/`` Yes/rb ''/'' ,/, she/pps said/vbd ./.\n\n\n"
+               "\tIt/pps cost/vbd $1/nns ./.\n\n");
+    write_file(dir / "ca01",
+               "\n\n\tThe/at jury/nn said/vbd ``/`` no/at evidence/nn ''/'' ./.\n\n\n"
+               "\tHe/pps won/vbd 1/2/cd of/in it/ppo (/( barely/rb )/) ./.\n\t\n");
     for (const char* ignored :
          {"README", "CONTENTS", "cats.txt", "categories.pickle", "package.json", "cz01", "ca1"})
-        write(dir / ignored, "Not/at a/at document/nn ./.\n");
+        write_file(dir / ignored, "Not/at a/at document/nn ./.\n");
     const fs::path out = dir / "out" / "brown.txt";
     const auto stats = experiments::convert_brown_corpus(dir.string(), out.string());
     const std::string expected =
@@ -158,7 +146,7 @@ TEST(ConvertBrownCorpus, WritesSentencesAndDocumentsInSortedOrder) {
         "\n"
         "\"Yes\", she said.\n"
         "It cost $1.\n";
-    EXPECT_EQ(read(out), expected);
+    EXPECT_EQ(read_file(out), expected);
     EXPECT_EQ(stats.documents, 2);
     EXPECT_EQ(stats.sentences, 4);
     EXPECT_EQ(stats.words, 8 + 9 + 7 + 4);
@@ -167,7 +155,7 @@ TEST(ConvertBrownCorpus, WritesSentencesAndDocumentsInSortedOrder) {
 
 TEST(ConvertBrownCorpus, ErrorsWithoutCorpusFiles) {
     const fs::path dir = fresh_dir("brown_empty");
-    write(dir / "README", "nothing here\n");
+    write_file(dir / "README", "nothing here\n");
     const std::string out = (dir / "brown.txt").string();
     EXPECT_THROW(experiments::convert_brown_corpus(dir.string(), out), engine::InputError);
     EXPECT_THROW(experiments::convert_brown_corpus((dir / "missing").string(), out),

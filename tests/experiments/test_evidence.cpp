@@ -4,7 +4,6 @@
 // hand-made stores (supported, contradicted, inconclusive, not run).
 #include <gtest/gtest.h>
 #include <sqlite3.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -13,7 +12,6 @@
 #include <set>
 #include <sstream>
 
-#include "cli_fixture.h"
 #include "experiments/claims.h"
 #include "experiments/config_loader.h"
 #include "experiments/experiment.h"
@@ -21,27 +19,16 @@
 #include "experiments/result_store.h"
 #include "experiments/runner.h"
 #include "experiments/synthetic_tasks.h"
+#include "support/test_support.h"
 
 using namespace experiments;
 namespace fs = std::filesystem;
 
 namespace {
 
-class EvidenceTest : public ::testing::Test {
+class EvidenceTest : public test_support::TempDirTest {
   protected:
-    void SetUp() override {
-        dir_ = fs::temp_directory_path() /
-               ("tupe_evidence_" + std::to_string(::getpid()) + "_" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(dir_);
-        fs::create_directories(dir_);
-    }
-    void TearDown() override { fs::remove_all(dir_); }
-    fs::path write(const std::string& name, const std::string& text) const {
-        std::ofstream(dir_ / name) << text;
-        return dir_ / name;
-    }
-    fs::path dir_;
+    EvidenceTest() : TempDirTest(test_support::per_test_name("tupe_evidence")) {}
 };
 
 // A store with one experiment; pretrain runs with validation curves and fine-tuning runs

@@ -1,47 +1,33 @@
 // Experiment files (variants as a list or a grid, protocol, errors with positions), the plan,
 // the Table 1 report layout, and the runner end to end on a tiny study: idempotent reruns and
 // a `tupe run` child process killed with SIGKILL and resumed with nothing lost or duplicated.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fcntl.h>
-
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <thread>
 
-#include "cli_fixture.h"
 #include "experiments/config_loader.h"
 #include "experiments/experiment.h"
 #include "experiments/report.h"
 #include "experiments/result_store.h"
 #include "experiments/runner.h"
+#include "support/test_support.h"
 
 using namespace experiments;
 namespace fs = std::filesystem;
 
 namespace {
 
-class ExperimentTest : public ::testing::Test {
+class ExperimentTest : public test_support::TempDirTest {
   protected:
-    void SetUp() override {
-        dir_ = fs::temp_directory_path() /
-               ("tupe_exp_" + std::to_string(::getpid()) + "_" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(dir_);
-        fs::create_directories(dir_);
-        test_support::write_toy_corpus(dir_, 20, 30, 7, 7);
-    }
-    void TearDown() override { fs::remove_all(dir_); }
-
-    fs::path write(const std::string& name, const std::string& text) const {
-        std::ofstream(dir_ / name) << text;
-        return dir_ / name;
-    }
+    ExperimentTest() : TempDirTest(test_support::per_test_name("tupe_exp")) {}
+    void SetUp() override { test_support::write_toy_corpus(dir_, 20, 30, 7, 7); }
 
     std::string tiny_study(int steps = 12) const {
         return "name: tiny\nvariants: [bert-a, tupe-a]\n"
@@ -56,8 +42,6 @@ class ExperimentTest : public ::testing::Test {
                "finetune: {lrs: [1.0e-3], seeds: [1, 2], batch_size: 8, epochs: 1, max_seq_len: 32}\n"
                "database: " + (dir_ / "db.sqlite").string() + "\nruns_dir: " + (dir_ / "runs").string() + "\n";
     }
-
-    fs::path dir_;
 };
 
 }  // namespace

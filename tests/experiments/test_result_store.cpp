@@ -12,14 +12,13 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <mutex>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "experiments/result_store.h"
+#include "support/test_support.h"
 
 namespace {
 
@@ -34,23 +33,12 @@ using experiments::RunRecord;
 using experiments::StoreError;
 using experiments::StoreOptions;
 
-// A fresh directory under the system temp dir, removed with everything in it.
-class TempDir {
-  public:
-    TempDir() {
-        std::random_device random;
-        path_ = fs::temp_directory_path() /
-                ("tupe_store_test_" + std::to_string(::getpid()) + "_" + std::to_string(random()));
-        fs::create_directories(path_);
-    }
-    ~TempDir() {
-        std::error_code ignored;
-        fs::remove_all(path_, ignored);
-    }
-    std::string file(const std::string& name) const { return (path_ / name).string(); }
-
-  private:
-    fs::path path_;
+// A fresh directory under the system temp dir (tupe_store_test_<pid>_<random>), removed with
+// everything in it.
+struct TempDir : test_support::TempDir {
+    TempDir()
+        : test_support::TempDir("tupe_store_test_" + test_support::process_id() + "_" +
+                                test_support::random_tag()) {}
 };
 
 // A plain sqlite3 connection, to build old or foreign files and to hold locks.
@@ -97,11 +85,6 @@ StoreError store_error(const std::function<void()>& action) {
 
 bool has(const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;
-}
-
-std::string read_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 RunRecord make_run(std::int64_t experiment_id, const std::string& name,
@@ -200,7 +183,7 @@ TEST(ResultStore, RefusesNewerSchemaVersionAndLeavesFileAlone) {
         raw.exec("CREATE TABLE future (x); INSERT INTO future VALUES (42);");
         raw.exec("PRAGMA user_version = " + std::to_string(newer));
     }
-    const std::string before = read_bytes(path);
+    const std::string before = test_support::read_file(path);
     for (const OpenMode mode : {OpenMode::kReadWrite, OpenMode::kReadOnly}) {
         const auto error = store_error([&] { ResultStore::open(path, mode); });
         EXPECT_TRUE(has(error.what(), "schema version " + std::to_string(newer) +
@@ -210,7 +193,7 @@ TEST(ResultStore, RefusesNewerSchemaVersionAndLeavesFileAlone) {
         EXPECT_TRUE(has(error.what(), path)) << error.what();
         EXPECT_EQ(error.path(), path);
     }
-    EXPECT_EQ(read_bytes(path), before);
+    EXPECT_EQ(test_support::read_file(path), before);
     RawDb raw(path);
     EXPECT_EQ(raw.text("PRAGMA journal_mode"), "delete");
     EXPECT_EQ(raw.text("SELECT x FROM future"), "42");
@@ -223,10 +206,10 @@ TEST(ResultStore, RefusesAnotherProgramsDatabase) {
         RawDb raw(path);
         raw.exec("CREATE TABLE notes (text); INSERT INTO notes VALUES ('keep me');");
     }
-    const std::string before = read_bytes(path);
+    const std::string before = test_support::read_file(path);
     const auto error = store_error([&] { ResultStore::open(path); });
     EXPECT_TRUE(has(error.what(), "not a TUPE results store")) << error.what();
-    EXPECT_EQ(read_bytes(path), before);
+    EXPECT_EQ(test_support::read_file(path), before);
 }
 
 TEST(ResultStore, RefusesFileThatIsNotSqlite) {
@@ -236,12 +219,12 @@ TEST(ResultStore, RefusesFileThatIsNotSqlite) {
         std::ofstream out(path, std::ios::binary);
         for (int i = 0; i < 200; ++i) out << "this is a plain text file, not a database\n";
     }
-    const std::string before = read_bytes(path);
+    const std::string before = test_support::read_file(path);
     for (const OpenMode mode : {OpenMode::kReadWrite, OpenMode::kReadOnly}) {
         const auto error = store_error([&] { ResultStore::open(path, mode); });
         EXPECT_EQ(std::string(error.what()), "file is not a SQLite database: " + path);
     }
-    EXPECT_EQ(read_bytes(path), before);
+    EXPECT_EQ(test_support::read_file(path), before);
     EXPECT_FALSE(fs::exists(path + "-wal"));
 }
 

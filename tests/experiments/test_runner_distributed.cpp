@@ -23,12 +23,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class RunnerDistributedTest : public ::testing::Test {
+class RunnerDistributedTest : public test_support::TempDirTest {
   protected:
-    void SetUp() override {
-        dir_ = test_support::toy_corpus_dir("tupe_dp_run", 16, 30, 7, 5);
-    }
-    void TearDown() override { fs::remove_all(dir_); }
+    RunnerDistributedTest() : TempDirTest("tupe_dp_run_" + test_support::process_id()) {}
+    void SetUp() override { test_support::write_toy_corpus(dir_, 16, 30, 7, 5); }
 
     // batch 7 over 2 ranks gives shards of 3 and 4; 29 train examples end each epoch with a
     // batch of 1, where one rank has no example at all.
@@ -52,8 +50,6 @@ class RunnerDistributedTest : public ::testing::Test {
             << "\nruns_dir: " << (dir_ / ("runs-" + tag)).string() << "\n";
         return path;
     }
-
-    fs::path dir_;
 };
 
 struct Results {

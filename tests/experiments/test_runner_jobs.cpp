@@ -25,12 +25,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-class RunnerJobsTest : public ::testing::Test {
+class RunnerJobsTest : public test_support::TempDirTest {
   protected:
-    void SetUp() override {
-        dir_ = test_support::toy_corpus_dir("tupe_jobs", 16, 30, 7, 11);
-    }
-    void TearDown() override { fs::remove_all(dir_); }
+    RunnerJobsTest() : TempDirTest("tupe_jobs_" + test_support::process_id()) {}
+    void SetUp() override { test_support::write_toy_corpus(dir_, 16, 30, 7, 11); }
 
     // The same study, with its own database and runs folder per `tag`.
     fs::path study(const std::string& tag) const {
@@ -68,13 +66,9 @@ class RunnerJobsTest : public ::testing::Test {
         }
         int status = 0;
         waitpid(pid, &status, 0);
-        std::ifstream in(log);
-        std::stringstream text;
-        text << in.rdbuf();
-        return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), text.str()};
+        return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+                test_support::read_file(log)};
     }
-
-    fs::path dir_;
 };
 
 // What a study left in its database, keyed so that two databases can be compared.
