@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -79,9 +79,12 @@ std::vector<std::string> Args::all(const std::string& name) const {
 std::string format_duration(double s) {
     char buf[32];
     if (!std::isfinite(s) || s < 0) return "?";
-    if (s >= 3600) std::snprintf(buf, sizeof buf, "%dh%02dm", int(s / 3600), int(s / 60) % 60);
-    else if (s >= 60) std::snprintf(buf, sizeof buf, "%dm%02ds", int(s / 60), int(s) % 60);
-    else std::snprintf(buf, sizeof buf, "%.1fs", s);
+    if (s >= 3600)
+        std::snprintf(buf, sizeof buf, "%dh%02dm", int(s / 3600), int(s / 60) % 60);
+    else if (s >= 60)
+        std::snprintf(buf, sizeof buf, "%dm%02ds", int(s / 60), int(s) % 60);
+    else
+        std::snprintf(buf, sizeof buf, "%.1fs", s);
     return buf;
 }
 
@@ -119,8 +122,8 @@ void ProgressBar::update(long long done, const std::string& status, double eta) 
         // Redraw at most ~10 times per second, and always at the end.
         if (drawn_ && done < total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
         const int width = 24, filled = static_cast<int>(frac * width);
-        std::cerr << "\r[" << std::string(filled, '#') << std::string(width - filled, '.')
-                  << "] " << line.str() << "\033[K" << std::flush;
+        std::cerr << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] "
+                  << line.str() << "\033[K" << std::flush;
         last_draw_ = now;
         drawn_ = true;
     } else if ((done % plain_every_ == 0 && done != last_done_) || done >= total_ ||

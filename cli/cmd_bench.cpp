@@ -4,9 +4,8 @@
 // estimate, and each variant's cost relative to the first. Shapes: B batch, T tokens, C hidden,
 // H heads, F FFN width, V vocabulary, M masked positions, N = B * T, S = B * H * T * T.
 #include <sys/resource.h>
-#include <unistd.h>
-
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -18,12 +17,12 @@
 #include <sstream>
 
 #include "cli_util.h"
-#include "matmul_rate.h"
-#include "runtime_info.h"
 #include "commands.h"
 #include "engine/bert.h"
 #include "engine/threads.h"
 #include "engine/train_step.h"
+#include "matmul_rate.h"
+#include "runtime_info.h"
 
 namespace cli {
 
@@ -35,7 +34,8 @@ std::vector<std::string> split_commas(const std::string& s) {
     std::vector<std::string> out;
     std::stringstream ss(s);
     std::string item;
-    while (std::getline(ss, item, ',')) if (!item.empty()) out.push_back(item);
+    while (std::getline(ss, item, ','))
+        if (!item.empty()) out.push_back(item);
     return out;
 }
 
@@ -63,7 +63,8 @@ struct FlopCount {
 
 FlopCount count_flops(const engine::ModelConfig& c, int64_t B, int64_t T, int64_t M) {
     const double N = static_cast<double>(B * T), C = static_cast<double>(c.hidden_size),
-                 F = static_cast<double>(c.intermediate_size), V = static_cast<double>(c.vocab_size),
+                 F = static_cast<double>(c.intermediate_size),
+                 V = static_cast<double>(c.vocab_size),
                  L = static_cast<double>(c.num_hidden_layers), t = static_cast<double>(T);
     FlopCount f;
     f.encoder = L * (2 * N * C * 3 * C + 2 * 2 * N * t * C + 2 * N * C * C + 2 * 2 * N * C * F);
@@ -96,11 +97,13 @@ struct MemoryEstimate {
     double total() const { return params + grads + optimizer + activations; }
 };
 
-MemoryEstimate estimate_memory(const engine::ModelConfig& c, int64_t n_params, int64_t B,
-                               int64_t T, int64_t M, bool bf16) {
+MemoryEstimate estimate_memory(const engine::ModelConfig& c, int64_t n_params, int64_t B, int64_t T,
+                               int64_t M, bool bf16) {
     const double P = static_cast<double>(n_params), N = static_cast<double>(B * T),
-                 C = static_cast<double>(c.hidden_size), F = static_cast<double>(c.intermediate_size),
-                 V = static_cast<double>(c.vocab_size), L = static_cast<double>(c.num_hidden_layers),
+                 C = static_cast<double>(c.hidden_size),
+                 F = static_cast<double>(c.intermediate_size),
+                 V = static_cast<double>(c.vocab_size),
+                 L = static_cast<double>(c.num_hidden_layers),
                  S = static_cast<double>(B * c.num_attention_heads * T * T),
                  m = static_cast<double>(M);
     const double e = bf16 ? 2.0 : 4.0;
@@ -108,10 +111,10 @@ MemoryEstimate estimate_memory(const engine::ModelConfig& c, int64_t n_params, i
     est.params = P * 4 + (bf16 ? P * 2 : 0.0);
     est.grads = P * 4;
     est.optimizer = 2 * P * 4;
-    const double layer = (7 * N * C + S + N * F) * e + S * e + N * F * e + 2 * N * C * 4 +
-                         (S + 2 * N * C) * 1;
-    const double head = 5 * m * C * 4 + m * V * e + m * V * 4 + (bf16 ? m * V * 4 : 0.0) +
-                        m * V * 4;
+    const double layer =
+        (7 * N * C + S + N * F) * e + S * e + N * F * e + 2 * N * C * 4 + (S + 2 * N * C) * 1;
+    const double head =
+        5 * m * C * 4 + m * V * e + m * V * 4 + (bf16 ? m * V * 4 : 0.0) + m * V * 4;
     est.activations = L * layer + N * C * 4 + N * C + head + 2 * S * 4;
     return est;
 }
@@ -231,7 +234,8 @@ int cmd_bench(const Argv& argv) {
     if (format != "table" && format != "json")
         throw UsageError("--format: expected table or json, got '" + format + "'");
     if (seq < 2 || batch < 1 || steps < 1 || warmup < 1 || threads < 1 || vocab < 6)
-        throw UsageError("--seq >= 2, --batch, --steps, --warmup, --threads >= 1, --vocab-size >= 6");
+        throw UsageError(
+            "--seq >= 2, --batch, --steps, --warmup, --threads >= 1, --vocab-size >= 6");
     if (presets.empty()) throw UsageError("--preset: no variant given");
     const torch::Device device(args.get("device", "cpu"));
     if (device.is_cuda() && !torch::cuda::is_available())
@@ -243,8 +247,8 @@ int cmd_bench(const Argv& argv) {
     std::cerr << "bench: size " << size << ", seq " << seq << ", batch " << batch << ", vocab "
               << vocab << ", " << at::get_num_threads() << " threads, " << dtype << ", "
               << device.str() << ", " << optimizer << " AdamW, BLAS threads "
-              << (blas_threading().empty() ? std::string("not OpenBLAS") : blas_threading())
-              << ", " << allocator_name() << "; median of " << steps << " steps after " << warmup
+              << (blas_threading().empty() ? std::string("not OpenBLAS") : blas_threading()) << ", "
+              << allocator_name() << "; median of " << steps << " steps after " << warmup
               << " warm-up steps, variants interleaved step by step; load average "
               << load_average() << "\n";
 
@@ -268,8 +272,9 @@ int cmd_bench(const Argv& argv) {
                              std::to_string(v.config.max_position_embeddings) + " of size " + size);
         if (peak_flops == 0) {
             peak_flops = measure_matmul_peak(v.config, batch * seq, matmul_dtype, device);
-            std::cerr << "  matmul peak (" << dtype << ", best of the model's shapes): "
-                      << fmt("%.1f", peak_flops / 1e9) << " GFLOP/s\n";
+            std::cerr << "  matmul peak (" << dtype
+                      << ", best of the model's shapes): " << fmt("%.1f", peak_flops / 1e9)
+                      << " GFLOP/s\n";
         }
         release_free_memory();
         hwm_reset = reset_peak_rss() && hwm_reset;
@@ -336,21 +341,27 @@ int cmd_bench(const Argv& argv) {
         for (const auto& v : variants) {
             const double achieved = v.flops.step() / v.median_s;
             out["variants"].push_back({
-                {"variant", v.preset}, {"params", v.params},
-                {"median_s", v.median_s}, {"times_s", v.times},
+                {"variant", v.preset},
+                {"params", v.params},
+                {"median_s", v.median_s},
+                {"times_s", v.times},
                 {"tokens_per_s", static_cast<double>(batch * seq) / v.median_s},
                 {"flops_per_step", v.flops.step()},
-                {"flops_forward", {{"encoder", v.flops.encoder},
-                                   {"positional", v.flops.positional},
-                                   {"mlm_head", v.flops.head}}},
+                {"flops_forward",
+                 {{"encoder", v.flops.encoder},
+                  {"positional", v.flops.positional},
+                  {"mlm_head", v.flops.head}}},
                 {"masked_tokens", v.batch.masked_tokens},
-                {"achieved_flops", achieved}, {"utilisation", achieved / peak_flops},
-                {"rss_base_bytes", v.rss_base}, {"rss_peak_bytes", v.rss_peak},
-                {"memory_estimate_bytes", {{"params", v.memory.params},
-                                           {"grads", v.memory.grads},
-                                           {"optimizer", v.memory.optimizer},
-                                           {"activations", v.memory.activations},
-                                           {"total", v.memory.total()}}},
+                {"achieved_flops", achieved},
+                {"utilisation", achieved / peak_flops},
+                {"rss_base_bytes", v.rss_base},
+                {"rss_peak_bytes", v.rss_peak},
+                {"memory_estimate_bytes",
+                 {{"params", v.memory.params},
+                  {"grads", v.memory.grads},
+                  {"optimizer", v.memory.optimizer},
+                  {"activations", v.memory.activations},
+                  {"total", v.memory.total()}}},
                 {"relative_to_first", v.median_s / base},
                 {"loss", v.loss},
             });
@@ -359,18 +370,17 @@ int cmd_bench(const Argv& argv) {
         return 0;
     }
     std::vector<std::vector<std::string>> rows = {
-        {"variant", "params", "s/step", "tokens/s", "GFLOP/step", "GFLOP/s", "util",
-         "RSS MiB", "base", "estimate", "(RSS-base)/est", "vs " + variants.front().preset}};
+        {"variant", "params", "s/step", "tokens/s", "GFLOP/step", "GFLOP/s", "util", "RSS MiB",
+         "base", "estimate", "(RSS-base)/est", "vs " + variants.front().preset}};
     for (const auto& v : variants) {
         const double achieved = v.flops.step() / v.median_s;
-        rows.push_back({v.preset, format_count(static_cast<double>(v.params)),
-                        fmt("%.3f", v.median_s),
-                        format_count(static_cast<double>(batch * seq) / v.median_s),
-                        fmt("%.1f", v.flops.step() / 1e9), fmt("%.1f", achieved / 1e9),
-                        fmt("%.0f%%", 100.0 * achieved / peak_flops), mib(v.rss_peak),
-                        mib(v.rss_base), mib(v.memory.total()),
-                        fmt("%.2f", (v.rss_peak - v.rss_base) / v.memory.total()),
-                        fmt("%+.1f%%", 100.0 * (v.median_s / base - 1.0))});
+        rows.push_back(
+            {v.preset, format_count(static_cast<double>(v.params)), fmt("%.3f", v.median_s),
+             format_count(static_cast<double>(batch * seq) / v.median_s),
+             fmt("%.1f", v.flops.step() / 1e9), fmt("%.1f", achieved / 1e9),
+             fmt("%.0f%%", 100.0 * achieved / peak_flops), mib(v.rss_peak), mib(v.rss_base),
+             mib(v.memory.total()), fmt("%.2f", (v.rss_peak - v.rss_base) / v.memory.total()),
+             fmt("%+.1f%%", 100.0 * (v.median_s / base - 1.0))});
     }
     std::cout << format_table(rows);
     std::cout << "matmul peak " << fmt("%.1f", peak_flops / 1e9) << " GFLOP/s (" << dtype

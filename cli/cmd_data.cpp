@@ -52,14 +52,16 @@ int cmd_build_vocab(const Argv& argv) {
 
 int cmd_tokenize(const Argv& argv) {
     Args args(argv, {"vocab", "text", "file"}, {"ids", "cased"});
-    if (args.has("text") == args.has("file")) throw UsageError("give exactly one of --text, --file");
+    if (args.has("text") == args.has("file"))
+        throw UsageError("give exactly one of --text, --file");
     engine::WordPieceTokenizer tokenizer(engine::Vocab::load(args.required("vocab")),
                                          !args.has("cased"));
     const bool ids = args.has("ids");
     auto emit = [&](const std::string& line) {
         std::string out;
         if (ids) {
-            for (auto id : tokenizer.token_ids(line)) out += (out.empty() ? "" : " ") + std::to_string(id);
+            for (auto id : tokenizer.token_ids(line))
+                out += (out.empty() ? "" : " ") + std::to_string(id);
         } else {
             for (const auto& t : tokenizer.tokenize(line)) out += (out.empty() ? "" : " ") + t;
         }

@@ -2,12 +2,11 @@
 // CUDA, the BLAS library and the kernel core it picked (OpenBLAS 0.3.21 falls back to Prescott
 // kernels on CPUs it does not know; the launcher in main.cpp corrects that), threads, CPU
 // flags, a quick fp32/bf16 matmul rate, and advice.
-#include <dlfcn.h>
-#include <unistd.h>
-
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
+#include <dlfcn.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,10 +18,10 @@
 #include <sstream>
 
 #include "cli_util.h"
-#include "matmul_rate.h"
-#include "runtime_info.h"
 #include "commands.h"
 #include "engine/threads.h"
+#include "matmul_rate.h"
+#include "runtime_info.h"
 
 namespace cli {
 
@@ -122,15 +121,16 @@ int cmd_doctor(const Argv& argv) {
     line("cpus available", std::to_string(cpus));
     const int library_default = at::get_num_threads();
     const int used = engine::apply_thread_count(0);  // what tupe's commands use without --threads
-    line("aten threads", std::to_string(used) + " intra-op (LibTorch's own default: " +
-                             std::to_string(library_default) + "), " +
-                             std::to_string(at::get_num_interop_threads()) +
-                             " inter-op (OMP_NUM_THREADS=" + env_or("OMP_NUM_THREADS", "unset") + ")");
+    line("aten threads",
+         std::to_string(used) +
+             " intra-op (LibTorch's own default: " + std::to_string(library_default) + "), " +
+             std::to_string(at::get_num_interop_threads()) +
+             " inter-op (OMP_NUM_THREADS=" + env_or("OMP_NUM_THREADS", "unset") + ")");
     line("cpu", cpuinfo_field("model name"));
     const auto flags = cpu_flags();
     std::string shown;
-    for (const char* f : {"avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "amx_tile",
-                          "amx_bf16"})
+    for (const char* f :
+         {"avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "amx_tile", "amx_bf16"})
         shown += std::string(shown.empty() ? "" : " ") + f + (flags.count(f) ? "+" : "-");
     line("cpu flags", shown);
 
@@ -149,24 +149,26 @@ int cmd_doctor(const Argv& argv) {
     const bool fallback_core = lower == "prescott" || lower == "generic" || lower == "core2" ||
                                lower == "nehalem" || lower == "katmai" || lower == "northwood";
     if (fallback_core && (flags.count("avx2") || flags.count("avx512f")))
-        advice.push_back("OpenBLAS runs " + core + " kernels on a CPU with " +
-                         (flags.count("avx512f") ? "AVX-512" : "AVX2") +
-                         ": export OPENBLAS_CORETYPE=" +
-                         (flags.count("avx512f") ? "SkylakeX" : "Haswell") +
-                         " (the tupe launcher does this itself unless OPENBLAS_CORETYPE is set or "
-                         "OpenBLAS lacks DYNAMIC_ARCH)");
+        advice.push_back(
+            "OpenBLAS runs " + core + " kernels on a CPU with " +
+            (flags.count("avx512f") ? "AVX-512" : "AVX2") +
+            ": export OPENBLAS_CORETYPE=" + (flags.count("avx512f") ? "SkylakeX" : "Haswell") +
+            " (the tupe launcher does this itself unless OPENBLAS_CORETYPE is set or "
+            "OpenBLAS lacks DYNAMIC_ARCH)");
     if (cpus > 1 && used < cpus)
         advice.push_back("ATen uses " + std::to_string(used) + " of " + std::to_string(cpus) +
                          " CPUs (OMP_NUM_THREADS): pass --threads N to bench/analyze/run");
     if (blas_threading() == "pthreads" && at::get_num_threads() > 1)
-        advice.push_back("OpenBLAS runs its own pthreads beside ATen's OpenMP threads, and the "
-                         "two pools spin against each other (small size: 2.56 instead of 1.72 "
-                         "s/step): install libopenblas0-openmp and rebuild (cmake/TupeRuntime.cmake), "
-                         "or export OMP_WAIT_POLICY=PASSIVE");
+        advice.push_back(
+            "OpenBLAS runs its own pthreads beside ATen's OpenMP threads, and the "
+            "two pools spin against each other (small size: 2.56 instead of 1.72 "
+            "s/step): install libopenblas0-openmp and rebuild (cmake/TupeRuntime.cmake), "
+            "or export OMP_WAIT_POLICY=PASSIVE");
     if (allocator_name() != "tcmalloc")
-        advice.push_back("glibc malloc returns large tensors to the kernel and faults them in "
-                         "again every step: the tupe command links tcmalloc when "
-                         "libtcmalloc-minimal4 is installed at build time");
+        advice.push_back(
+            "glibc malloc returns large tensors to the kernel and faults them in "
+            "again every step: the tupe command links tcmalloc when "
+            "libtcmalloc-minimal4 is installed at build time");
     const bool native_bf16 = flags.count("avx512_bf16") || flags.count("amx_bf16");
     if (!native_bf16)
         advice.push_back("no AVX512-BF16 or AMX on this CPU: bf16 matmuls are emulated" +
@@ -174,11 +176,13 @@ int cmd_doctor(const Argv& argv) {
                                    : std::string()) +
                          "; train in fp32 here");
     else if (bf16 > 0 && bf16 < 1.5 * fp32)
-        advice.push_back("the CPU has native bf16 but bf16 matmuls are not faster than fp32: "
-                         "this LibTorch's oneDNN may not use it");
+        advice.push_back(
+            "the CPU has native bf16 but bf16 matmuls are not faster than fp32: "
+            "this LibTorch's oneDNN may not use it");
     if (!cuda)
-        advice.push_back("for GPU training build against an upstream CUDA LibTorch: cmake "
-                         "-DCMAKE_PREFIX_PATH=/path/to/libtorch ... (README, \"Speed\")");
+        advice.push_back(
+            "for GPU training build against an upstream CUDA LibTorch: cmake "
+            "-DCMAKE_PREFIX_PATH=/path/to/libtorch ... (README, \"Speed\")");
     if (advice.empty()) advice.push_back("nothing to change");
     for (const auto& a : advice) std::cout << "advice            " << a << "\n";
     return 0;

@@ -23,8 +23,8 @@ struct LaunchSpec {
     std::string command;                   ///< "pretrain" or "run", for messages.
     std::vector<std::string> worker_args;  ///< argv of each worker, argv[0] included.
     int nproc = 2;
-    long long threads_each = 1;            ///< For the launch message.
-    std::string failure_hint;              ///< Appended to the failure line, e.g. "; ...resume".
+    long long threads_each = 1;  ///< For the launch message.
+    std::string failure_hint;    ///< Appended to the failure line, e.g. "; ...resume".
 };
 
 /// Starts the workers (/proc/self/exe), forwards SIGTERM, and on the first failure stops the
@@ -39,7 +39,8 @@ std::vector<std::string> without_option(const Argv& argv, const std::string& nam
 /// > 1; else null). `device` ("cpu", "cuda", "auto", ...) picks Gloo or NCCL; a CUDA worker
 /// takes GPU LOCAL_RANK and `device` is rewritten to it. `threads` 0 becomes this machine's
 /// CPUs shared by LOCAL_WORLD_SIZE workers. Throws engine::DistributedError.
-std::unique_ptr<engine::DistributedContext> join_worker_group(std::string& device, int64_t& threads);
+std::unique_ptr<engine::DistributedContext> join_worker_group(std::string& device,
+                                                              int64_t& threads);
 
 /// Each worker's intra-op threads: `requested` (or the machine's CPUs when 0) shared by nproc.
 long long threads_per_worker(long long requested, int nproc);

@@ -24,7 +24,8 @@ double matmul_flops(int64_t m, int64_t k, int64_t n, torch::ScalarType dtype,
     auto out = torch::empty({m, n}, opts);
     torch::mm_out(out, a, b);  // warm-up
     synchronize(device);
-    const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(n);
+    const double flops =
+        2.0 * static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(n);
     double best = 0;
     const auto start = Clock::now();
     for (int rep = 0; rep < reps && (rep == 0 || since(start) < budget_s); ++rep) {

@@ -25,8 +25,8 @@ std::string allocator_name() {
 
 void release_free_memory() {
     using VoidFn = void (*)();
-    if (auto release = reinterpret_cast<VoidFn>(
-            dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory")))
+    if (auto release =
+            reinterpret_cast<VoidFn>(dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory")))
         release();
     else
         malloc_trim(0);

@@ -46,8 +46,8 @@ double uniformity(const torch::Tensor& term, const torch::Tensor& attention_mask
     if (t.dim() == 2) t = t.unsqueeze(0);  // (T, T) -> (1, T, T)
     const int64_t B = t.size(0), T = t.size(1);
     require(t.size(2) == T, "uniformity: term must be square, got " + shape_string(term.sizes()));
-    auto m = attention_mask.defined() ? cpu_dbl(attention_mask)
-                                      : torch::ones({B, T}, torch::kDouble);
+    auto m =
+        attention_mask.defined() ? cpu_dbl(attention_mask) : torch::ones({B, T}, torch::kDouble);
     require(m.dim() == 2 && m.size(0) == B && m.size(1) == T,
             "uniformity: attention_mask must be (B, T) = (" + std::to_string(B) + ", " +
                 std::to_string(T) + ")");

@@ -1,6 +1,5 @@
 // Attention inspection: one text through the encoder with output_attentions on, the maps
 // copied to the CPU as float32, and their .npy export (one file per layer and kind).
-#include "engine/eval_mode.h"
 #include "analysis/inspect.h"
 
 #include <cerrno>
@@ -11,6 +10,7 @@
 
 #include "analysis/npy.h"
 #include "engine/errors.h"
+#include "engine/eval_mode.h"
 
 namespace analysis {
 

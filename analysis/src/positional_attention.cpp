@@ -71,8 +71,8 @@ ClsAttention cls_attention(const std::vector<torch::Tensor>& probs,
             "cls_attention: probs must be (B, H, T, T) or (H, T, T) per layer");
     const int64_t B = first.dim() == 4 ? first.size(0) : 1;
     const int64_t H = first.size(-3), T = first.size(-1);
-    auto m = attention_mask.defined() ? cpu_dbl(attention_mask)
-                                      : torch::ones({B, T}, torch::kDouble);
+    auto m =
+        attention_mask.defined() ? cpu_dbl(attention_mask) : torch::ones({B, T}, torch::kDouble);
     require(m.dim() == 2 && m.size(0) == B && m.size(1) == T,
             "cls_attention: attention_mask must be (B, T) = (" + std::to_string(B) + ", " +
                 std::to_string(T) + "), got " + shape_string(m.sizes()));

@@ -101,7 +101,8 @@ FourTerms decompose_first_layer(engine::BertModel& model, const torch::Tensor& i
 
     FourTerms out;
     out.logits = to_cpu_float(logits0);
-    out.attention_mask = mask_on(ids, attention_mask, device).detach().to(torch::kCPU, torch::kLong);
+    out.attention_mask =
+        mask_on(ids, attention_mask, device).detach().to(torch::kCPU, torch::kLong);
 
     // Streams of the embedding sum, in float64 so the split itself adds no visible error.
     auto word = dbl(emb.word_embeddings->weight).index_select(0, ids.reshape({-1})).view({B, T, C});

@@ -14,9 +14,11 @@ int main(int argc, char** argv) {
     QApplication::setOrganizationName("tupe");
     QApplication::setApplicationName("tupe-workbench");
     QCommandLineParser parser;
-    parser.setApplicationDescription("TUPE Workbench: experiments, curves, GLUE tables and attention maps");
+    parser.setApplicationDescription(
+        "TUPE Workbench: experiments, curves, GLUE tables and attention maps");
     parser.addHelpOption();
-    parser.addOption({"db", "results database (default: the last one, else results/tupe.sqlite)", "FILE"});
+    parser.addOption(
+        {"db", "results database (default: the last one, else results/tupe.sqlite)", "FILE"});
     parser.addOption({"screenshots", "render every view to DIR/*.png and exit", "DIR"});
     parser.process(application);
 
@@ -29,8 +31,7 @@ int main(int argc, char** argv) {
     if (parser.isSet("screenshots")) {
         const QStringList files = window.renderScreenshots(parser.value("screenshots"));
         for (const QString& f : files) std::printf("wrote %s\n", qPrintable(f));
-        if (!opened)
-            std::fprintf(stderr, "tupe-workbench: %s\n", qPrintable(window.bannerText()));
+        if (!opened) std::fprintf(stderr, "tupe-workbench: %s\n", qPrintable(window.bannerText()));
         return files.isEmpty() || !opened ? 1 : 0;
     }
     window.show();

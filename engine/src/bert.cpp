@@ -71,8 +71,8 @@ torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
 // ---- embeddings -------------------------------------------------------------------------------
 
 BertEmbeddingsImpl::BertEmbeddingsImpl(const ModelConfig& c) {
-    word_embeddings = register_module("word_embeddings",
-                                      torch::nn::Embedding(c.vocab_size, c.hidden_size));
+    word_embeddings =
+        register_module("word_embeddings", torch::nn::Embedding(c.vocab_size, c.hidden_size));
     if (c.absolute_position == AbsolutePosition::kInput)
         position_embeddings = register_module(
             "position_embeddings", torch::nn::Embedding(c.max_position_embeddings, c.hidden_size));
@@ -91,8 +91,10 @@ torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids,
         x = x + position_embeddings->weight.slice(0, 0, input_ids.size(1)).unsqueeze(0);
     }
     if (!token_type_embeddings.is_empty()) {
-        if (token_type_ids.defined()) x = x + token_type_embeddings(token_type_ids);
-        else x = x + token_type_embeddings->weight[0];
+        if (token_type_ids.defined())
+            x = x + token_type_embeddings(token_type_ids);
+        else
+            x = x + token_type_embeddings->weight[0];
     }
     return apply_dropout(dropout, apply_norm(LayerNorm, x));
 }
@@ -183,13 +185,13 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor
     if (pre_layernorm) {
         // Pre-LN: x + f(LN(x)); attention.output.LayerNorm and output.LayerNorm normalise the
         // inputs of the two sub-layers.
-        auto h = attention->self(apply_norm(attn_out->LayerNorm, x), mask_bias, position_bias, q_offset,
-                                 k_offset, logits_out, probs_out);
+        auto h = attention->self(apply_norm(attn_out->LayerNorm, x), mask_bias, position_bias,
+                                 q_offset, k_offset, logits_out, probs_out);
         auto y = attn_out(h, x);
         return output(intermediate(apply_norm(output->LayerNorm, y)), y);
     }
-    auto h = attention->self(x, mask_bias, position_bias, q_offset, k_offset, logits_out,
-                             probs_out);
+    auto h =
+        attention->self(x, mask_bias, position_bias, q_offset, k_offset, logits_out, probs_out);
     auto y = attn_out(h, x);
     return output(intermediate(y), y);
 }
@@ -223,8 +225,7 @@ EncoderOutput BertModelImpl::forward(const torch::Tensor& input_ids,
     torch::Tensor mask_bias;
     if (attention_mask.defined()) {
         // (B, T) -> (B, 1, 1, T): 0 for tokens, a large negative number for padding.
-        mask_bias = (1.0 - attention_mask.to(x.dtype())).view({input_ids.size(0), 1, 1, T}) *
-                    -1e9;
+        mask_bias = (1.0 - attention_mask.to(x.dtype())).view({input_ids.size(0), 1, 1, T}) * -1e9;
     }
     // The positional term is computed once, before the layer loop (TUPE, Sec. 3.2).
     PositionTerms terms;
@@ -292,8 +293,8 @@ MlmOutput BertForMaskedLMImpl::forward(const torch::Tensor& input_ids,
     auto targets = flat_labels.index_select(0, index);
     if (out.num_masked > 0) {
         // Reduced-precision logits (autocast) are upcast for the loss; fp32/fp64 stay as they are.
-        const bool low = out.logits.scalar_type() != torch::kFloat &&
-                         out.logits.scalar_type() != torch::kDouble;
+        const bool low =
+            out.logits.scalar_type() != torch::kFloat && out.logits.scalar_type() != torch::kDouble;
         out.loss = F::cross_entropy(low ? out.logits.to(torch::kFloat) : out.logits, targets);
     } else {
         out.loss = out.logits.sum() * 0.0;  // keeps the graph valid for an all-unmasked batch
@@ -332,10 +333,14 @@ std::map<std::string, int64_t> parameter_groups(torch::nn::Module& module) {
         const std::string& name = item.key();
         const int64_t n = item.value().numel();
         auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
-        if (has("position_bias.") || has("position_embeddings")) groups["positional"] += n;
-        else if (has("embeddings.")) groups["embeddings"] += n;
-        else if (has("encoder.")) groups["encoder"] += n;
-        else if (has("cls.")) groups["mlm_head"] += n;
+        if (has("position_bias.") || has("position_embeddings"))
+            groups["positional"] += n;
+        else if (has("embeddings."))
+            groups["embeddings"] += n;
+        else if (has("encoder."))
+            groups["encoder"] += n;
+        else if (has("cls."))
+            groups["mlm_head"] += n;
         groups["total"] += n;
     }
     return groups;

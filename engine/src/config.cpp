@@ -196,9 +196,12 @@ void parse_value(const std::string& s, AbsolutePosition& out) {
     out = absolute_position_from_string(s);
 }
 void parse_value(const std::string& s, bool& out) {
-    if (s == "true") out = true;
-    else if (s == "false") out = false;
-    else throw std::invalid_argument("expected true or false, got '" + s + "'");
+    if (s == "true")
+        out = true;
+    else if (s == "false")
+        out = false;
+    else
+        throw std::invalid_argument("expected true or false, got '" + s + "'");
 }
 template <typename T>
 void parse_number(const std::string& s, T& out) {

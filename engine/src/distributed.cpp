@@ -32,6 +32,7 @@
 #define USE_C10D_NCCL
 #endif
 #include <c10/cuda/CUDAFunctions.h>
+
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
@@ -75,9 +76,10 @@ DistributedEnv read_distributed_env() {
     env.local_rank = env_or_null("LOCAL_RANK") ? parse_env_int("LOCAL_RANK", 0, 1 << 20) : env.rank;
     const char* addr = env_or_null("MASTER_ADDR");
     if (!addr)
-        throw DistributedError("MASTER_ADDR is not set (the host of rank 0, e.g. 127.0.0.1; "
-                               "RANK=" + std::to_string(env.rank) +
-                               " WORLD_SIZE=" + std::to_string(env.world_size) + ")");
+        throw DistributedError(
+            "MASTER_ADDR is not set (the host of rank 0, e.g. 127.0.0.1; "
+            "RANK=" +
+            std::to_string(env.rank) + " WORLD_SIZE=" + std::to_string(env.world_size) + ")");
     env.master_addr = addr;
     env.master_port = parse_env_int("MASTER_PORT", 1, 65535);
     return env;
@@ -146,13 +148,14 @@ DistributedContext::DistributedContext(const DistributedEnv& env, torch::Device 
             c10::cuda::set_device(static_cast<c10::DeviceIndex>(device.index()));
             auto options = c10d::ProcessGroupNCCL::Options::create();
             options->timeout = timeout;
-            impl_->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(
-                impl_->store, env.rank, env.world_size, options);
+            impl_->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, env.rank,
+                                                                       env.world_size, options);
             impl_->backend = "nccl";
 #else
-            throw DistributedError("this build has no NCCL (configure with -DTUPE_WITH_NCCL=ON "
-                                   "against a CUDA LibTorch) but train.device is " +
-                                   device.str());
+            throw DistributedError(
+                "this build has no NCCL (configure with -DTUPE_WITH_NCCL=ON "
+                "against a CUDA LibTorch) but train.device is " +
+                device.str());
 #endif
         } else {
 #ifdef TUPE_WITH_GLOO
@@ -166,20 +169,23 @@ DistributedContext::DistributedContext(const DistributedEnv& env, torch::Device 
             else
                 options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
             options->threads = 2;
-            impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(
-                impl_->store, env.rank, env.world_size, options);
+            impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, env.rank,
+                                                                       env.world_size, options);
             impl_->backend = "gloo";
 #else
-            throw DistributedError("this build has no Gloo (its headers were not found at "
-                                   "configure time), so CPU training cannot be distributed");
+            throw DistributedError(
+                "this build has no Gloo (its headers were not found at "
+                "configure time), so CPU training cannot be distributed");
 #endif
         }
     } catch (const DistributedError&) {
         throw;
     } catch (const std::exception& e) {
         throw DistributedError("rank " + std::to_string(env.rank) + " of " +
-                               std::to_string(env.world_size) + ": cannot connect the process "
-                               "group through " + where + ": " + first_line(e.what()));
+                               std::to_string(env.world_size) +
+                               ": cannot connect the process "
+                               "group through " +
+                               where + ": " + first_line(e.what()));
     }
 }
 
@@ -275,8 +281,9 @@ struct DistributedContext::Impl {};
 DistributedContext::DistributedContext(const DistributedEnv& env, torch::Device device,
                                        std::chrono::milliseconds timeout)
     : env_(env), device_(device), timeout_(timeout) {
-    throw DistributedError("this build of TUPE Workbench has no c10d backend (Gloo headers "
-                           "were not found at configure time); distributed training is off");
+    throw DistributedError(
+        "this build of TUPE Workbench has no c10d backend (Gloo headers "
+        "were not found at configure time); distributed training is off");
 }
 DistributedContext::~DistributedContext() = default;
 std::string DistributedContext::backend_name() const { return "none"; }
@@ -368,8 +375,8 @@ void GradientReducer::on_grad(size_t index, const torch::Tensor& grad) {
     if (!agreed_) agree_finite(true);
     torch::NoGradGuard no_grad;
     Bucket& b = buckets_[bucket_of_[index]];
-    const size_t slot = static_cast<size_t>(
-        std::find(b.members.begin(), b.members.end(), index) - b.members.begin());
+    const size_t slot = static_cast<size_t>(std::find(b.members.begin(), b.members.end(), index) -
+                                            b.members.begin());
     auto view = b.flat.narrow(0, b.offsets[slot], params_[index].numel());
     view.copy_(grad.reshape(-1));
     const auto& accumulated = params_[index].grad();

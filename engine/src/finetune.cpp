@@ -104,9 +104,10 @@ torch::Tensor task_loss(const torch::Tensor& logits, const torch::Tensor& labels
         if (regression) return F::mse_loss(x.view({-1}), labels);  // (B, 1) -> (B)
         return F::cross_entropy(x, labels);
     }
-    const auto sum = regression
-                         ? F::mse_loss(x.view({-1}), labels, F::MSELossFuncOptions(torch::kSum))
-                         : F::cross_entropy(x, labels, F::CrossEntropyFuncOptions().reduction(torch::kSum));
+    const auto sum =
+        regression
+            ? F::mse_loss(x.view({-1}), labels, F::MSELossFuncOptions(torch::kSum))
+            : F::cross_entropy(x, labels, F::CrossEntropyFuncOptions().reduction(torch::kSum));
     return sum / static_cast<double>(denominator);
 }
 
@@ -401,7 +402,8 @@ FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& t
                 mine.assign(idx.begin() + static_cast<std::ptrdiff_t>(begin),
                             idx.begin() + static_cast<std::ptrdiff_t>(end));
                 // Dropout: an own stream per rank and step.
-                torch::manual_seed(config.seed + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(step + 1) +
+                torch::manual_seed(config.seed +
+                                   0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(step + 1) +
                                    static_cast<uint64_t>(rank));
             }
             torch::Tensor loss;
@@ -435,11 +437,11 @@ FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& t
                 if (finite) value = sums[0];
             }
             if (!finite)
-                throw TrainingDiverged((dist ? "rank " + std::to_string(rank) + ": " : std::string()) +
-                                       "fine-tuning step " + std::to_string(step + 1) + " of " +
-                                       std::to_string(total_steps) + " (epoch " +
-                                       std::to_string(epoch + 1) + "): loss is " +
-                                       std::to_string(value) + " (try a lower lr or clip_norm)");
+                throw TrainingDiverged(
+                    (dist ? "rank " + std::to_string(rank) + ": " : std::string()) +
+                    "fine-tuning step " + std::to_string(step + 1) + " of " +
+                    std::to_string(total_steps) + " (epoch " + std::to_string(epoch + 1) +
+                    "): loss is " + std::to_string(value) + " (try a lower lr or clip_norm)");
             if (reducer) reducer->begin_step(1);
             if (loss.defined()) loss.backward();
             if (reducer) reducer->finish_step();

@@ -1,9 +1,8 @@
 #include "engine/threads.h"
 
+#include <ATen/Parallel.h>
 #include <sched.h>
 #include <unistd.h>
-
-#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cstdlib>

@@ -20,8 +20,8 @@ int64_t t5_relative_bucket(int64_t relative_position, int64_t num_buckets, int64
     const float ratio = std::log(static_cast<float>(n) / static_cast<float>(max_exact)) /
                         static_cast<float>(std::log(static_cast<double>(max_distance) /
                                                     static_cast<double>(max_exact)));
-    int64_t large = max_exact + static_cast<int64_t>(ratio * static_cast<float>(num_buckets -
-                                                                                 max_exact));
+    int64_t large =
+        max_exact + static_cast<int64_t>(ratio * static_cast<float>(num_buckets - max_exact));
     if (large > num_buckets - 1) large = num_buckets - 1;
     return ret + large;
 }
@@ -65,19 +65,19 @@ UntiedPositionBiasImpl::UntiedPositionBiasImpl(const ModelConfig& config) : conf
     if (mode == AbsolutePosition::kUntied || mode == AbsolutePosition::kDecoupled) {
         // TUPE keeps one extra row: row 0 is "[CLS] to others", row 1 "others to [CLS]", and
         // token t >= 1 uses row t + 1. BERT-Ad uses rows 0..T-1 like BERT-A.
-        const int64_t rows = config.max_position_embeddings +
-                             (mode == AbsolutePosition::kUntied ? 1 : 0);
+        const int64_t rows =
+            config.max_position_embeddings + (mode == AbsolutePosition::kUntied ? 1 : 0);
         pos = register_module("pos", torch::nn::Embedding(rows, C));
         pos_ln = register_module(
-            "pos_ln", torch::nn::LayerNorm(
-                          torch::nn::LayerNormOptions({C}).eps(config.layer_norm_eps)));
+            "pos_ln",
+            torch::nn::LayerNorm(torch::nn::LayerNormOptions({C}).eps(config.layer_norm_eps)));
         projections = register_module("projections", torch::nn::ModuleList());
         const int64_t groups = config.shared_pos_term ? 1 : config.num_hidden_layers;
         for (int64_t g = 0; g < groups; ++g) projections->push_back(PositionProjection(C));
     }
     if (config.rel_pos) {
-        relative_attention_bias = register_module(
-            "relative_attention_bias", torch::nn::Embedding(config.rel_pos_bins + 1, H));
+        relative_attention_bias = register_module("relative_attention_bias",
+                                                  torch::nn::Embedding(config.rel_pos_bins + 1, H));
         buckets_ = relative_bucket_matrix(config.max_position_embeddings, config.rel_pos_bins,
                                           config.max_rel_pos, config.untie_cls);
     }
@@ -135,12 +135,12 @@ PositionTerms UntiedPositionBiasImpl::forward(int64_t seq_len) {
 
     if (config_.absolute_position == AbsolutePosition::kUntied) {
         for (int64_t g = 0; g < groups; ++g) {
-            auto a = untied_correlation(T, g);                // (H, T+1, T+1)
-            auto bias = a.slice(1, 1).slice(2, 1);            // rows/cols 1..T: (H, T, T)
+            auto a = untied_correlation(T, g);      // (H, T+1, T+1)
+            auto bias = a.slice(1, 1).slice(2, 1);  // rows/cols 1..T: (H, T, T)
             if (config_.untie_cls) {
                 // [CLS] reset: column 0 <- theta2 = A[h,1,1], then row 0 <- theta1 = A[h,0,0].
-                auto theta1 = a.select(1, 0).select(1, 0);    // (H)
-                auto theta2 = a.select(1, 1).select(1, 1);    // (H)
+                auto theta1 = a.select(1, 0).select(1, 0);  // (H)
+                auto theta2 = a.select(1, 1).select(1, 1);  // (H)
                 auto col = theta2.view({H, 1, 1}).expand({H, T, 1});
                 bias = torch::cat({col, bias.slice(2, 1)}, 2);
                 auto row = theta1.view({H, 1, 1}).expand({H, 1, T});
@@ -165,10 +165,11 @@ PositionTerms UntiedPositionBiasImpl::forward(int64_t seq_len) {
         // Zero bias with row 0 = theta1 and column 0 = theta2 (row wins at [0,0]).
         auto zeros = torch::zeros({H, T - 1, T - 1}, cls_theta.options());
         auto col = cls_theta[1].view({H, 1, 1}).expand({H, T - 1, 1});
-        auto body = torch::cat({col, zeros}, 2);                          // (H, T-1, T)
+        auto body = torch::cat({col, zeros}, 2);  // (H, T-1, T)
         auto row = cls_theta[0].view({H, 1, 1}).expand({H, 1, T});
-        auto cls = torch::cat({row, body}, 1);                            // (H, T, T)
-        if (terms.bias.empty()) terms.bias.push_back(cls);
+        auto cls = torch::cat({row, body}, 1);  // (H, T, T)
+        if (terms.bias.empty())
+            terms.bias.push_back(cls);
         else
             for (auto& b : terms.bias) b = b + cls;
     }

@@ -3,12 +3,12 @@
 // headers (4.3.12), local headers (4.3.7) and the zip64 extra field (4.5.3).
 #include "zip_integrity.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <vector>
-
-#include <zlib.h>
 
 #include "engine/errors.h"
 
@@ -36,7 +36,8 @@ class ZipFile {
     uint64_t size() const { return size_; }
 
     std::vector<unsigned char> read(uint64_t offset, uint64_t n, const char* what) {
-        if (offset > size_ || n > size_ - offset) fail(std::string(what) + " lies past the end of the file (truncated?)");
+        if (offset > size_ || n > size_ - offset)
+            fail(std::string(what) + " lies past the end of the file (truncated?)");
         std::vector<unsigned char> buf(n);
         in_.clear();
         in_.seekg(static_cast<std::streamoff>(offset));
@@ -46,7 +47,8 @@ class ZipFile {
     }
 
     uint32_t crc(uint64_t offset, uint64_t n) {
-        if (offset > size_ || n > size_ - offset) fail("entry data lies past the end of the file (truncated?)");
+        if (offset > size_ || n > size_ - offset)
+            fail("entry data lies past the end of the file (truncated?)");
         std::vector<char> buf(1 << 20);
         in_.clear();
         in_.seekg(static_cast<std::streamoff>(offset));
@@ -64,7 +66,8 @@ class ZipFile {
 
     /// CRC-32 of the raw-deflated (method 8) entry at `offset`, `n` compressed bytes, which
     /// must inflate to exactly `expected_size` bytes.
-    uint32_t inflated_crc(uint64_t offset, uint64_t n, uint64_t expected_size, const std::string& name) {
+    uint32_t inflated_crc(uint64_t offset, uint64_t n, uint64_t expected_size,
+                          const std::string& name) {
         const auto packed = read(offset, n, "entry data");
         z_stream z{};
         if (inflateInit2(&z, -MAX_WBITS) != Z_OK) fail("zlib initialisation failed");
@@ -110,7 +113,10 @@ void verify_zip_integrity(const std::string& path) {
     const auto tail = zip.read(size - tail_len, tail_len, "end of archive");
     int64_t eocd = -1;
     for (int64_t i = static_cast<int64_t>(tail_len) - 22; i >= 0; --i)
-        if (le(&tail[i], 4) == 0x06054b50u) { eocd = i; break; }
+        if (le(&tail[i], 4) == 0x06054b50u) {
+            eocd = i;
+            break;
+        }
     if (eocd < 0) zip.fail("no end-of-central-directory record (not a zip archive, or truncated)");
     const unsigned char* e = &tail[eocd];
     uint64_t entries = le(e + 10, 2), cd_size = le(e + 12, 4), cd_offset = le(e + 16, 4);
@@ -135,7 +141,8 @@ void verify_zip_integrity(const std::string& path) {
         const unsigned char* h = &cd[pos];
         const uint64_t method = le(h + 10, 2), crc = le(h + 16, 4);
         uint64_t comp = le(h + 20, 4), uncomp = le(h + 24, 4), local = le(h + 42, 4);
-        const uint64_t name_len = le(h + 28, 2), extra_len = le(h + 30, 2), comment_len = le(h + 32, 2);
+        const uint64_t name_len = le(h + 28, 2), extra_len = le(h + 30, 2),
+                       comment_len = le(h + 32, 2);
         if (pos + 46 + name_len + extra_len + comment_len > cd.size())
             zip.fail("bad central directory entry " + std::to_string(n));
         const std::string name(reinterpret_cast<const char*>(h + 46), name_len);

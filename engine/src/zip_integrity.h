@@ -8,8 +8,8 @@
 namespace engine::detail {
 
 /// Walks the zip's central directory (zip64 included), checks that every entry lies inside the
-/// file and that its CRC-32 matches its bytes (inflated first when deflated). Throws CheckpointError
-/// naming `path` and the first bad entry. Reads the whole file once (about 1 GB/s).
+/// file and that its CRC-32 matches its bytes (inflated first when deflated). Throws
+/// CheckpointError naming `path` and the first bad entry. Reads the whole file once (about 1 GB/s).
 void verify_zip_integrity(const std::string& path);
 
 }  // namespace engine::detail

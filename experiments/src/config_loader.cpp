@@ -336,10 +336,9 @@ engine::PretrainConfig load_pretrain_config_from_string(const std::string& yaml_
     return Loader(name_for_messages).load(yaml_text, overrides);
 }
 
-engine::PretrainConfig load_pretrain_config_from_node(const YAML::Node& root,
-                                                      const std::string& name_for_messages,
-                                                      const std::vector<std::string>& overrides,
-                                                      const std::vector<std::string>& foreign_keys) {
+engine::PretrainConfig load_pretrain_config_from_node(
+    const YAML::Node& root, const std::string& name_for_messages,
+    const std::vector<std::string>& overrides, const std::vector<std::string>& foreign_keys) {
     return Loader(name_for_messages, foreign_keys).load(root, overrides);
 }
 

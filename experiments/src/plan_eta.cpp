@@ -23,12 +23,14 @@ double job_tokens(const ExperimentSpec& spec, const Job& job) {
         } else if (const long n = expected_split_size(task, "train"); n > 0) {
             examples = static_cast<double>(n);
         }
-        epochs = static_cast<double>(spec.finetune.epochs > 0 ? spec.finetune.epochs : task.default_epochs);
+        epochs = static_cast<double>(spec.finetune.epochs > 0 ? spec.finetune.epochs
+                                                              : task.default_epochs);
     } catch (const std::exception&) {
         // An unknown task fails when the job runs; here it only weighs the estimate.
     }
     const double tokens_per_example =
-        0.5 * static_cast<double>(std::min(spec.finetune.max_seq_len, v->config.model.max_position_embeddings));
+        0.5 * static_cast<double>(
+                  std::min(spec.finetune.max_seq_len, v->config.model.max_position_embeddings));
     return epochs * examples * tokens_per_example * (1.0 + 1.0 / 3.0);
 }
 

@@ -31,7 +31,7 @@ struct Busy {};
 
 inline const std::vector<std::string> kRunKinds = {"pretrain", "finetune"};
 inline const std::vector<std::string> kRunStatuses = {"pending", "running", "finished", "failed",
-                                               "stopped"};
+                                                      "stopped"};
 
 inline std::string one_line(std::string text) {
     std::replace(text.begin(), text.end(), '\n', ' ');

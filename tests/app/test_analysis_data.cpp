@@ -17,7 +17,8 @@ namespace {
 template <typename T>
 void writeNpy(const std::string& path, const std::string& descr, const std::string& shape,
               const std::vector<T>& values) {
-    std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+    std::string header =
+        "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
     const size_t total = 10 + header.size() + 1;
     header += std::string((64 - total % 64) % 64, ' ') + "\n";
     std::ofstream f(path, std::ios::binary);
@@ -26,7 +27,8 @@ void writeNpy(const std::string& path, const std::string& descr, const std::stri
     f.put(char(len & 0xff));
     f.put(char(len >> 8));
     f << header;
-    f.write(reinterpret_cast<const char*>(values.data()), std::streamsize(values.size() * sizeof(T)));
+    f.write(reinterpret_cast<const char*>(values.data()),
+            std::streamsize(values.size() * sizeof(T)));
 }
 
 }  // namespace

@@ -39,9 +39,10 @@ struct Finished {
 
 Finished* watch(TupeProcess& p) {
     auto* f = new Finished;
-    QObject::connect(&p, &TupeProcess::finished, &p, [f](int code, bool cancelled, const QString& m) {
-        f->seen = true, f->code = code, f->cancelled = cancelled, f->message = m;
-    });
+    QObject::connect(&p, &TupeProcess::finished, &p,
+                     [f](int code, bool cancelled, const QString& m) {
+                         f->seen = true, f->code = code, f->cancelled = cancelled, f->message = m;
+                     });
     QObject::connect(&p, &QObject::destroyed, [f] { delete f; });
     return f;
 }
@@ -69,8 +70,10 @@ bool groupStopped(qint64 pgid) {
         if (close < 0) continue;
         const QList<QByteArray> fields = s.mid(close + 2).split(' ');  // state ppid pgrp ...
         if (fields.size() < 3 || fields[2].toLongLong() != pgid) continue;
-        if (fields[0] == "T") any = true;
-        else if (fields[0] != "D") return false;
+        if (fields[0] == "T")
+            any = true;
+        else if (fields[0] != "D")
+            return false;
     }
     return any;
 }
@@ -102,9 +105,11 @@ TEST(TupeProcess, EmitsLinesProgressAndFailure) {
     QStringList lines;
     int progress = 0;
     QObject::connect(&p, &TupeProcess::lineReceived, [&](const QString& l) { lines << l; });
-    QObject::connect(&p, &TupeProcess::progressChanged, [&](const PlanProgressInfo&) { ++progress; });
-    ASSERT_TRUE(p.start("/bin/sh", {"-c", "echo '[1/2] bert-a'; echo '50/200  loss 3  ETA 1s' >&2; "
-                                          "echo 'tupe run: error: boom'; exit 3"}));
+    QObject::connect(&p, &TupeProcess::progressChanged,
+                     [&](const PlanProgressInfo&) { ++progress; });
+    ASSERT_TRUE(p.start("/bin/sh", {"-c",
+                                    "echo '[1/2] bert-a'; echo '50/200  loss 3  ETA 1s' >&2; "
+                                    "echo 'tupe run: error: boom'; exit 3"}));
     ASSERT_TRUE(waitFor([&] { return f->seen; }, 10000));
     EXPECT_EQ(f->code, 3);
     EXPECT_FALSE(f->cancelled);
@@ -149,7 +154,12 @@ TEST(TupeProcess, SignalsReachTheChildsOwnChildren) {
     p.cancel(2000);
     ASSERT_TRUE(waitFor([&] { return f->seen; }, 10000));
     // The grandchild got SIGTERM as well: gone, or a zombie waiting for its reaper.
-    EXPECT_TRUE(waitFor([&] { const char s = processState(grandchild); return s == '?' || s == 'Z'; }, 3000))
+    EXPECT_TRUE(waitFor(
+        [&] {
+            const char s = processState(grandchild);
+            return s == '?' || s == 'Z';
+        },
+        3000))
         << processState(grandchild);
 }
 

@@ -40,8 +40,9 @@ void fillStore(const std::string& path) {
     run.status = "failed";
     run.step = 0;
     store.upsert_run(run);
-    store.add_metrics(bert, {{"train/loss", 10, 5.0, 1.0}, {"train/loss", 20, 3.0, 2.0},
-                             {"train/loss", 30, 4.0, 3.0}});
+    store.add_metrics(
+        bert,
+        {{"train/loss", 10, 5.0, 1.0}, {"train/loss", 20, 3.0, 2.0}, {"train/loss", 30, 4.0, 3.0}});
     store.add_metrics(tupe, {{"train/loss", 10, 4.5, 1.0}, {"train/loss", 20, 2.5, 2.0}});
 }
 
@@ -63,7 +64,7 @@ TEST(RunTreeModel, ExperimentsVariantsRunsWithMetricSummary) {
     EXPECT_EQ(rows[0].points, 3);
     EXPECT_DOUBLE_EQ(rows[0].last, 4.0);
     EXPECT_DOUBLE_EQ(rows[0].min, 3.0);
-    EXPECT_DOUBLE_EQ(rows[0].best, 3.0);  // loss: lower is better
+    EXPECT_DOUBLE_EQ(rows[0].best, 3.0);   // loss: lower is better
     EXPECT_EQ(rows[2].variant, "bert-a");  // a finetune sits under its parent's variant
     EXPECT_EQ(rows[2].points, 0);
 

@@ -43,8 +43,8 @@ pid_t spawn(const std::vector<std::string>& args, const std::vector<std::string>
     std::fflush(nullptr);
     const pid_t pid = ::fork();
     if (pid == 0) {
-        for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                              "MASTER_ADDR", "MASTER_PORT"})
+        for (const char* v :
+             {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"})
             ::unsetenv(v);
         for (const auto& kv : env) ::putenv(const_cast<char*>(kv.c_str()));
         if (!std::freopen(out.c_str(), "w", stdout) || !std::freopen(err.c_str(), "w", stderr))
@@ -74,8 +74,9 @@ class DistributedTest : public test_support::TempDirTest {
         std::ofstream cfg(dir_ / "tiny.yaml");
         cfg << "model:\n  preset: tupe-r\n  size: tiny\n  max_position_embeddings: 32\n"
             << "  hidden_dropout_prob: 0\n  attention_probs_dropout_prob: 0\n"
-            << "data:\n  corpus: " << (dir_ / "corpus.txt").string() << "\n  vocab: "
-            << (dir_ / "vocab.txt").string() << "\n  cache_dir: " << (dir_ / "cache").string()
+            << "data:\n  corpus: " << (dir_ / "corpus.txt").string()
+            << "\n  vocab: " << (dir_ / "vocab.txt").string()
+            << "\n  cache_dir: " << (dir_ / "cache").string()
             << "\n  max_seq_len: 24\n  validation_fraction: 0.1\n"
             << "train:\n  steps: 6\n  batch_size: 8\n  lr: 0.002\n  warmup_steps: 1\n"
             << "  eval_interval: 3\n  checkpoint_interval: 2\n  threads: 1\n";
@@ -113,7 +114,8 @@ class DistributedTest : public test_support::TempDirTest {
             const auto& u = b.at(name);
             const double scale = std::max(1e-3, t.abs().max().item<double>());
             const double diff = (t - u).abs().max().item<double>();
-            EXPECT_LE(diff / scale, rtol) << name << ": max |diff| " << diff << ", max |w| " << scale;
+            EXPECT_LE(diff / scale, rtol)
+                << name << ": max |diff| " << diff << ", max |w| " << scale;
             worst = std::max(worst, diff / scale);
         }
         std::cout << "largest relative weight difference: " << worst << "\n";
@@ -194,8 +196,8 @@ TEST_F(DistributedTest, ADeadRankFailsTheJobNamingItAndTheCheckpointResumes) {
     // The checkpoint is whole and a new run resumes from it.
     const int64_t at = load_checkpoint(checkpoint_path((dir_ / "run").string())).step;
     EXPECT_GT(at, 0);
-    const auto resumed = pretrain("run", {"--nproc-per-node", "2", "--set",
-                                          "train.steps=" + std::to_string(at + 2)});
+    const auto resumed = pretrain(
+        "run", {"--nproc-per-node", "2", "--set", "train.steps=" + std::to_string(at + 2)});
     ASSERT_EQ(resumed.status, 0) << resumed.err;
     EXPECT_NE(resumed.err.find("resumed from"), std::string::npos) << resumed.err;
     EXPECT_EQ(load_checkpoint(checkpoint_path((dir_ / "run").string())).step, at + 2);

@@ -69,7 +69,8 @@ torch::Tensor word_term(BertModel& bert, const torch::Tensor& x, int64_t layer, 
     auto& m = *bert;
     const auto& c = m.config();
     const std::string p = "encoder.layer." + std::to_string(layer) + ".attention.self.";
-    auto q = head_proj(x, param(m, p + "query.weight"), param(m, p + "query.bias"), h, c.head_dim());
+    auto q =
+        head_proj(x, param(m, p + "query.weight"), param(m, p + "query.bias"), h, c.head_dim());
     auto k = head_proj(x, param(m, p + "key.weight"), param(m, p + "key.bias"), h, c.head_dim());
     return torch::matmul(q, k.t()) / std::sqrt(double(c.head_dim()) * c.attention_scale_factor);
 }
@@ -82,10 +83,10 @@ torch::Tensor tupe_a(BertModel& bert, int64_t T, int64_t h, const std::string& g
     auto pn = layer_norm(p, param(m, "position_bias.pos_ln.weight"),
                          param(m, "position_bias.pos_ln.bias"), c.layer_norm_eps);
     const std::string pre = "position_bias.projections." + group + ".";
-    auto q = head_proj(pn, param(m, pre + "pos_q_linear.weight"), param(m, pre + "pos_q_linear.bias"),
-                       h, c.head_dim());
-    auto k = head_proj(pn, param(m, pre + "pos_k_linear.weight"), param(m, pre + "pos_k_linear.bias"),
-                       h, c.head_dim());
+    auto q = head_proj(pn, param(m, pre + "pos_q_linear.weight"),
+                       param(m, pre + "pos_q_linear.bias"), h, c.head_dim());
+    auto k = head_proj(pn, param(m, pre + "pos_k_linear.weight"),
+                       param(m, pre + "pos_k_linear.bias"), h, c.head_dim());
     return torch::matmul(q, k.t()) / std::sqrt(2.0 * c.head_dim());
 }
 
@@ -93,7 +94,8 @@ torch::Tensor tupe_a(BertModel& bert, int64_t T, int64_t h, const std::string& g
 torch::Tensor tupe_bias_by_hand(BertModel& bert, int64_t T, int64_t h, bool reset, bool rel) {
     const auto& c = bert->config();
     auto a = tupe_a(bert, T, h);
-    auto table = rel ? param(*bert, "position_bias.relative_attention_bias.weight") : torch::Tensor();
+    auto table =
+        rel ? param(*bert, "position_bias.relative_attention_bias.weight") : torch::Tensor();
     auto out = torch::zeros({T, T});
     for (int64_t i = 0; i < T; ++i)
         for (int64_t j = 0; j < T; ++j) {
@@ -116,7 +118,9 @@ EncoderOutput run(BertModel& bert, const torch::Tensor& ids) {
 }  // namespace
 
 TEST(T5Buckets, RangesMatchTheReference) {
-    struct Range { int64_t lo, hi, bucket; };
+    struct Range {
+        int64_t lo, hi, bucket;
+    };
     const Range ranges[] = {{0, 7, -1},   {8, 11, 8},   {12, 15, 9},  {16, 22, 10}, {23, 31, 11},
                             {32, 45, 12}, {46, 63, 13}, {64, 90, 14}, {91, 400, 15}};
     for (const auto& r : ranges)
@@ -133,8 +137,8 @@ TEST(T5Buckets, ClsBucketsInRowAndColumnZero) {
     auto b = relative_bucket_matrix(10, 32, 128, true);
     EXPECT_EQ(b[0][0].item<int64_t>(), 16);
     for (int64_t k = 1; k < 10; ++k) {
-        EXPECT_EQ(b[0][k].item<int64_t>(), 16);   // [CLS] -> others
-        EXPECT_EQ(b[k][0].item<int64_t>(), 32);   // others -> [CLS], the extra bucket
+        EXPECT_EQ(b[0][k].item<int64_t>(), 16);  // [CLS] -> others
+        EXPECT_EQ(b[k][0].item<int64_t>(), 32);  // others -> [CLS], the extra bucket
     }
     EXPECT_EQ(b[3][5].item<int64_t>(), t5_relative_bucket(2, 32, 128));
     auto plain = relative_bucket_matrix(10, 32, 128, false);
@@ -152,7 +156,8 @@ TEST(UntiedPositionBias, TupeALogitsEqualTheFormula) {
     torch::NoGradGuard g;
     for (int64_t h = 0; h < 2; ++h) {
         auto expect = word_term(bert, x, 0, h) + tupe_bias_by_hand(bert, T, h, true, false);
-        EXPECT_TRUE(torch::allclose(out.attention_logits[0][0][h], expect, 1e-4, 1e-4)) << "head " << h;
+        EXPECT_TRUE(torch::allclose(out.attention_logits[0][0][h], expect, 1e-4, 1e-4))
+            << "head " << h;
     }
 }
 
@@ -166,7 +171,8 @@ TEST(UntiedPositionBias, TupeRLogitsEqualTheFormula) {
     torch::NoGradGuard g;
     for (int64_t h = 0; h < 2; ++h) {
         auto expect = word_term(bert, x, 0, h) + tupe_bias_by_hand(bert, T, h, true, true);
-        EXPECT_TRUE(torch::allclose(out.attention_logits[0][0][h], expect, 1e-4, 1e-4)) << "head " << h;
+        EXPECT_TRUE(torch::allclose(out.attention_logits[0][0][h], expect, 1e-4, 1e-4))
+            << "head " << h;
     }
 }
 
@@ -180,8 +186,10 @@ TEST(UntiedPositionBias, ClsRowUsesTheta1AndColumnTheta2) {
     auto a = bert->position_bias->untied_correlation(T);  // (H, T+1, T+1)
     for (int64_t h = 0; h < 2; ++h) {
         const float theta1 = a[h][0][0].item<float>(), theta2 = a[h][1][1].item<float>();
-        for (int64_t j = 0; j < T; ++j) EXPECT_FLOAT_EQ(terms.bias[0][h][0][j].item<float>(), theta1);
-        for (int64_t i = 1; i < T; ++i) EXPECT_FLOAT_EQ(terms.bias[0][h][i][0].item<float>(), theta2);
+        for (int64_t j = 0; j < T; ++j)
+            EXPECT_FLOAT_EQ(terms.bias[0][h][0][j].item<float>(), theta1);
+        for (int64_t i = 1; i < T; ++i)
+            EXPECT_FLOAT_EQ(terms.bias[0][h][i][0].item<float>(), theta2);
         EXPECT_FLOAT_EQ(terms.bias[0][h][3][5].item<float>(), a[h][4][6].item<float>());
     }
 }
@@ -193,7 +201,8 @@ TEST(UntiedPositionBias, TieClsKeepsOrdinaryPositionRows) {
     torch::NoGradGuard g;
     auto bias = bert->position_bias->forward(T).bias[0];
     for (int64_t h = 0; h < 2; ++h)
-        EXPECT_TRUE(torch::allclose(bias[h], tupe_bias_by_hand(bert, T, h, false, false), 1e-5, 1e-5));
+        EXPECT_TRUE(
+            torch::allclose(bias[h], tupe_bias_by_hand(bert, T, h, false, false), 1e-5, 1e-5));
 }
 
 TEST(UntiedPositionBias, ComputedOncePerForwardAndSharedByLayers) {
@@ -239,7 +248,8 @@ TEST(BertModel, BertALogitsEqualTheFormula) {
     auto x = embed(bert, ids, /*add_positions=*/true);
     torch::NoGradGuard g;
     for (int64_t h = 0; h < 2; ++h)
-        EXPECT_TRUE(torch::allclose(out.attention_logits[0][0][h], word_term(bert, x, 0, h), 1e-4, 1e-4));
+        EXPECT_TRUE(
+            torch::allclose(out.attention_logits[0][0][h], word_term(bert, x, 0, h), 1e-4, 1e-4));
 }
 
 TEST(BertModel, BertRAddsPlainT5Bias) {
@@ -271,16 +281,19 @@ TEST(BertModel, BertAdLogitsAreTheFourTerms) {
     const int64_t d = m.config().head_dim();
     auto x = embed(bert, ids, false);
     auto p = layer_norm(param(m, "position_bias.pos.weight").slice(0, 0, T),
-                        param(m, "position_bias.pos_ln.weight"), param(m, "position_bias.pos_ln.bias"),
-                        m.config().layer_norm_eps);
+                        param(m, "position_bias.pos_ln.weight"),
+                        param(m, "position_bias.pos_ln.bias"), m.config().layer_norm_eps);
     const std::string s = "encoder.layer.0.attention.self.", u = "position_bias.projections.0.";
     for (int64_t h = 0; h < 2; ++h) {
         auto xq = head_proj(x, param(m, s + "query.weight"), param(m, s + "query.bias"), h, d);
         auto xk = head_proj(x, param(m, s + "key.weight"), param(m, s + "key.bias"), h, d);
-        auto pq = head_proj(p, param(m, u + "pos_q_linear.weight"), param(m, u + "pos_q_linear.bias"), h, d);
-        auto pk = head_proj(p, param(m, u + "pos_k_linear.weight"), param(m, u + "pos_k_linear.bias"), h, d);
-        auto expect = (xq.matmul(xk.t()) + xq.matmul(pk.t()) + pq.matmul(xk.t()) + pq.matmul(pk.t())) /
-                      std::sqrt(4.0 * d);
+        auto pq = head_proj(p, param(m, u + "pos_q_linear.weight"),
+                            param(m, u + "pos_q_linear.bias"), h, d);
+        auto pk = head_proj(p, param(m, u + "pos_k_linear.weight"),
+                            param(m, u + "pos_k_linear.bias"), h, d);
+        auto expect =
+            (xq.matmul(xk.t()) + xq.matmul(pk.t()) + pq.matmul(xk.t()) + pq.matmul(pk.t())) /
+            std::sqrt(4.0 * d);
         EXPECT_TRUE(torch::allclose(out.attention_logits[0][0][h], expect, 1e-4, 1e-4));
     }
 }
@@ -309,10 +322,12 @@ TEST(BertModel, PaddingDoesNotChangeRealTokens) {
         torch::NoGradGuard g;
         auto ids = ids_for(6, 40);
         auto padded = torch::cat({ids, torch::zeros({1, 3}, torch::kLong)}, 1);
-        auto mask = torch::cat({torch::ones({1, 6}, torch::kLong), torch::zeros({1, 3}, torch::kLong)}, 1);
+        auto mask =
+            torch::cat({torch::ones({1, 6}, torch::kLong), torch::zeros({1, 3}, torch::kLong)}, 1);
         auto a = bert->forward(ids, torch::ones({1, 6}, torch::kLong), {}, true);
         auto b = bert->forward(padded, mask, {}, true);
-        EXPECT_TRUE(torch::allclose(a.last_hidden_state, b.last_hidden_state.slice(1, 0, 6), 1e-4, 1e-4))
+        EXPECT_TRUE(
+            torch::allclose(a.last_hidden_state, b.last_hidden_state.slice(1, 0, 6), 1e-4, 1e-4))
             << preset;
         EXPECT_LT(b.attention_probs[0].slice(3, 6).abs().max().item<float>(), 1e-6) << preset;
     }
@@ -332,14 +347,14 @@ TEST(BertModel, TooLongSequenceFailsClearly) {
 TEST(BertModel, ParameterNamesFollowHfAndTheReference) {
     BertForMaskedLM mlm(tiny("tupe-r"));
     auto names = mlm->named_parameters();
-    for (const char* n : {"bert.embeddings.word_embeddings.weight",
-                          "bert.encoder.layer.1.attention.self.query.weight",
-                          "bert.encoder.layer.0.attention.output.LayerNorm.bias",
-                          "bert.encoder.layer.0.intermediate.dense.weight",
-                          "bert.position_bias.pos.weight", "bert.position_bias.pos_ln.weight",
-                          "bert.position_bias.projections.0.pos_q_linear.bias",
-                          "bert.position_bias.relative_attention_bias.weight",
-                          "cls.predictions.transform.dense.weight", "cls.predictions.bias"})
+    for (const char* n :
+         {"bert.embeddings.word_embeddings.weight",
+          "bert.encoder.layer.1.attention.self.query.weight",
+          "bert.encoder.layer.0.attention.output.LayerNorm.bias",
+          "bert.encoder.layer.0.intermediate.dense.weight", "bert.position_bias.pos.weight",
+          "bert.position_bias.pos_ln.weight", "bert.position_bias.projections.0.pos_q_linear.bias",
+          "bert.position_bias.relative_attention_bias.weight",
+          "cls.predictions.transform.dense.weight", "cls.predictions.bias"})
         EXPECT_NE(names.find(n), nullptr) << n;
     // The TUPE table has max_len + 1 rows; the relative table rel_pos_bins + 1.
     EXPECT_EQ(names["bert.position_bias.pos.weight"].size(0), 25);
@@ -364,7 +379,8 @@ TEST(BertModel, InitFollowsTheReference) {
     const double std_q = p["bert.encoder.layer.0.attention.self.query.weight"].std().item<double>();
     EXPECT_NEAR(std_q, 0.02, 0.002);
     EXPECT_NEAR(p["bert.position_bias.pos.weight"].std().item<double>(), 0.02, 0.002);
-    EXPECT_EQ(p["bert.position_bias.projections.0.pos_k_linear.bias"].abs().sum().item<double>(), 0.0);
+    EXPECT_EQ(p["bert.position_bias.projections.0.pos_k_linear.bias"].abs().sum().item<double>(),
+              0.0);
     EXPECT_EQ(p["bert.embeddings.word_embeddings.weight"][0].abs().sum().item<double>(), 0.0);
 }
 
@@ -383,7 +399,8 @@ TEST(BertForMaskedLM, LossOnlyAtMaskedPositions) {
     // Loss equals the mean cross-entropy of the two rows, the decoder tied to the embeddings.
     auto h = m->bert->forward(ids, torch::ones({1, 8}, torch::kLong)).last_hidden_state[0];
     auto t = m->cls->predictions->transform(h.index_select(0, torch::tensor({3, 5})));
-    auto logits = t.matmul(m->bert->embeddings->word_embeddings->weight.t()) + m->cls->predictions->bias;
+    auto logits =
+        t.matmul(m->bert->embeddings->word_embeddings->weight.t()) + m->cls->predictions->bias;
     auto expect = torch::nn::functional::cross_entropy(logits, torch::tensor({9, 11}));
     EXPECT_NEAR(out.loss.item<double>(), expect.item<double>(), 1e-5);
 }
@@ -404,9 +421,9 @@ TEST(BertForMaskedLM, GradientsMatchFiniteDifferencesInDouble) {
         auto loss = m->forward(ids, mask, labels).loss;
         m->zero_grad();
         loss.backward();
-        for (const char* name : {"bert.position_bias.pos.weight",
-                                 "bert.encoder.layer.1.attention.self.key.weight",
-                                 "bert.embeddings.word_embeddings.weight"}) {
+        for (const char* name :
+             {"bert.position_bias.pos.weight", "bert.encoder.layer.1.attention.self.key.weight",
+              "bert.embeddings.word_embeddings.weight"}) {
             auto p = m->named_parameters()[name];
             auto grad = p.grad().clone();
             torch::NoGradGuard g;

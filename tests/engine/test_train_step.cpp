@@ -135,8 +135,10 @@ TEST(MlmTrainStep, FusedAndTorchUpdatesAgree) {
             auto p1 = m1->parameters(), p2 = m2->parameters();
             for (size_t i = 0; i < p1.size(); ++i) p2[i].copy_(p1[i]);
         }
-        torch::optim::AdamW o1(m1->parameters(), torch::optim::AdamWOptions(1e-2).weight_decay(0.01));
-        torch::optim::AdamW o2(m2->parameters(), torch::optim::AdamWOptions(1e-2).weight_decay(0.01));
+        torch::optim::AdamW o1(m1->parameters(),
+                               torch::optim::AdamWOptions(1e-2).weight_decay(0.01));
+        torch::optim::AdamW o2(m2->parameters(),
+                               torch::optim::AdamWOptions(1e-2).weight_decay(0.01));
         MlmStepOptions fused, plain;
         fused.clip_norm = plain.clip_norm = 0.5;  // small enough to clip
         plain.fused_adamw = false;
@@ -163,7 +165,8 @@ TEST(MlmTrainStep, EveryGradientDefinedForTheHookAndAccumulationWeighted) {
     MlmStepOptions options;
     options.clip_norm = 0;
     options.fused_adamw = false;
-    const auto a = tiny_batch(2, 8, config.vocab_size, 1), b = tiny_batch(2, 8, config.vocab_size, 2);
+    const auto a = tiny_batch(2, 8, config.vocab_size, 1),
+               b = tiny_batch(2, 8, config.vocab_size, 2);
     // Gradients seen by the hook for the two micro-batches together ...
     std::vector<torch::Tensor> seen;
     options.after_backward = [&] {
@@ -191,7 +194,8 @@ TEST(MlmTrainStep, EveryGradientDefinedForTheHookAndAccumulationWeighted) {
     auto params = model->parameters();
     ASSERT_EQ(seen.size(), params.size());
     for (size_t i = 0; i < params.size(); ++i) {
-        auto expected = params[i].grad().defined() ? params[i].grad() : torch::zeros_like(params[i]);
+        auto expected =
+            params[i].grad().defined() ? params[i].grad() : torch::zeros_like(params[i]);
         EXPECT_TRUE(torch::allclose(seen[i], expected, 1e-4, 1e-6)) << i;
     }
 }

@@ -96,7 +96,9 @@ TEST_F(TrainerTest, StoppedRunResumesToTheSameWeights) {
         std::atomic<bool> stop{false};
         TrainCallbacks cb;
         cb.stop = &stop;
-        cb.on_step = [&](const StepReport& r) { if (r.step == 7) stop = true; };
+        cb.on_step = [&](const StepReport& r) {
+            if (r.step == 7) stop = true;
+        };
         auto first = pretrain(c, cb);
         EXPECT_TRUE(first.stopped);
         EXPECT_EQ(first.final_step, 7);
@@ -120,7 +122,8 @@ TEST_F(TrainerTest, CheckpointRoundTripKeepsConfigAndWeights) {
     EXPECT_EQ(loaded.step, 12);
     EXPECT_EQ(loaded.config.model.preset, "tupe-a-tie-cls");
     EXPECT_FALSE(loaded.config.model.untie_cls);
-    EXPECT_EQ(config_to_text(loaded.config), config_to_text(parse_config_text(config_to_text(loaded.config))));
+    EXPECT_EQ(config_to_text(loaded.config),
+              config_to_text(parse_config_text(config_to_text(loaded.config))));
     EXPECT_FALSE(loaded.model->is_training());
     EXPECT_EQ(loaded.evals.size(), result.evals.size());
 }

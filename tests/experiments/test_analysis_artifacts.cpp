@@ -43,18 +43,20 @@ class AnalysisArtifactsTest : public test_support::TempDirTest {
     /// flow mapping, or "" for none).
     std::string study(const std::string& variants, const std::string& analysis) const {
         std::string y =
-            "name: tiny\nvariants: [" + variants + "]\n"
+            "name: tiny\nvariants: [" + variants +
+            "]\n"
             "model: {size: tiny, max_position_embeddings: 24}\n"
-            "data: {corpus: " + (dir_ / "corpus.txt").string() + ", vocab: " +
-            (dir_ / "vocab.txt").string() + ", cache_dir: " + (dir_ / "cache").string() +
+            "data: {corpus: " +
+            (dir_ / "corpus.txt").string() + ", vocab: " + (dir_ / "vocab.txt").string() +
+            ", cache_dir: " + (dir_ / "cache").string() +
             ", max_seq_len: 24, validation_fraction: 0.25}\n"
             "train: {steps: 6, batch_size: 4, eval_interval: 6, checkpoint_interval: 6, "
             "log_interval: 2, threads: 1}\n"
             "checkpoints: [1.0]\n"
             "glue: {data: builtin, tasks: [syn-cola], synthetic_train: 24, synthetic_dev: 12}\n"
             "finetune: {lrs: [1.0e-3], seeds: [1], batch_size: 8, epochs: 1, max_seq_len: 24}\n"
-            "database: " + (dir_ / "db.sqlite").string() + "\nruns_dir: " +
-            (dir_ / "runs").string() + "\n";
+            "database: " +
+            (dir_ / "db.sqlite").string() + "\nruns_dir: " + (dir_ / "runs").string() + "\n";
         if (!analysis.empty()) y += "analysis: " + analysis + "\n";
         return write("study.yaml", y).string();
     }
@@ -109,7 +111,8 @@ TEST_F(AnalysisArtifactsTest, RunnerRecordsEveryFileOfTheAnalysisThroughTheCli) 
             EXPECT_TRUE(fs::exists(d / "cls" / "entropy.npy")) << d;
             EXPECT_TRUE(fs::exists(d / "figures" / "cls_heatmaps.png")) << d;
         }
-    EXPECT_TRUE(fs::exists(dir_ / "runs" / "bert-a" / "analysis" / "step6" / "terms" / "word_pos_h0.csv"));
+    EXPECT_TRUE(
+        fs::exists(dir_ / "runs" / "bert-a" / "analysis" / "step6" / "terms" / "word_pos_h0.csv"));
     EXPECT_TRUE(fs::exists(dir_ / "runs" / "tupe-r" / "analysis" / "step6" / "tupe" / "theta.csv"));
 
     size_t counts[2] = {0, 0};
@@ -160,8 +163,8 @@ TEST_F(AnalysisArtifactsTest, AnalyzeByHandRecordsAgainstANamedRunOrSaysWhy) {
     const std::string db = (dir_ / "db.sqlite").string();
     const std::string out = (dir_ / "by-hand").string();
     auto r = tupe("analyze " + quote(ckpt) + " --corpus " + quote((dir_ / "corpus.txt").string()) +
-                  " --sentences 3 --out " + quote(out) + " --compare " + quote(ckpt) +
-                  " --db " + quote(db) + " --experiment tiny --run bert-a");
+                  " --sentences 3 --out " + quote(out) + " --compare " + quote(ckpt) + " --db " +
+                  quote(db) + " --experiment tiny --run bert-a");
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.out.find("recorded"), std::string::npos) << r.out;
     {
@@ -199,7 +202,8 @@ TEST_F(AnalysisArtifactsTest, ExportedFolderAnalysesToIdenticalMatrices) {
         const fs::path hf = dir_ / ("hf-" + variant);
         auto r = tupe("export " + quote(ckpt) + " --out " + quote(hf.string()));
         ASSERT_EQ(r.status, 0) << r.err;
-        for (const char* f : {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"})
+        for (const char* f :
+             {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"})
             EXPECT_TRUE(fs::exists(hf / f)) << variant << " " << f;
         const std::string config = read_file(hf / "config.json");
         EXPECT_NE(config.find(variant == "bert-a" ? "\"model_type\": \"bert\""
@@ -210,7 +214,8 @@ TEST_F(AnalysisArtifactsTest, ExportedFolderAnalysesToIdenticalMatrices) {
                                  " --sentences 6 --no-figures --out ";
         r = tupe("analyze " + quote(ckpt) + args + quote((dir_ / ("a-" + variant)).string()));
         ASSERT_EQ(r.status, 0) << r.err;
-        r = tupe("analyze " + quote(hf.string()) + args + quote((dir_ / ("b-" + variant)).string()));
+        r = tupe("analyze " + quote(hf.string()) + args +
+                 quote((dir_ / ("b-" + variant)).string()));
         ASSERT_EQ(r.status, 0) << r.err;
         // Every matrix file identical, byte for byte (index.json differs only in the model name).
         size_t compared = 0;
@@ -236,11 +241,13 @@ TEST_F(AnalysisArtifactsTest, ExportedFolderAnalysesToIdenticalMatrices) {
     fs::copy_file(dir_ / "hf-bert-a" / "config.json", bin / "config.json");
     fs::copy_file(dir_ / "hf-bert-a" / "vocab.txt", bin / "vocab.txt");
     fs::copy_file(dir_ / "w.pt", bin / "pytorch_model.bin");
-    r = tupe("analyze " + quote(bin.string()) + " --text 'the old cat saw a bird' --no-figures --out " +
+    r = tupe("analyze " + quote(bin.string()) +
+             " --text 'the old cat saw a bird' --no-figures --out " +
              quote((dir_ / "c-bin").string()));
     ASSERT_EQ(r.status, 0) << r.err;
     r = tupe("analyze " + quote((dir_ / "runs" / "bert-a" / "checkpoint-6.pt").string()) +
-             " --text 'the old cat saw a bird' --no-figures --out " + quote((dir_ / "c-ckpt").string()));
+             " --text 'the old cat saw a bird' --no-figures --out " +
+             quote((dir_ / "c-ckpt").string()));
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(read_file(dir_ / "c-bin" / "terms" / "word_pos.npy"),
               read_file(dir_ / "c-ckpt" / "terms" / "word_pos.npy"));
@@ -271,4 +278,3 @@ TEST_F(AnalysisArtifactsTest, AnalysisBlockErrorsNameKeyAndLineOrTheMissingSnaps
         EXPECT_NE(std::string(e.what()).find("checkpoint-3.pt"), std::string::npos) << e.what();
     }
 }
-

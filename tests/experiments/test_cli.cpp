@@ -28,13 +28,15 @@ class CliTest : public test_support::TempDirTest {
                                  "on", "mat", "a", "dog", "ran", ".", "##s", "un", "##able"});
         std::ofstream corpus(dir_ / "corpus.txt");
         for (int d = 0; d < 12; ++d) {
-            for (int s = 0; s < 4; ++s) corpus << (s % 2 ? "the cat sat on the mat ." : "a dog ran .") << "\n";
+            for (int s = 0; s < 4; ++s)
+                corpus << (s % 2 ? "the cat sat on the mat ." : "a dog ran .") << "\n";
             corpus << "\n";
         }
         std::ofstream cfg(dir_ / "tiny.yaml");
         cfg << "model:\n  preset: tupe-r\n  size: tiny\n  max_position_embeddings: 32\n"
-            << "data:\n  corpus: " << (dir_ / "corpus.txt").string() << "\n  vocab: "
-            << (dir_ / "vocab.txt").string() << "\n  cache_dir: " << (dir_ / "cache").string()
+            << "data:\n  corpus: " << (dir_ / "corpus.txt").string()
+            << "\n  vocab: " << (dir_ / "vocab.txt").string()
+            << "\n  cache_dir: " << (dir_ / "cache").string()
             << "\n  max_seq_len: 32\n  validation_fraction: 0.2\n"
             << "train:\n  steps: 3\n  batch_size: 4\n  eval_interval: 3\n  threads: 1\n";
     }
@@ -75,7 +77,8 @@ TEST_F(CliTest, TokenizePrintsWordpiecesPerLine) {
                   " --text 'The cats sat, unable.'");
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.out, "the cat ##s sat [UNK] un ##able .\n");
-    auto ids = tupe("tokenize --ids --vocab " + quote((dir_ / "vocab.txt").string()) + " --text 'the cat'");
+    auto ids = tupe("tokenize --ids --vocab " + quote((dir_ / "vocab.txt").string()) +
+                    " --text 'the cat'");
     EXPECT_EQ(ids.out, "5 6\n");
 }
 
@@ -83,8 +86,8 @@ TEST_F(CliTest, MissingOrMalformedVocabIsOneLine) {
     expect_one_line_error(tupe("tokenize --vocab /nonexistent/vocab.txt --text hi"),
                           "/nonexistent/vocab.txt");
     std::ofstream(dir_ / "bad.txt") << "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n";
-    expect_one_line_error(tupe("tokenize --vocab " + quote((dir_ / "bad.txt").string()) + " --text hi"),
-                          "[MASK]");
+    expect_one_line_error(
+        tupe("tokenize --vocab " + quote((dir_ / "bad.txt").string()) + " --text hi"), "[MASK]");
 }
 
 TEST_F(CliTest, UnknownCommandAndOptionAreUsageErrors) {
@@ -96,7 +99,8 @@ TEST_F(CliTest, UnknownCommandAndOptionAreUsageErrors) {
 
 TEST_F(CliTest, ConfigErrorsNameKeyAndLine) {
     std::ofstream(dir_ / "bad.yaml") << "model:\n  preset: tupe-z\n";
-    expect_one_line_error(tupe("pretrain --config " + quote((dir_ / "bad.yaml").string())), "bad.yaml:2");
+    expect_one_line_error(tupe("pretrain --config " + quote((dir_ / "bad.yaml").string())),
+                          "bad.yaml:2");
     std::ofstream(dir_ / "typo.yaml") << "train:\n  stpes: 3\n";
     auto r = tupe("pretrain --config " + quote((dir_ / "typo.yaml").string()));
     expect_one_line_error(r, "train.steps");
@@ -105,8 +109,9 @@ TEST_F(CliTest, ConfigErrorsNameKeyAndLine) {
 
 TEST_F(CliTest, EmptyCorpusNamesTheFile) {
     std::ofstream(dir_ / "empty.txt") << "\n\n";
-    auto r = tupe("pretrain --config " + quote((dir_ / "tiny.yaml").string()) + " --set data.corpus=" +
-                  quote((dir_ / "empty.txt").string()) + " --out " + quote((dir_ / "r").string()));
+    auto r = tupe("pretrain --config " + quote((dir_ / "tiny.yaml").string()) +
+                  " --set data.corpus=" + quote((dir_ / "empty.txt").string()) + " --out " +
+                  quote((dir_ / "r").string()));
     expect_one_line_error(r, "empty.txt");
 }
 
@@ -130,10 +135,10 @@ TEST_F(CliTest, PretrainInfoInspectExport) {
     ASSERT_TRUE(fs::exists(dir_ / "w.pt"));
     if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
         GTEST_SKIP() << "python3-torch not installed: torch.load of the export not checked";
-    const std::string py =
-        "/usr/bin/python3 -c \"import torch; d = torch.load('" + (dir_ / "w.pt").string() +
-        "'); print(len(d), tuple(d['bert.position_bias.pos.weight'].shape), "
-        "tuple(d['bert.position_bias.relative_attention_bias.weight'].shape))\"";
+    const std::string py = "/usr/bin/python3 -c \"import torch; d = torch.load('" +
+                           (dir_ / "w.pt").string() +
+                           "'); print(len(d), tuple(d['bert.position_bias.pos.weight'].shape), "
+                           "tuple(d['bert.position_bias.relative_attention_bias.weight'].shape))\"";
     FILE* pipe = popen(py.c_str(), "r");
     std::array<char, 256> buf{};
     std::string out;
@@ -152,8 +157,8 @@ TEST_F(CliTest, BadCheckpointsAndTextAreOneLine) {
     expect_one_line_error(tupe("info " + quote((dir_ / "cut.pt").string())), "cut.pt");
     std::string long_text;
     for (int i = 0; i < 40; ++i) long_text += "the cat ";
-    expect_one_line_error(tupe("inspect " + quote(ckpt) + " --text " + quote(long_text) + " --out " +
-                               quote((dir_ / "x").string())),
+    expect_one_line_error(tupe("inspect " + quote(ckpt) + " --text " + quote(long_text) +
+                               " --out " + quote((dir_ / "x").string())),
                           "32");
     // A run directory holding another variant refuses to resume into it.
     auto r = tupe("pretrain --config " + quote((dir_ / "tiny.yaml").string()) +

@@ -32,15 +32,21 @@ class ExperimentTest : public test_support::TempDirTest {
     std::string tiny_study(int steps = 12) const {
         return "name: tiny\nvariants: [bert-a, tupe-a]\n"
                "model: {size: tiny, max_position_embeddings: 32}\n"
-               "data: {corpus: " + (dir_ / "corpus.txt").string() + ", vocab: " +
-               (dir_ / "vocab.txt").string() + ", cache_dir: " + (dir_ / "cache").string() +
+               "data: {corpus: " +
+               (dir_ / "corpus.txt").string() + ", vocab: " + (dir_ / "vocab.txt").string() +
+               ", cache_dir: " + (dir_ / "cache").string() +
                ", max_seq_len: 32, validation_fraction: 0.25}\n"
-               "train: {steps: " + std::to_string(steps) + ", batch_size: 8, eval_interval: 6, "
+               "train: {steps: " +
+               std::to_string(steps) +
+               ", batch_size: 8, eval_interval: 6, "
                "checkpoint_interval: 4, log_interval: 2, threads: 1}\n"
                "checkpoints: [0.5, 1.0]\n"
-               "glue: {data: builtin, tasks: [syn-cola, syn-stsb], synthetic_train: 40, synthetic_dev: 20}\n"
-               "finetune: {lrs: [1.0e-3], seeds: [1, 2], batch_size: 8, epochs: 1, max_seq_len: 32}\n"
-               "database: " + (dir_ / "db.sqlite").string() + "\nruns_dir: " + (dir_ / "runs").string() + "\n";
+               "glue: {data: builtin, tasks: [syn-cola, syn-stsb], synthetic_train: 40, "
+               "synthetic_dev: 20}\n"
+               "finetune: {lrs: [1.0e-3], seeds: [1, 2], batch_size: 8, epochs: 1, max_seq_len: "
+               "32}\n"
+               "database: " +
+               (dir_ / "db.sqlite").string() + "\nruns_dir: " + (dir_ / "runs").string() + "\n";
     }
 };
 
@@ -81,7 +87,8 @@ TEST_F(ExperimentTest, ErrorsNameKeyAndPosition) {
             EXPECT_NE(std::string(e.what()).find("bad.yaml"), std::string::npos) << e.what();
         }
     };
-    expect_error("finetune:\n  lr: [1]\n", "bad.yaml:2:3: finetune.lr: unknown key, did you mean 'lrs'?");
+    expect_error("finetune:\n  lr: [1]\n",
+                 "bad.yaml:2:3: finetune.lr: unknown key, did you mean 'lrs'?");
     expect_error("checkpoints: [0.3, 1.5]\n", "fractions must be in (0, 1]");
     expect_error("variants:\n  - tupe-z\n", "bad.yaml:2");
     expect_error("finetune: {seeds: [a]}\n", "finetune.seeds");
@@ -131,11 +138,15 @@ TEST(Report, TupeRuleMedianOverSeedsThenBestLr) {
     EXPECT_DOUBLE_EQ(report.rows[0].average, (54 + 80) / 2.0);
     EXPECT_NE(report.average_rule.find("not a GLUE average"), std::string::npos);
     const auto md = render_report(report, ReportFormat::kMarkdown);
-    EXPECT_NE(md.find("| tupe-a @ 100 | **58.00 (+4.00)** | **85.00 (+5.00)** | 71.50 |"), std::string::npos) << md;
+    EXPECT_NE(md.find("| tupe-a @ 100 | **58.00 (+4.00)** | **85.00 (+5.00)** | 71.50 |"),
+              std::string::npos)
+        << md;
     const auto csv = render_report(report, ReportFormat::kCsv);
     EXPECT_NE(csv.find("model,CoLA,STS,Avg"), std::string::npos) << csv;
-    EXPECT_NE(render_report(report, ReportFormat::kLatex).find("\\textbf{58.00}"), std::string::npos);
-    EXPECT_NE(render_report(report, ReportFormat::kJson).find("\"best_lr\": 2.0"), std::string::npos);
+    EXPECT_NE(render_report(report, ReportFormat::kLatex).find("\\textbf{58.00}"),
+              std::string::npos);
+    EXPECT_NE(render_report(report, ReportFormat::kJson).find("\"best_lr\": 2.0"),
+              std::string::npos);
 }
 
 TEST(Report, PaperRowsAndTheTupeAverage) {
@@ -177,7 +188,8 @@ TEST_F(ExperimentTest, RunnerRecordsEverythingAndRerunsSkipFinishedJobs) {
     EXPECT_EQ(val.back().step, 12);
     // The snapshots at 50% and 100% of the steps, the files fine-tuning starts from.
     ASSERT_EQ(store.checkpoints(pre->id).size(), 2u);
-    EXPECT_EQ(store.checkpoints(pre->id)[0].path, (fs::path(spec.runs_dir) / "tupe-a" / "checkpoint-6.pt").string());
+    EXPECT_EQ(store.checkpoints(pre->id)[0].path,
+              (fs::path(spec.runs_dir) / "tupe-a" / "checkpoint-6.pt").string());
     EXPECT_TRUE(fs::exists(fs::path(spec.runs_dir) / "tupe-a" / "checkpoint-6.pt"));
     auto results = store.glue_results(exp->id);
     // 2 variants x 2 checkpoints x 2 seeds x (syn-cola: mcc; syn-stsb: pearson, spearman).
@@ -185,7 +197,8 @@ TEST_F(ExperimentTest, RunnerRecordsEverythingAndRerunsSkipFinishedJobs) {
     auto report = build_report("tiny", results);
     EXPECT_EQ(report.rows.size(), 4u);
     EXPECT_TRUE(report.synthetic);
-    EXPECT_NE(experiment_status(spec).find("finished 18"), std::string::npos) << experiment_status(spec);
+    EXPECT_NE(experiment_status(spec).find("finished 18"), std::string::npos)
+        << experiment_status(spec);
 }
 
 TEST_F(ExperimentTest, KilledRunnerProcessResumesWithNothingLostOrDuplicated) {
@@ -195,7 +208,8 @@ TEST_F(ExperimentTest, KilledRunnerProcessResumesWithNothingLostOrDuplicated) {
     if (pid == 0) {
         int devnull = ::open("/dev/null", O_WRONLY);
         dup2(devnull, 2);
-        execl(tupe.c_str(), tupe.c_str(), "run", path.c_str(), "--quiet", static_cast<char*>(nullptr));
+        execl(tupe.c_str(), tupe.c_str(), "run", path.c_str(), "--quiet",
+              static_cast<char*>(nullptr));
         _exit(127);
     }
     // Kill -9 once the first pretraining wrote a checkpoint and went on.
@@ -220,7 +234,8 @@ TEST_F(ExperimentTest, KilledRunnerProcessResumesWithNothingLostOrDuplicated) {
     EXPECT_EQ(run->step, 40);
     auto loss = store.metrics(run->id, "train/loss");
     std::set<int64_t> steps;
-    for (const auto& p : loss) EXPECT_TRUE(steps.insert(p.step).second) << "step " << p.step << " twice";
+    for (const auto& p : loss)
+        EXPECT_TRUE(steps.insert(p.step).second) << "step " << p.step << " twice";
     EXPECT_EQ(loss.size(), 20u);  // every 2 steps, 2..40
     for (const auto& r : store.list_runs(exp->id)) EXPECT_EQ(r.status, "finished") << r.name;
 }

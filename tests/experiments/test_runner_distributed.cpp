@@ -36,17 +36,19 @@ class RunnerDistributedTest : public test_support::TempDirTest {
             << "name: dp\nvariants: [tupe-r]\n"
                "model: {size: tiny, max_position_embeddings: 32, hidden_dropout_prob: 0, "
                "attention_probs_dropout_prob: 0}\n"
-               "data: {corpus: " << (dir_ / "corpus.txt").string()
-            << ", vocab: " << (dir_ / "vocab.txt").string()
+               "data: {corpus: "
+            << (dir_ / "corpus.txt").string() << ", vocab: " << (dir_ / "vocab.txt").string()
             << ", cache_dir: " << (dir_ / ("cache-" + tag)).string()
             << ", max_seq_len: 32, validation_fraction: 0.25}\n"
                "train: {steps: 6, batch_size: 8, eval_interval: 3, checkpoint_interval: 3, "
                "log_interval: 1}\n"
                "checkpoints: [1.0]\n"
-               "glue: {data: builtin, tasks: [syn-cola, syn-stsb], synthetic_train: 29, synthetic_dev: 16}\n"
+               "glue: {data: builtin, tasks: [syn-cola, syn-stsb], synthetic_train: 29, "
+               "synthetic_dev: 16}\n"
                "finetune: {lrs: [1.0e-3], seeds: [3], batch_size: 7, epochs: 2, max_seq_len: 32, "
                "classifier_dropout: 0}\n"
-               "database: " << (dir_ / (tag + ".sqlite")).string()
+               "database: "
+            << (dir_ / (tag + ".sqlite")).string()
             << "\nruns_dir: " << (dir_ / ("runs-" + tag)).string() << "\n";
         return path;
     }
@@ -66,9 +68,11 @@ Results read(const fs::path& db) {
     for (const auto& run : store.list_runs(exp->id)) {
         out.status[run.name] = run.status;
         for (const auto& key : store.metric_keys(run.id))
-            for (const auto& p : store.metrics(run.id, key)) out.curves[{run.name, key}][p.step] = p.value;
+            for (const auto& p : store.metrics(run.id, key))
+                out.curves[{run.name, key}][p.step] = p.value;
     }
-    for (const auto& g : store.glue_results(exp->id)) out.glue[{g.run_name, g.split, g.metric}] = g.value;
+    for (const auto& g : store.glue_results(exp->id))
+        out.glue[{g.run_name, g.split, g.metric}] = g.value;
     return out;
 }
 
@@ -76,11 +80,12 @@ Results read(const fs::path& db) {
 
 TEST_F(RunnerDistributedTest, TwoWorkersPerJobMatchOneProcess) {
     using test_support::quote;
-    const auto one = test_support::run_tupe(
-        "run " + quote(study("one").string()) + " --threads 1", dir_ / "one.err");
+    const auto one = test_support::run_tupe("run " + quote(study("one").string()) + " --threads 1",
+                                            dir_ / "one.err");
     ASSERT_EQ(one.status, 0) << one.err;
     const auto two = test_support::run_tupe(
-        "run " + quote(study("two").string()) + " --nproc-per-node 2 --threads 2", dir_ / "two.err");
+        "run " + quote(study("two").string()) + " --nproc-per-node 2 --threads 2",
+        dir_ / "two.err");
     ASSERT_EQ(two.status, 0) << two.err;
     // Each of the 3 jobs went through the launcher, one thread per worker.
     size_t launches = 0;
@@ -128,8 +133,8 @@ TEST_F(RunnerDistributedTest, WorkerWithoutJobIsRefused) {
     ASSERT_EQ(r.status, 0) << r.err;  // sanity: the study itself runs
     setenv("WORLD_SIZE", "2", 1);
     setenv("RANK", "1", 1);
-    const auto bad = test_support::run_tupe("run " + test_support::quote(study("w").string()),
-                                            dir_ / "w2.err");
+    const auto bad =
+        test_support::run_tupe("run " + test_support::quote(study("w").string()), dir_ / "w2.err");
     unsetenv("WORLD_SIZE");
     unsetenv("RANK");
     EXPECT_NE(bad.status, 0);

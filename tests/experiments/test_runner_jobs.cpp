@@ -2,8 +2,8 @@
 // gives the same finished runs, GLUE rows and curves as one job at a time, with no duplicated
 // points, and a rerun of the parallel study skips everything. Both studies run through the
 // real CLI (TUPE_CLI) with one intra-op thread per process, so the jobs are deterministic.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,16 +36,19 @@ class RunnerJobsTest : public test_support::TempDirTest {
         std::ofstream(path)
             << "name: jobs\nvariants: [bert-a, tupe-r]\n"
                "model: {size: tiny, max_position_embeddings: 32}\n"
-               "data: {corpus: " << (dir_ / "corpus.txt").string()
-            << ", vocab: " << (dir_ / "vocab.txt").string()
+               "data: {corpus: "
+            << (dir_ / "corpus.txt").string() << ", vocab: " << (dir_ / "vocab.txt").string()
             << ", cache_dir: " << (dir_ / ("cache-" + tag)).string()
             << ", max_seq_len: 32, validation_fraction: 0.25}\n"
                "train: {steps: 8, batch_size: 8, eval_interval: 4, checkpoint_interval: 4, "
                "log_interval: 2, threads: 1}\n"
                "checkpoints: [1.0]\n"
-               "glue: {data: builtin, tasks: [syn-cola, syn-stsb], synthetic_train: 32, synthetic_dev: 16}\n"
-               "finetune: {lrs: [1.0e-3], seeds: [1, 2], batch_size: 8, epochs: 2, max_seq_len: 32}\n"
-               "database: " << (dir_ / (tag + ".sqlite")).string()
+               "glue: {data: builtin, tasks: [syn-cola, syn-stsb], synthetic_train: 32, "
+               "synthetic_dev: 16}\n"
+               "finetune: {lrs: [1.0e-3], seeds: [1, 2], batch_size: 8, epochs: 2, max_seq_len: "
+               "32}\n"
+               "database: "
+            << (dir_ / (tag + ".sqlite")).string()
             << "\nruns_dir: " << (dir_ / ("runs-" + tag)).string() << "\n";
         return path;
     }
@@ -76,7 +79,8 @@ struct StudyResults {
     std::map<std::string, std::string> run_status;  // run name -> status
     // (run, task, split, metric) -> (value, checkpoint step, lr, seed)
     std::map<std::tuple<std::string, std::string, std::string, std::string>,
-             std::tuple<double, int64_t, double, int64_t>> glue;
+             std::tuple<double, int64_t, double, int64_t>>
+        glue;
     size_t glue_rows = 0;
     // (run, key) -> (step, value) by step, as stored (duplicates kept, to be caught)
     std::map<std::pair<std::string, std::string>, std::vector<std::pair<int64_t, double>>> curves;
@@ -88,14 +92,16 @@ StudyResults read_results(const fs::path& database) {
     const auto exp = store.find_experiment("jobs");
     if (!exp) return out;
     for (const auto& run : store.list_runs(exp->id)) {
-        EXPECT_TRUE(out.run_status.emplace(run.name, run.status).second) << "run twice: " << run.name;
+        EXPECT_TRUE(out.run_status.emplace(run.name, run.status).second)
+            << "run twice: " << run.name;
         for (const auto& key : store.metric_keys(run.id))
             for (const auto& p : store.metrics(run.id, key))
                 out.curves[{run.name, key}].emplace_back(p.step, p.value);
     }
     for (const auto& g : store.glue_results(exp->id)) {
         ++out.glue_rows;
-        out.glue[{g.run_name, g.task, g.split, g.metric}] = {g.value, g.checkpoint_step, g.lr, g.seed};
+        out.glue[{g.run_name, g.task, g.split, g.metric}] = {g.value, g.checkpoint_step, g.lr,
+                                                             g.seed};
     }
     return out;
 }
@@ -131,7 +137,8 @@ TEST_F(RunnerJobsTest, ParallelFineTuningMatchesOneJobAtATime) {
         ASSERT_NE(it, parallel.glue.end()) << std::get<0>(key) << " " << std::get<3>(key);
         const auto& got = it->second;
         // Same inputs, same seeds, one thread per process: the same numbers.
-        EXPECT_NEAR(std::get<0>(got), std::get<0>(want), 1e-6) << std::get<0>(key) << " " << std::get<3>(key);
+        EXPECT_NEAR(std::get<0>(got), std::get<0>(want), 1e-6)
+            << std::get<0>(key) << " " << std::get<3>(key);
         EXPECT_EQ(std::get<1>(got), std::get<1>(want));
         EXPECT_DOUBLE_EQ(std::get<2>(got), std::get<2>(want));
         EXPECT_EQ(std::get<3>(got), std::get<3>(want));
@@ -142,14 +149,17 @@ TEST_F(RunnerJobsTest, ParallelFineTuningMatchesOneJobAtATime) {
     for (const auto& [key, points] : parallel.curves) {
         std::set<int64_t> steps;
         for (const auto& p : points)
-            EXPECT_TRUE(steps.insert(p.first).second) << key.first << " " << key.second << " step " << p.first << " twice";
+            EXPECT_TRUE(steps.insert(p.first).second)
+                << key.first << " " << key.second << " step " << p.first << " twice";
         const auto it = serial.curves.find(key);
         ASSERT_NE(it, serial.curves.end()) << key.first << " " << key.second;
         ASSERT_EQ(points.size(), it->second.size()) << key.first << " " << key.second;
         for (size_t i = 0; i < points.size(); ++i) {
             EXPECT_EQ(points[i].first, it->second[i].first);
-            if (key.second.find("time") == std::string::npos && key.second.find("tok") == std::string::npos)
-                EXPECT_NEAR(points[i].second, it->second[i].second, 1e-6) << key.first << " " << key.second;
+            if (key.second.find("time") == std::string::npos &&
+                key.second.find("tok") == std::string::npos)
+                EXPECT_NEAR(points[i].second, it->second[i].second, 1e-6)
+                    << key.first << " " << key.second;
         }
     }
 

@@ -12,24 +12,23 @@ AnalysisService::AnalysisService(QObject* parent)
         emit failed(current_.first, current_.second, message);
         startNext();
     });
-    connect(process_, &TupeProcess::finished, this,
-            [this](int code, bool, const QString& message) {
-                running_ = false;
-                const QString dir = root_.path() + QString("/a%1").arg(counter_);
-                if (code != 0) {
-                    emit failed(current_.first, current_.second,
-                                "tupe analyze " + current_.first + ": " + message);
-                } else {
-                    try {
-                        auto data = std::make_shared<const AnalysisData>(loadAnalysis(dir));
-                        cache_.insert(current_, data);
-                        emit ready(current_.first, current_.second, data);
-                    } catch (const std::exception& e) {
-                        emit failed(current_.first, current_.second, QString::fromUtf8(e.what()));
-                    }
-                }
-                startNext();
-            });
+    connect(process_, &TupeProcess::finished, this, [this](int code, bool, const QString& message) {
+        running_ = false;
+        const QString dir = root_.path() + QString("/a%1").arg(counter_);
+        if (code != 0) {
+            emit failed(current_.first, current_.second,
+                        "tupe analyze " + current_.first + ": " + message);
+        } else {
+            try {
+                auto data = std::make_shared<const AnalysisData>(loadAnalysis(dir));
+                cache_.insert(current_, data);
+                emit ready(current_.first, current_.second, data);
+            } catch (const std::exception& e) {
+                emit failed(current_.first, current_.second, QString::fromUtf8(e.what()));
+            }
+        }
+        startNext();
+    });
 }
 
 AnalysisService::~AnalysisService() = default;

@@ -39,10 +39,10 @@ ExperimentCheck checkExperimentYaml(const QString& yamlText, const QString& file
     } catch (const experiments::ConfigError& e) {
         c.line = static_cast<int>(e.line());
         c.column = static_cast<int>(e.column());
-        c.message = QString::fromStdString(
-            e.key().empty() || e.message().find(e.key()) != std::string::npos
-                ? e.message()
-                : e.key() + ": " + e.message());
+        c.message =
+            QString::fromStdString(e.key().empty() || e.message().find(e.key()) != std::string::npos
+                                       ? e.message()
+                                       : e.key() + ": " + e.message());
     } catch (const std::exception& e) {
         c.message = QString::fromStdString(e.what()).replace(path, base);
     }

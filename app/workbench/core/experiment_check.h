@@ -15,7 +15,7 @@ struct ExperimentCheck {
     QString name, database, runsDir;
     QStringList variants;
     int pretrainJobs = 0;
-    int finetuneJobs = -1;     ///< -1: every available task (count known only at run time)
+    int finetuneJobs = -1;  ///< -1: every available task (count known only at run time)
 };
 
 /// Checks `yamlText` as if it were the file `fileName` (its stem names an unnamed experiment).

@@ -104,9 +104,8 @@ void RunTreeModel::setRuns(const std::vector<RunRow>& rows, const QString& metri
         }
         QList<QStandardItem*> items;
         items << textItem(r.name) << textItem(r.kind) << textItem(r.status)
-              << numberItem(static_cast<double>(r.step), true)
-              << numberItem(r.last, r.points > 0) << numberItem(r.min, r.points > 0)
-              << numberItem(r.best, r.points > 0)
+              << numberItem(static_cast<double>(r.step), true) << numberItem(r.last, r.points > 0)
+              << numberItem(r.min, r.points > 0) << numberItem(r.best, r.points > 0)
               << numberItem(static_cast<double>(r.seed), true);
         items[0]->setData("run", kNodeKindRole);
         items[0]->setData(QVariant::fromValue<qlonglong>(r.id), kRunIdRole);
@@ -149,14 +148,18 @@ void RunFilterProxy::setStatus(const QString& status) {
 
 bool RunFilterProxy::filterAcceptsRow(int sourceRow, const QModelIndex& sourceParent) const {
     const QModelIndex first = sourceModel()->index(sourceRow, 0, sourceParent);
-    if (first.data(kNodeKindRole).toString() != "run") return search_.isEmpty() && status_.isEmpty();
+    if (first.data(kNodeKindRole).toString() != "run")
+        return search_.isEmpty() && status_.isEmpty();
     if (!status_.isEmpty() &&
         sourceModel()->index(sourceRow, kColStatus, sourceParent).data().toString() != status_)
         return false;
     if (search_.isEmpty()) return true;
     for (int c = 0; c < sourceModel()->columnCount(sourceParent); ++c)
-        if (sourceModel()->index(sourceRow, c, sourceParent).data().toString().contains(
-                search_, Qt::CaseInsensitive))
+        if (sourceModel()
+                ->index(sourceRow, c, sourceParent)
+                .data()
+                .toString()
+                .contains(search_, Qt::CaseInsensitive))
             return true;
     // The variant and experiment names count too: "tupe-a" finds every tupe-a run.
     for (QModelIndex p = sourceParent; p.isValid(); p = p.parent())

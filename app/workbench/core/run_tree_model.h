@@ -30,8 +30,17 @@ std::vector<RunRow> summarizeRuns(experiments::ResultStore& store, const std::st
 
 /// Item roles and columns of RunTreeModel.
 enum RunTreeRole { kRunIdRole = Qt::UserRole + 1, kExperimentIdRole, kNodeKindRole };
-enum RunTreeColumn { kColName, kColKind, kColStatus, kColSteps, kColLast, kColMin, kColBest,
-                     kColSeed, kColumnCount };
+enum RunTreeColumn {
+    kColName,
+    kColKind,
+    kColStatus,
+    kColSteps,
+    kColLast,
+    kColMin,
+    kColBest,
+    kColSeed,
+    kColumnCount
+};
 
 /// Experiments -> variants -> runs. Node kinds (kNodeKindRole): "experiment", "variant", "run".
 /// Finetune runs without a variant sit under their parent's variant ("(none)" otherwise).

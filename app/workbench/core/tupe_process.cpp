@@ -33,7 +33,8 @@ bool parseRunProgressLine(const QString& raw, PlanProgressInfo& p) {
     line.remove(QRegularExpression("\x1b\\[[0-9;]*[A-Za-z]"));
     line = line.trimmed();
     static const QRegularExpression job("^\\[(\\d+)/(\\d+)\\]\\s+(\\S.*)$");
-    static const QRegularExpression bar("^(?:\\[[#.]*\\]\\s*)?(\\d+)/(\\d+)\\s+(.*?)\\s*(?:ETA\\s+\\S+)?$");
+    static const QRegularExpression bar(
+        "^(?:\\[[#.]*\\]\\s*)?(\\d+)/(\\d+)\\s+(.*?)\\s*(?:ETA\\s+\\S+)?$");
     if (const auto m = job.match(line); m.hasMatch()) {
         p.jobIndex = m.captured(1).toInt();
         p.jobCount = m.captured(2).toInt();
@@ -90,7 +91,7 @@ TupeProcess::TupeProcess(QObject* parent) : QObject(parent), process_(new QProce
                 const int exitCode = status == QProcess::CrashExit ? -1 : code;
                 QString message;
                 if (exitCode != 0)
-                    message = cancelled_ ? QStringLiteral("cancelled")
+                    message = cancelled_              ? QStringLiteral("cancelled")
                               : !lastError_.isEmpty() ? lastError_
                               : !lastLine_.isEmpty()  ? lastLine_
                                                       : QString("exit code %1").arg(exitCode);

@@ -20,12 +20,12 @@ QString findTupeCli();
 
 /// Progress of `tupe run` as its output says it.
 struct PlanProgressInfo {
-    int jobIndex = 0;     ///< 1-based index of the job running now (0 = none yet)
-    int jobCount = 0;     ///< jobs in the plan
-    QString job;          ///< its name, e.g. "tupe-a" or "tupe-a/step180/syn-cola/lr0.001/seed1"
-    double jobFraction = 0;   ///< 0..1 inside the current job
+    int jobIndex = 0;        ///< 1-based index of the job running now (0 = none yet)
+    int jobCount = 0;        ///< jobs in the plan
+    QString job;             ///< its name, e.g. "tupe-a" or "tupe-a/step180/syn-cola/lr0.001/seed1"
+    double jobFraction = 0;  ///< 0..1 inside the current job
     double planFraction = 0;  ///< 0..1 for the whole plan
-    QString status;       ///< e.g. "step 42/200  loss 7.624"
+    QString status;           ///< e.g. "step 42/200  loss 7.624"
 };
 
 /// Folds one output line of `tupe run` into `p`; returns whether it changed the progress.

@@ -34,7 +34,8 @@ BrowserView::BrowserView(QWidget* parent)
     metric_->setMinimumContentsLength(18);
     details_->setReadOnly(true);
     details_->setFont(QFont("monospace", 9));
-    details_->setPlaceholderText("Select an experiment or a run to see its YAML or resolved config.");
+    details_->setPlaceholderText(
+        "Select an experiment or a run to see its YAML or resolved config.");
 
     auto* bar = new QHBoxLayout;
     bar->addWidget(new QLabel("Search"));
@@ -152,23 +153,25 @@ void BrowserView::showSelection() {
         if (idx.data(kNodeKindRole).toString() == "run") {
             const auto run = store_->get_run(idx.data(kRunIdRole).toLongLong());
             if (!run) return;
-            QString text = QString("# run %1 (%2, seed %3): %4, step %5\n")
-                               .arg(QString::fromStdString(run->name),
-                                    QString::fromStdString(run->kind))
-                               .arg(run->seed)
-                               .arg(QString::fromStdString(run->status))
-                               .arg(run->step);
-            text += QString("# started %1, ended %2, host %3, torch %4, commit %5\n")
-                        .arg(QString::fromStdString(run->start_time),
-                             QString::fromStdString(run->end_time),
-                             QString::fromStdString(run->host),
-                             QString::fromStdString(run->torch_version),
-                             QString::fromStdString(run->git_commit));
+            QString text =
+                QString("# run %1 (%2, seed %3): %4, step %5\n")
+                    .arg(QString::fromStdString(run->name), QString::fromStdString(run->kind))
+                    .arg(run->seed)
+                    .arg(QString::fromStdString(run->status))
+                    .arg(run->step);
+            text +=
+                QString("# started %1, ended %2, host %3, torch %4, commit %5\n")
+                    .arg(QString::fromStdString(run->start_time),
+                         QString::fromStdString(run->end_time), QString::fromStdString(run->host),
+                         QString::fromStdString(run->torch_version),
+                         QString::fromStdString(run->git_commit));
             if (!run->error_message.empty())
                 text += "# error: " + QString::fromStdString(run->error_message) + "\n";
             const auto ckpts = store_->checkpoints(run->id);
             for (const auto& c : ckpts)
-                text += QString("# checkpoint step %1: %2\n").arg(c.step).arg(QString::fromStdString(c.path));
+                text += QString("# checkpoint step %1: %2\n")
+                            .arg(c.step)
+                            .arg(QString::fromStdString(c.path));
             text += "\n" + QString::fromStdString(run->config_text);
             details_->setPlainText(text);
         } else {
@@ -197,7 +200,8 @@ QString BrowserView::tableText(const QString& format) {
                 continue;
             }
             QStringList cells;
-            for (int c = 0; c < proxy_->columnCount(p); ++c) cells << proxy_->index(r, c, p).data().toString();
+            for (int c = 0; c < proxy_->columnCount(p); ++c)
+                cells << proxy_->index(r, c, p).data().toString();
             if (latex) {
                 for (QString& cell : cells) cell.replace("_", "\\_");
                 out += cells.join(" & ") + " \\\\\n";
@@ -219,8 +223,9 @@ void BrowserView::prepareScreenshot() {
     const QModelIndex exp = proxy_->index(0, 0);
     const QModelIndex variant = proxy_->index(0, 0, exp);
     const QModelIndex run = proxy_->index(0, 0, variant);
-    if (run.isValid()) tree_->selectionModel()->select(run, QItemSelectionModel::ClearAndSelect |
-                                                                QItemSelectionModel::Rows);
+    if (run.isValid())
+        tree_->selectionModel()->select(
+            run, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
 }
 
 }  // namespace app

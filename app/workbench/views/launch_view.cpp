@@ -88,7 +88,8 @@ LaunchView::LaunchView(QWidget* parent)
     liveHint_->position->setType(QCPItemPosition::ptAxisRectRatio);
     liveHint_->position->setCoords(0.5, 0.5);
     liveHint_->setColor(QColor(120, 120, 120));
-    liveHint_->setText("No job running: the running job's train/loss appears here, polled from its store.");
+    liveHint_->setText(
+        "No job running: the running job's train/loss appears here, polled from its store.");
     live_->xAxis->setLabel("step");
     live_->yAxis->setLabel("train/loss (running job)");
 
@@ -101,41 +102,46 @@ LaunchView::LaunchView(QWidget* parent)
                                                        "YAML (*.yaml *.yml);;All files (*)");
         if (p.isEmpty()) return;
         QFile f(p);
-        if (!f.open(QIODevice::ReadOnly)) return emit errorRaised("cannot open " + p + ": " + f.errorString());
+        if (!f.open(QIODevice::ReadOnly))
+            return emit errorRaised("cannot open " + p + ": " + f.errorString());
         openText(p, QString::fromUtf8(f.readAll()));
     });
     connect(saveB, &QPushButton::clicked, this, [this] {
         if (path_.isEmpty()) {
-            const QString p = QFileDialog::getSaveFileName(this, "Save experiment", workDir_, "YAML (*.yaml)");
+            const QString p =
+                QFileDialog::getSaveFileName(this, "Save experiment", workDir_, "YAML (*.yaml)");
             if (!p.isEmpty()) save(p);
         } else {
             save(path_);
         }
     });
     connect(saveAs, &QPushButton::clicked, this, [this] {
-        const QString p = QFileDialog::getSaveFileName(this, "Save experiment as", path_, "YAML (*.yaml)");
+        const QString p =
+            QFileDialog::getSaveFileName(this, "Save experiment as", path_, "YAML (*.yaml)");
         if (!p.isEmpty()) save(p);
     });
     connect(enqueue, &QPushButton::clicked, this, &LaunchView::addToQueue);
     connect(start_, &QPushButton::clicked, this, &LaunchView::startNext);
     connect(pause_, &QPushButton::clicked, this, [this] {
-        if (process_->state() == TupeProcess::State::kPaused) process_->resume();
-        else process_->pause();
+        if (process_->state() == TupeProcess::State::kPaused)
+            process_->resume();
+        else
+            process_->pause();
     });
     connect(cancel_, &QPushButton::clicked, this, [this] { process_->cancel(); });
-    connect(process_, &TupeProcess::lineReceived, this, [this](const QString& line) {
-        log_->appendPlainText(line);
-    });
+    connect(process_, &TupeProcess::lineReceived, this,
+            [this](const QString& line) { log_->appendPlainText(line); });
     connect(process_, &TupeProcess::stateChanged, this, [this](TupeProcess::State s) {
         pause_->setText(s == TupeProcess::State::kPaused ? "Resume" : "Pause");
         pause_->setEnabled(s == TupeProcess::State::kRunning || s == TupeProcess::State::kPaused);
         cancel_->setEnabled(s != TupeProcess::State::kIdle);
         start_->setEnabled(s == TupeProcess::State::kIdle);
         if (running_ >= 0) {
-            items_[size_t(running_)].status = s == TupeProcess::State::kPaused   ? "paused"
+            items_[size_t(running_)].status = s == TupeProcess::State::kPaused     ? "paused"
                                               : s == TupeProcess::State::kStopping ? "stopping"
-                                              : s == TupeProcess::State::kRunning  ? "running"
-                                                                                   : items_[size_t(running_)].status;
+                                              : s == TupeProcess::State::kRunning
+                                                  ? "running"
+                                                  : items_[size_t(running_)].status;
             updateQueueRow(running_);
         }
     });
@@ -161,7 +167,8 @@ LaunchView::LaunchView(QWidget* parent)
         QueueItem& item = items_[size_t(running_)];
         item.status = code == 0 ? "finished" : cancelled ? "cancelled" : "failed: " + message;
         if (code == 0) item.progress.planFraction = 1, planBar_->setValue(100);
-        if (code != 0 && !cancelled) emit errorRaised(QFileInfo(item.path).fileName() + ": " + message);
+        if (code != 0 && !cancelled)
+            emit errorRaised(QFileInfo(item.path).fileName() + ": " + message);
         updateQueueRow(running_);
         running_ = -1;
         liveTimer_.stop();
@@ -170,9 +177,8 @@ LaunchView::LaunchView(QWidget* parent)
         if (!cancelled) startNext();
     };
     connect(process_, &TupeProcess::finished, this, done);
-    connect(process_, &TupeProcess::failed, this, [this, done](const QString& message) {
-        done(-1, false, message);
-    });
+    connect(process_, &TupeProcess::failed, this,
+            [this, done](const QString& message) { done(-1, false, message); });
     liveTimer_.setInterval(1000);
     connect(&liveTimer_, &QTimer::timeout, this, &LaunchView::pollLive);
 }
@@ -188,7 +194,8 @@ void LaunchView::setStore(experiments::ResultStore*, const QString& dbPath) {
 
 void LaunchView::openText(const QString& path, const QString& text) {
     // A stored experiment path is relative to the runner's directory.
-    path_ = QFileInfo(path).isAbsolute() || workDir_.isEmpty() ? path : QDir(workDir_).filePath(path);
+    path_ =
+        QFileInfo(path).isAbsolute() || workDir_.isEmpty() ? path : QDir(workDir_).filePath(path);
     fileLabel_->setText(path_.isEmpty() ? "(new file)" : path_);
     editor_->setPlainText(text);
     validate();
@@ -208,8 +215,9 @@ void LaunchView::validate() {
                             .arg(c.database, c.runsDir));
     } else {
         check_->setStyleSheet("color: #a11a1a;");
-        check_->setText((c.line > 0 ? QString("line %1, column %2: ").arg(c.line).arg(c.column) : QString()) +
-                        c.message);
+        check_->setText(
+            (c.line > 0 ? QString("line %1, column %2: ").arg(c.line).arg(c.column) : QString()) +
+            c.message);
         if (c.line > 0) {
             QTextEdit::ExtraSelection mark;
             mark.format.setBackground(QColor(255, 215, 215));
@@ -247,7 +255,8 @@ void LaunchView::addToQueue() {
     const ExperimentCheck c = checkExperimentYaml(editor_->toPlainText(), path_);
     if (!c.ok) return emit errorRaised("not queued: " + check_->text());
     if (path_.isEmpty()) {
-        const QString p = QFileDialog::getSaveFileName(this, "Save experiment", workDir_, "YAML (*.yaml)");
+        const QString p =
+            QFileDialog::getSaveFileName(this, "Save experiment", workDir_, "YAML (*.yaml)");
         if (p.isEmpty() || !save(p)) return;
     } else if (!save(path_)) {
         return;
@@ -255,7 +264,8 @@ void LaunchView::addToQueue() {
     QueueItem item;
     item.path = path_;
     item.name = c.name;
-    item.database = QFileInfo(c.database).isAbsolute() ? c.database : QDir(workDir_).filePath(c.database);
+    item.database =
+        QFileInfo(c.database).isAbsolute() ? c.database : QDir(workDir_).filePath(c.database);
     items_.push_back(item);
     queue_->setRowCount(int(items_.size()));
     updateQueueRow(int(items_.size()) - 1);
@@ -275,8 +285,9 @@ void LaunchView::updateQueueRow(int row) {
         b->setFormat(text);
     };
     bar(2, item.progress.jobFraction,
-        item.progress.jobIndex > 0 ? QString("%1/%2 %p%").arg(item.progress.jobIndex).arg(item.progress.jobCount)
-                                   : QString("%p%"));
+        item.progress.jobIndex > 0
+            ? QString("%1/%2 %p%").arg(item.progress.jobIndex).arg(item.progress.jobCount)
+            : QString("%p%"));
     bar(3, item.progress.planFraction, "%p%");
 }
 

@@ -115,8 +115,7 @@ class BertModelImpl : public torch::nn::Module {
     /// input_ids (B, T); attention_mask (B, T) 1 = token, 0 = padding (undefined = all 1);
     /// token_type_ids (B, T) or undefined. T must not exceed max_position_embeddings.
     EncoderOutput forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
-                          const torch::Tensor& token_type_ids = {},
-                          bool output_attentions = false);
+                          const torch::Tensor& token_type_ids = {}, bool output_attentions = false);
 
     const ModelConfig& config() const { return config_; }
 
@@ -131,10 +130,10 @@ TORCH_MODULE(BertModel);
 
 /// Result of an MLM forward pass: loss over masked positions and their accuracy.
 struct MlmOutput {
-    torch::Tensor loss;        ///< scalar, mean over masked positions
-    torch::Tensor logits;      ///< (M, V) for the M masked positions
+    torch::Tensor loss;    ///< scalar, mean over masked positions
+    torch::Tensor logits;  ///< (M, V) for the M masked positions
     int64_t num_masked = 0;
-    int64_t num_correct = 0;   ///< computed only when requested
+    int64_t num_correct = 0;  ///< computed only when requested
     EncoderOutput encoder;
 };
 

@@ -40,13 +40,13 @@ struct ModelConfig {
     int64_t pad_token_id = 0;
 
     AbsolutePosition absolute_position = AbsolutePosition::kInput;
-    bool rel_pos = false;          ///< T5 bidirectional relative bias (BERT-R, TUPE-R).
-    int64_t rel_pos_bins = 32;     ///< T5 buckets; the table has rel_pos_bins + 1 rows.
-    int64_t max_rel_pos = 128;     ///< T5 max distance.
-    bool untie_cls = false;        ///< Reset [CLS] row/column to theta1/theta2 (TUPE).
-    bool shared_pos_term = true;   ///< One positional term for all layers (TUPE) or per layer.
+    bool rel_pos = false;         ///< T5 bidirectional relative bias (BERT-R, TUPE-R).
+    int64_t rel_pos_bins = 32;    ///< T5 buckets; the table has rel_pos_bins + 1 rows.
+    int64_t max_rel_pos = 128;    ///< T5 max distance.
+    bool untie_cls = false;       ///< Reset [CLS] row/column to theta1/theta2 (TUPE).
+    bool shared_pos_term = true;  ///< One positional term for all layers (TUPE) or per layer.
     double attention_scale_factor = 1.0;  ///< Logits scaled by 1/sqrt(d * factor).
-    bool pre_layernorm = false;    ///< Post-LN (BERT, reference) by default.
+    bool pre_layernorm = false;           ///< Post-LN (BERT, reference) by default.
 
     int64_t head_dim() const { return hidden_size / num_attention_heads; }
     /// Throws std::invalid_argument naming the field when the config is inconsistent.
@@ -62,11 +62,11 @@ ModelConfig make_model_config(const std::string& preset, const std::string& size
 
 /// Corpus, vocabulary and masking.
 struct DataConfig {
-    std::string corpus;                   ///< Plain text: a sentence per line, blank line = new doc.
-    std::string vocab;                    ///< Standard BERT vocab.txt.
-    std::string cache_dir = "data/cache"; ///< Binary token caches, keyed by corpus+vocab hash.
-    int64_t max_seq_len = 128;            ///< Block length incl. [CLS] and [SEP].
-    double validation_fraction = 0.02;    ///< Share of documents held out (at least one).
+    std::string corpus;  ///< Plain text: a sentence per line, blank line = new doc.
+    std::string vocab;   ///< Standard BERT vocab.txt.
+    std::string cache_dir = "data/cache";  ///< Binary token caches, keyed by corpus+vocab hash.
+    int64_t max_seq_len = 128;             ///< Block length incl. [CLS] and [SEP].
+    double validation_fraction = 0.02;     ///< Share of documents held out (at least one).
     double mask_prob = 0.15;
     bool whole_word_masking = false;
     bool lower_case = true;
@@ -75,11 +75,11 @@ struct DataConfig {
 /// Optimisation and run control for MLM pretraining.
 struct TrainConfig {
     int64_t steps = 1000;
-    int64_t batch_size = 32;      ///< Sequences per optimizer step (before accumulation split).
-    int64_t grad_accum = 1;       ///< Micro-batches per step; batch_size must divide by it.
+    int64_t batch_size = 32;  ///< Sequences per optimizer step (before accumulation split).
+    int64_t grad_accum = 1;   ///< Micro-batches per step; batch_size must divide by it.
     double lr = 5e-4;
-    int64_t warmup_steps = 100;   ///< Linear warm-up, then linear decay to 0 at `steps`.
-    double weight_decay = 0.01;   ///< Not applied to LayerNorm weights and biases.
+    int64_t warmup_steps = 100;  ///< Linear warm-up, then linear decay to 0 at `steps`.
+    double weight_decay = 0.01;  ///< Not applied to LayerNorm weights and biases.
     double adam_beta1 = 0.9;
     double adam_beta2 = 0.98;
     double adam_eps = 1e-6;

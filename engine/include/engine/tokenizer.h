@@ -88,10 +88,10 @@ class WordPieceTokenizer {
 
 /// Options for building a WordPiece vocabulary from a corpus.
 struct VocabBuilderOptions {
-    int64_t vocab_size = 8000;   ///< Target size, special tokens included.
-    int64_t min_frequency = 2;   ///< Pairs seen fewer times are never merged.
+    int64_t vocab_size = 8000;  ///< Target size, special tokens included.
+    int64_t min_frequency = 2;  ///< Pairs seen fewer times are never merged.
     bool lower_case = true;
-    int64_t max_lines = 0;       ///< 0 = read the whole corpus.
+    int64_t max_lines = 0;  ///< 0 = read the whole corpus.
 };
 
 /// Learns a WordPiece vocabulary (BPE-style merges over the basic tokens, word-initial

@@ -43,9 +43,9 @@ struct MlmStepOptions {
 };
 
 struct MlmStepResult {
-    bool finite = true;  ///< False: a micro-batch loss was NaN/inf; no update was made.
-    double loss = 0;     ///< Mean MLM loss over the step's masked tokens (this process's share).
-    double grad_norm = 0;       ///< Total gradient norm before clipping.
+    bool finite = true;    ///< False: a micro-batch loss was NaN/inf; no update was made.
+    double loss = 0;       ///< Mean MLM loss over the step's masked tokens (this process's share).
+    double grad_norm = 0;  ///< Total gradient norm before clipping.
     int64_t real_tokens = 0;
     int64_t masked_tokens = 0;
 };

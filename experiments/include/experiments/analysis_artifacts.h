@@ -32,7 +32,6 @@ std::vector<ArtifactRecord> record_analysis_artifacts(ResultStore& store, std::i
 
 /// The id of run `run` of experiment `experiment` in `store`. Throws engine::InputError naming
 /// the database and listing the names it has when either is missing.
-std::int64_t find_run_id(ResultStore& store, const std::string& experiment,
-                         const std::string& run);
+std::int64_t find_run_id(ResultStore& store, const std::string& experiment, const std::string& run);
 
 }  // namespace experiments

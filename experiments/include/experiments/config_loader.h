@@ -4,11 +4,11 @@
 // inconsistent model) becomes a ConfigError with the file, line, column and key path.
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 #include "engine/config.h"
 

@@ -19,7 +19,8 @@ namespace experiments {
 struct Job {
     enum class Kind { kPretrain, kFinetune };
     Kind kind = Kind::kPretrain;
-    std::string name;     ///< Unique in the experiment: "tupe-a" or "tupe-a/step300/syn-cola/lr2e-05/seed1"
+    std::string
+        name;  ///< Unique in the experiment: "tupe-a" or "tupe-a/step300/syn-cola/lr2e-05/seed1"
     std::string variant;
     int64_t checkpoint_step = 0;  ///< finetune: the pretraining snapshot it starts from
     std::string task;             ///< finetune: task key
@@ -32,12 +33,12 @@ std::vector<Job> make_plan(const ExperimentSpec& spec);
 
 /// Where the plan stands, reported before every job and while one runs.
 struct PlanProgress {
-    int64_t done = 0;    ///< Jobs finished (including those skipped as already done).
+    int64_t done = 0;  ///< Jobs finished (including those skipped as already done).
     int64_t total = 0;
-    std::string current;     ///< The job running now.
-    double job_fraction = 0; ///< Progress inside the current job, 0..1.
-    std::string job_status;  ///< e.g. "loss 6.21  1,500 tok/s".
-    double eta_seconds = -1; ///< For the whole plan; -1 while unknown.
+    std::string current;      ///< The job running now.
+    double job_fraction = 0;  ///< Progress inside the current job, 0..1.
+    std::string job_status;   ///< e.g. "loss 6.21  1,500 tok/s".
+    double eta_seconds = -1;  ///< For the whole plan; -1 while unknown.
 };
 
 struct RunnerCallbacks {
@@ -47,10 +48,10 @@ struct RunnerCallbacks {
 };
 
 struct RunnerOptions {
-    std::string only_job;  ///< Run just this job (child processes of a parallel run).
-    int64_t jobs = 0;      ///< Parallel fine-tuning processes; 0 = the spec's `jobs`.
-    std::string self_exe;  ///< Path of `tupe` for child processes (parallel runs).
-    int64_t threads = 0;   ///< Intra-op threads per process, 0 = the CPUs available.
+    std::string only_job;                ///< Run just this job (child processes of a parallel run).
+    int64_t jobs = 0;                    ///< Parallel fine-tuning processes; 0 = the spec's `jobs`.
+    std::string self_exe;                ///< Path of `tupe` for child processes (parallel runs).
+    int64_t threads = 0;                 ///< Intra-op threads per process, 0 = the CPUs available.
     std::vector<std::string> overrides;  ///< The --set key=value list, passed on to children.
     /// Every job as this many local data-parallel workers (children `tupe run FILE --job NAME
     /// --nproc-per-node N`); 1 = in this process.
