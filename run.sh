@@ -22,6 +22,7 @@ APT_PACKAGES=(
     build-essential cmake ninja-build git pkg-config
     libtorch-dev libgloo-dev                         # LibTorch 1.13 (CPU), c10d headers
     libopenblas0-openmp libtcmalloc-minimal4         # BLAS on ATen's OpenMP pool; an allocator that keeps pages
+    libblas-dev                                      # cblas.h: attention's batched sgemm (engine/batched_matmul.h)
     libicu-dev zlib1g-dev                            # Unicode for the tokenizer; checkpoint CRCs
     libyaml-cpp-dev libsqlite3-dev nlohmann-json3-dev
     qt6-base-dev libqcustomplot-dev libqcustomplot2.1-qt6

@@ -31,7 +31,7 @@ command -v clang++ >/dev/null 2>&1 || { echo "scripts/fuzz.sh: clang++ not found
 
 log "building ${TARGETS[*]} with clang in $BUILD"
 CXX=clang++ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DTUPE_BUILD_FUZZ=ON -DTUPE_BUILD_TESTS=OFF -DTUPE_WITH_QT=OFF >/dev/null
+    -DTUPE_BUILD_FUZZ=ON -DTUPE_BUILD_TESTS=OFF -DTUPE_WITH_QT=OFF -DTUPE_ENGINE_OPENMP=OFF >/dev/null
 cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}"
 
 # Per-target options: the checkpoint loader builds a model per input, so its inputs stay

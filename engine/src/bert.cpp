@@ -9,6 +9,9 @@
 #include <cmath>
 #include <mutex>
 
+#include "engine/batched_matmul.h"
+#include "engine/fused_ops.h"
+
 namespace engine {
 
 namespace F = torch::nn::functional;
@@ -133,14 +136,23 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const torch
     k = k.view({B, T, num_heads, head_dim}).transpose(1, 2);
     v = v.view({B, T, num_heads, head_dim}).transpose(1, 2);
 
-    auto scores = torch::matmul(q * scaling, k.transpose(-2, -1));  // (B, H, T, T)
-    // The positional bias (H, T, T) broadcasts over the batch; never copied to B*H*T*T.
-    if (position_bias.defined()) scores = scores + position_bias.unsqueeze(0);
-    if (logits_out) *logits_out = scores;
-    if (mask_bias.defined()) scores = scores + mask_bias;  // (B, 1, 1, T)
-    auto probs = torch::softmax(scores, -1);
-    if (probs_out) *probs_out = probs;
-    auto ctx = torch::matmul(apply_dropout(dropout, probs), v);  // (B, H, T, d)
+    // Both products as one sgemm per head on the views' strides (engine/batched_matmul.h).
+    auto scores = batched_matmul(q * scaling, k.transpose(-2, -1));  // (B, H, T, T)
+    torch::Tensor probs;
+    if (!logits_out && !probs_out) {
+        // Training path: bias (H, T, T) broadcast over B, mask (B, 1, 1, T) and softmax in one
+        // CPU kernel with its own backward (engine/fused_ops.h; elsewhere the composition below).
+        probs = fused_attention_softmax(scores, position_bias, mask_bias);  // (B, H, T, T)
+    } else {
+        // The analysis hook: the unfused composition, so the logits before the mask come out.
+        // The positional bias (H, T, T) broadcasts over the batch; never copied to B*H*T*T.
+        if (position_bias.defined()) scores = scores + position_bias.unsqueeze(0);
+        if (logits_out) *logits_out = scores;
+        if (mask_bias.defined()) scores = scores + mask_bias;  // (B, 1, 1, T)
+        probs = torch::softmax(scores, -1);
+        if (probs_out) *probs_out = probs;
+    }
+    auto ctx = batched_matmul(apply_dropout(dropout, probs), v);  // (B, H, T, d)
     // (B, H, T, d) -> (B, T, H, d) -> (B, T, C)
     return ctx.transpose(1, 2).reshape({B, T, C});
 }
