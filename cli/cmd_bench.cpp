@@ -16,9 +16,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "bench_profile.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "engine/batched_matmul.h"
 #include "engine/bert.h"
+#include "engine/fused_ops.h"
 #include "engine/threads.h"
 #include "engine/train_step.h"
 #include "matmul_rate.h"
@@ -169,6 +172,8 @@ double measure_matmul_peak(const engine::ModelConfig& c, int64_t N, torch::Scala
 
 struct Variant {
     std::string preset;
+    std::string label;           ///< preset, or "preset/torch" for LibTorch's own kernels
+    bool torch_kernels = false;  ///< attention through torch::matmul + softmax (--kernels)
     engine::ModelConfig config;
     engine::BertForMaskedLM model{nullptr};
     std::unique_ptr<torch::optim::AdamW> optimizer;
@@ -181,6 +186,12 @@ struct Variant {
     double median_s = 0;
     double loss = 0;
 };
+
+/// Selects the variant's attention kernels for the steps that follow.
+void use_kernels(const Variant& v) {
+    engine::set_fused_attention_enabled(!v.torch_kernels);
+    engine::set_batched_matmul_enabled(!v.torch_kernels);
+}
 
 engine::MlmTensors synthetic_batch(int64_t B, int64_t T, int64_t vocab, const torch::Device& d) {
     // [CLS] + random ids, 15% of positions (never [CLS]) as MLM targets; no padding. The same
@@ -217,17 +228,30 @@ std::string load_average() {
 }  // namespace
 
 int cmd_bench(const Argv& argv) {
-    Args args(argv, {"preset", "size", "seq", "batch", "threads", "steps", "warmup", "dtype",
-                     "vocab-size", "format", "device", "optimizer"});
+    Args args(argv,
+              {"preset", "size", "seq", "batch", "threads", "steps", "warmup", "dtype",
+               "vocab-size", "format", "device", "optimizer", "trace", "kernels"},
+              {"profile"});
     const auto presets = split_commas(args.get("preset", "bert-a,tupe-a,tupe-r"));
     const std::string size = args.get("size", "small"), dtype = args.get("dtype", "fp32");
+    // The quickstart's model (experiments/quickstart.yaml): tiny with hidden 64, 4 heads and
+    // an FFN of 256, on sequences of 64 with the 8k Brown vocabulary. The regime where per-op
+    // overhead, not matmul throughput, sets the step time.
+    const bool quickstart = size == "quickstart";
     const std::string format = args.get("format", "table");
     const std::string optimizer = args.get("optimizer", "fused");
+    // --kernels: the attention kernels of engine/fused_ops.h and engine/batched_matmul.h
+    // ("tupe", the default), LibTorch's composition ("torch"), or both side by side, interleaved
+    // step by step ("both": the speed-up measured in one run, under the same load).
+    const std::string kernels = args.get("kernels", "tupe");
+    if (kernels != "tupe" && kernels != "torch" && kernels != "both")
+        throw UsageError("--kernels: expected tupe, torch or both, got '" + kernels + "'");
     if (optimizer != "fused" && optimizer != "torch")
         throw UsageError("--optimizer: expected fused or torch, got '" + optimizer + "'");
-    const int64_t seq = args.get_int("seq", 128), batch = args.get_int("batch", 32);
+    const int64_t seq = args.get_int("seq", quickstart ? 64 : 128),
+                  batch = args.get_int("batch", 32);
     const int64_t steps = args.get_int("steps", 10), warmup = args.get_int("warmup", 2);
-    const int64_t vocab = args.get_int("vocab-size", 30522);
+    const int64_t vocab = args.get_int("vocab-size", quickstart ? 8000 : 30522);
     const int threads = static_cast<int>(args.get_int("threads", engine::available_cpus()));
     if (dtype != "fp32" && dtype != "bf16")
         throw UsageError("--dtype: expected fp32 or bf16, got '" + dtype + "'");
@@ -258,11 +282,23 @@ int cmd_bench(const Argv& argv) {
     variants.reserve(presets.size());
     double peak_flops = 0;
     bool hwm_reset = true;
+    std::vector<std::pair<std::string, bool>> runs;  // preset, LibTorch kernels
     for (const auto& p : presets) {
+        if (kernels != "torch") runs.push_back({p, false});
+        if (kernels != "tupe") runs.push_back({p, true});
+    }
+    for (const auto& [p, torch_kernels] : runs) {
         Variant v;
         v.preset = p;
+        v.torch_kernels = torch_kernels;
+        v.label = kernels == "both" && torch_kernels ? p + "/torch" : p;
         try {
-            v.config = engine::make_model_config(p, size);
+            v.config = engine::make_model_config(p, quickstart ? "tiny" : size);
+            if (quickstart) {
+                v.config.hidden_size = 64;
+                v.config.num_attention_heads = 4;
+                v.config.intermediate_size = 256;
+            }
         } catch (const std::invalid_argument& e) {
             throw UsageError(std::string("--preset/--size: ") + e.what());
         }
@@ -294,6 +330,7 @@ int cmd_bench(const Argv& argv) {
         options.dtype = dtype;
         options.clip_norm = 1.0;
         options.fused_adamw = optimizer == "fused";
+        use_kernels(v);
         for (int64_t i = 0; i < warmup; ++i) {
             const auto r = engine::mlm_train_step(v.model, *v.optimizer, {v.batch}, options);
             if (!r.finite) throw std::runtime_error(p + ": non-finite loss in warm-up");
@@ -314,12 +351,28 @@ int cmd_bench(const Argv& argv) {
     options.fused_adamw = optimizer == "fused";
     for (int64_t i = 0; i < steps; ++i) {
         for (auto& v : variants) {
+            use_kernels(v);
             const auto t0 = Clock::now();
             const auto r = engine::mlm_train_step(v.model, *v.optimizer, {v.batch}, options);
             synchronize(device);
             v.times.push_back(seconds_since(t0));
             v.loss = r.loss;
         }
+    }
+    // --profile: a few more steps per variant under LibTorch's profiler, reduced to op classes.
+    std::vector<StepProfile> profiles;
+    if (args.has("profile") || args.has("trace")) {
+        for (auto& v : variants)
+            profiles.push_back(profile_step(
+                [&] {
+                    use_kernels(v);
+                    engine::mlm_train_step(v.model, *v.optimizer, {v.batch}, options);
+                    synchronize(device);
+                },
+                static_cast<int>(std::max<int64_t>(3, steps / 2)),
+                args.has("trace") ? args.get("trace") + "." + v.preset +
+                                        (v.torch_kernels ? "-torch" : "") + ".json"
+                                  : ""));
     }
     for (auto& v : variants) {
         auto sorted = v.times;
@@ -341,7 +394,8 @@ int cmd_bench(const Argv& argv) {
         for (const auto& v : variants) {
             const double achieved = v.flops.step() / v.median_s;
             out["variants"].push_back({
-                {"variant", v.preset},
+                {"variant", v.label},
+                {"kernels", v.torch_kernels ? "torch" : "tupe"},
                 {"params", v.params},
                 {"median_s", v.median_s},
                 {"times_s", v.times},
@@ -366,16 +420,32 @@ int cmd_bench(const Argv& argv) {
                 {"loss", v.loss},
             });
         }
+        for (size_t i = 0; i < profiles.size(); ++i) {
+            nlohmann::json classes = nlohmann::json::array();
+            for (const auto& c : profiles[i].classes)
+                classes.push_back({{"class", c.op_class},
+                                   {"ms_per_step", c.ms_per_step},
+                                   {"share", c.share},
+                                   {"ops_per_step", c.ops_per_step}});
+            nlohmann::json ops = nlohmann::json::array();
+            for (const auto& c : profiles[i].ops)
+                ops.push_back({{"op", c.op_class},
+                               {"ms_per_step", c.ms_per_step},
+                               {"calls_per_step", c.ops_per_step}});
+            out["variants"][i]["profile"] = {{"wall_ms_per_step", profiles[i].wall_ms_per_step},
+                                             {"classes", classes},
+                                             {"ops", ops}};
+        }
         std::cout << out.dump(2) << "\n";
         return 0;
     }
     std::vector<std::vector<std::string>> rows = {
         {"variant", "params", "s/step", "tokens/s", "GFLOP/step", "GFLOP/s", "util", "RSS MiB",
-         "base", "estimate", "(RSS-base)/est", "vs " + variants.front().preset}};
+         "base", "estimate", "(RSS-base)/est", "vs " + variants.front().label}};
     for (const auto& v : variants) {
         const double achieved = v.flops.step() / v.median_s;
         rows.push_back(
-            {v.preset, format_count(static_cast<double>(v.params)), fmt("%.3f", v.median_s),
+            {v.label, format_count(static_cast<double>(v.params)), fmt("%.3f", v.median_s),
              format_count(static_cast<double>(batch * seq) / v.median_s),
              fmt("%.1f", v.flops.step() / 1e9), fmt("%.1f", achieved / 1e9),
              fmt("%.0f%%", 100.0 * achieved / peak_flops), mib(v.rss_peak), mib(v.rss_base),
@@ -388,6 +458,27 @@ int cmd_bench(const Argv& argv) {
               << variants.front().batch.masked_tokens << " masked positions; RSS = peak over "
               << (hwm_reset ? "the variant's warm-up steps" : "the process so far")
               << ", base = RSS before the variant was built\n";
+    for (size_t i = 0; i < profiles.size(); ++i) {
+        std::vector<std::vector<std::string>> prow = {{"op class", "ms/step", "share", "ops/step"}};
+        for (const auto& c : profiles[i].classes)
+            prow.push_back({c.op_class, fmt("%.2f", c.ms_per_step), fmt("%.1f%%", 100 * c.share),
+                            c.ops_per_step ? std::to_string(c.ops_per_step) : ""});
+        const double unprofiled = 1000.0 * variants[i].median_s;
+        std::cout << "\nprofile of " << variants[i].label << " (self time per op class; "
+                  << fmt("%.1f", profiles[i].wall_ms_per_step) << " ms/step under the profiler, "
+                  << fmt("%.1f", unprofiled) << " without"
+                  << (profiles[i].wall_ms_per_step > 1.5 * unprofiled
+                          ? ": the profiler distorts multi-threaded steps, rerun with --threads 1"
+                          : "")
+                  << "):\n"
+                  << format_table(prow);
+        std::vector<std::vector<std::string>> orow = {{"most called ops", "calls/step", "ms/step"}};
+        for (size_t k = 0; k < std::min<size_t>(10, profiles[i].ops.size()); ++k)
+            orow.push_back({profiles[i].ops[k].op_class,
+                            std::to_string(profiles[i].ops[k].ops_per_step),
+                            fmt("%.2f", profiles[i].ops[k].ms_per_step)});
+        std::cout << format_table(orow);
+    }
     return 0;
 }
 
