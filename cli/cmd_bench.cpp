@@ -22,15 +22,17 @@
 #include "engine/batched_matmul.h"
 #include "engine/bert.h"
 #include "engine/fused_ops.h"
+#include "engine/precision.h"
 #include "engine/threads.h"
 #include "engine/train_step.h"
-#include "matmul_rate.h"
 #include "runtime_info.h"
 
 namespace cli {
 
 namespace {
 
+using engine::matmul_flops;
+using engine::synchronize;
 using Clock = std::chrono::steady_clock;
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -233,7 +235,8 @@ int cmd_bench(const Argv& argv) {
                "vocab-size", "format", "device", "optimizer", "trace", "kernels"},
               {"profile"});
     const auto presets = split_commas(args.get("preset", "bert-a,tupe-a,tupe-r"));
-    const std::string size = args.get("size", "small"), dtype = args.get("dtype", "fp32");
+    const std::string size = args.get("size", "small");
+    std::string dtype = args.get("dtype", "fp32");
     // The quickstart's model (experiments/quickstart.yaml): tiny with hidden 64, 4 heads and
     // an FFN of 256, on sequences of 64 with the 8k Brown vocabulary. The regime where per-op
     // overhead, not matmul throughput, sets the step time.
@@ -253,8 +256,8 @@ int cmd_bench(const Argv& argv) {
     const int64_t steps = args.get_int("steps", 10), warmup = args.get_int("warmup", 2);
     const int64_t vocab = args.get_int("vocab-size", quickstart ? 8000 : 30522);
     const int threads = static_cast<int>(args.get_int("threads", engine::available_cpus()));
-    if (dtype != "fp32" && dtype != "bf16")
-        throw UsageError("--dtype: expected fp32 or bf16, got '" + dtype + "'");
+    if (dtype != "fp32" && dtype != "bf16" && dtype != "auto")
+        throw UsageError("--dtype: expected fp32, bf16 or auto, got '" + dtype + "'");
     if (format != "table" && format != "json")
         throw UsageError("--format: expected table or json, got '" + format + "'");
     if (seq < 2 || batch < 1 || steps < 1 || warmup < 1 || threads < 1 || vocab < 6)
@@ -265,6 +268,11 @@ int cmd_bench(const Argv& argv) {
     if (device.is_cuda() && !torch::cuda::is_available())
         throw UsageError("--device " + device.str() + ": this LibTorch has no usable CUDA device");
     at::set_num_threads(threads);
+    if (dtype == "auto") {
+        const auto choice = engine::choose_precision(dtype, device, "--dtype");
+        std::cerr << "bench: --dtype auto -> " << choice.dtype << ": " << choice.reason << "\n";
+        dtype = choice.dtype;
+    }
     const bool bf16 = dtype == "bf16";
     const auto matmul_dtype = bf16 ? torch::kBFloat16 : torch::kFloat;
 

@@ -19,13 +19,15 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "engine/precision.h"
 #include "engine/threads.h"
-#include "matmul_rate.h"
 #include "runtime_info.h"
 
 namespace cli {
 
 namespace {
+
+using engine::matmul_flops;
 
 std::string env_or(const char* name, const std::string& fallback) {
     const char* v = std::getenv(name);
@@ -141,6 +143,13 @@ int cmd_doctor(const Argv& argv) {
         line("matmul fp32", fmt1(fp32) + " GFLOP/s (1024^3, best of 3, " +
                                 std::to_string(at::get_num_threads()) + " aten threads)");
         line("matmul bf16", fmt1(bf16) + " GFLOP/s (512^3, best of 3)");
+        // What `train.dtype: auto` (and finetune.dtype) resolves to here, measured as it does.
+        const auto choice = engine::choose_precision("auto", torch::Device(torch::kCPU));
+        line("dtype auto", choice.dtype + " on cpu: " + choice.reason);
+        if (cuda) {
+            const auto gpu = engine::choose_precision("auto", torch::Device(torch::kCUDA));
+            line("dtype auto (cuda)", gpu.dtype + ": " + gpu.reason);
+        }
     }
 
     // Advice.

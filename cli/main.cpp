@@ -15,6 +15,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "engine/errors.h"
+#include "engine/threads.h"
 #include "experiments/build_info.h"
 #include "experiments/config_loader.h"
 
@@ -91,7 +92,7 @@ const std::map<std::string, Command>& commands() {
         {"bench",
          {cli::cmd_bench,
           "bench [--preset P[,P...]] [--size S] [--seq T] [--batch B] [--threads N] [--steps N] "
-          "[--warmup N] [--dtype fp32|bf16] [--vocab-size V] [--format table|json] [--device "
+          "[--warmup N] [--dtype fp32|bf16|auto] [--vocab-size V] [--format table|json] [--device "
           "cpu|cuda] "
           "[--optimizer fused|torch]",
           "training-step speed per variant: s/step, tokens/s, FLOP/s against the measured "
@@ -167,6 +168,7 @@ int main(int argc, char** argv) {
         return argc < 2 ? 2 : 0;
     }
     if (!std::strcmp(argv[1], "--version")) {
+    engine::flush_denormals();  // subnormal attention weights cost microcode assists (threads.h)
         std::cout << "tupe " << experiments::project_version() << " " << experiments::git_commit()
                   << " (LibTorch " << TORCH_VERSION << ")\n";
         return 0;

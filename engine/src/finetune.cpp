@@ -14,6 +14,7 @@
 #include "engine/corpus.h"
 #include "engine/distributed.h"
 #include "engine/errors.h"
+#include "engine/precision.h"
 #include "engine/threads.h"
 #include "engine/trainer.h"
 #include "optim_util.h"
@@ -298,8 +299,9 @@ std::vector<std::vector<size_t>> bucketed_batches(const std::vector<int64_t>& le
 FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& tokenizer,
                         const std::vector<LabeledText>& train,
                         const std::vector<std::vector<LabeledText>>& dev_sets,
-                        const FinetuneConfig& config, const FinetuneCallbacks& cb,
+                        const FinetuneConfig& input_config, const FinetuneCallbacks& cb,
                         DistributedContext* dist) {
+    FinetuneConfig config = input_config;  // with dtype "auto" resolved below
     using Clock = std::chrono::steady_clock;
     auto say = [&](const std::string& m) {
         if (cb.on_message) cb.on_message(m);
@@ -316,11 +318,18 @@ FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& t
         if (m.rfind("train.", 0) == 0) m = "finetune." + m.substr(6);
         throw std::invalid_argument(m);
     }
-    if (config.dtype != "fp32" && config.dtype != "bf16" && config.dtype != "fp16")
-        throw std::invalid_argument("finetune.dtype: expected fp32, bf16 or fp16, got " +
-                                    config.dtype);
-    if (config.dtype == "fp16" && !device.is_cuda())
-        throw std::invalid_argument("finetune.dtype: fp16 needs a CUDA device; use bf16 on CPU");
+    // "auto" -> fp32 or bf16 by the measured matmul rates (engine/precision.h).
+    PrecisionChoice precision = choose_precision(config.dtype, device, "finetune.dtype");
+    if (config.dtype == "auto" && dist && precision.dtype == "bf16" &&
+        dist->all_reduce_sum({1.0})[0] < static_cast<double>(dist->world_size())) {
+        precision.dtype = "fp32";
+        precision.reason += "; another rank measured bf16 as slow";
+    } else if (config.dtype == "auto" && dist && precision.dtype != "bf16") {
+        dist->all_reduce_sum({0.0});  // every rank takes part in the vote
+    }
+    if (config.dtype == "auto")
+        say("finetune.dtype auto -> " + precision.dtype + ": " + precision.reason);
+    config.dtype = precision.dtype;
     const bool regression = config.num_labels == 1;
     const int64_t pad_id = tokenizer.vocab().pad_id();
 

@@ -1,5 +1,6 @@
 #include "engine/threads.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <sched.h>
 #include <unistd.h>
@@ -26,5 +27,7 @@ int apply_thread_count(int64_t requested) {
     if (at::get_num_threads() != n) at::set_num_threads(n);
     return n;
 }
+
+bool flush_denormals() { return at::globalContext().setFlushDenormal(true); }
 
 }  // namespace engine

@@ -19,6 +19,7 @@
 #include "engine/corpus.h"
 #include "engine/distributed.h"
 #include "engine/errors.h"
+#include "engine/precision.h"
 #include "engine/threads.h"
 #include "engine/tokenizer.h"
 #include "engine/train_step.h"
@@ -178,6 +179,25 @@ Progress resume_or_start(const std::string& ckpt, const PretrainConfig& config,
     result.resumed_from = at.step;
     say(cb, "resumed from " + ckpt + " at step " + std::to_string(at.step));
     return at;
+}
+
+// train.dtype "auto" becomes fp32 or bf16 (engine/precision.h) before anything depends on it:
+// the run files and the checkpoint record what ran. All ranks take bf16 only if every rank
+// measured it as fast.
+void resolve_precision(TrainConfig& t, const torch::Device& device, DistributedContext* dist,
+                       const TrainCallbacks& cb) {
+    const bool automatic = t.dtype == "auto";
+    PrecisionChoice choice = choose_precision(t.dtype, device, "train.dtype");
+    if (automatic && dist) {
+        const double fast = choice.dtype == "bf16" ? 1.0 : 0.0;
+        const double agreed = dist->all_reduce_sum({fast})[0];
+        if (agreed < static_cast<double>(dist->world_size()) && choice.dtype == "bf16") {
+            choice.dtype = "fp32";
+            choice.reason += "; another rank measured bf16 as slow";
+        }
+    }
+    if (automatic) say(cb, "train.dtype auto -> " + choice.dtype + ": " + choice.reason);
+    t.dtype = choice.dtype;
 }
 
 // Every rank must resume from the same checkpoint (out_dir on a shared filesystem).
@@ -545,6 +565,7 @@ TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& c
     const Shard shard = check_batch_split(config.train, dist);
     apply_thread_count(config.train.threads);
     const torch::Device device = resolve_device(config.train.device);
+    resolve_precision(config.train, device, dist, cb);
     const WordPieceTokenizer tokenizer = open_tokenizer(config);
 
     // Model and optimizer, possibly restored.

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "engine/errors.h"
+#include "engine/precision.h"
 #include "engine/tokenizer.h"
 #include "engine/trainer.h"
 #include "support/test_support.h"
@@ -264,6 +265,44 @@ TEST_F(TrainerTest, RunKilledBetweenCheckpointsResumesFromTheLastOne) {
         if (split == "train" && metric == "loss") ++seen[step];
     }
     for (int s = 1; s <= 12; ++s) EXPECT_EQ(seen[std::to_string(s)], 1) << "step " << s;
+}
+
+// "auto" is resolved before the run files are written: the checkpoint's config says what ran
+// (fp32 or bf16, by the rule in precision.h), and a resumed "auto" run resolves the same way.
+TEST_F(TrainerTest, DtypeAutoRecordsTheChosenPrecision) {
+    auto c = config("bert-a", "dtype-auto");
+    c.train.dtype = "auto";
+    c.train.steps = 4;
+    c.train.eval_interval = 4;
+    std::vector<std::string> messages;
+    TrainCallbacks cb;
+    cb.on_message = [&](const std::string& m) { messages.push_back(m); };
+    auto result = pretrain(c, cb);
+    auto loaded = load_checkpoint(result.checkpoint);
+    const std::string stored = loaded.config.train.dtype;
+    EXPECT_TRUE(stored == "fp32" || stored == "bf16") << stored;
+    bool said = false;
+    for (const auto& m : messages)
+        if (m.rfind("train.dtype auto -> " + stored + ": bf16 matmul", 0) == 0) said = true;
+    EXPECT_TRUE(said) << "no 'train.dtype auto -> " << stored << "' message";
+}
+
+TEST(Precision, ValidatesAndPassesExplicitChoicesThrough) {
+    const torch::Device cpu(torch::kCPU);
+    EXPECT_EQ(choose_precision("fp32", cpu).dtype, "fp32");
+    EXPECT_EQ(choose_precision("bf16", cpu).reason, "as configured");
+    try {
+        choose_precision("fp64", cpu, "finetune.dtype");
+        FAIL() << "fp64 accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("finetune.dtype: expected fp32, bf16, fp16 or auto"),
+                  std::string::npos)
+            << e.what();
+    }
+    EXPECT_THROW(choose_precision("fp16", cpu), std::invalid_argument);
+    const auto a = choose_precision("auto", cpu);
+    EXPECT_GT(a.fp32_gflops, 0);
+    EXPECT_EQ(a.dtype == "bf16", a.bf16_gflops >= kBf16SpeedupForAuto * a.fp32_gflops);
 }
 
 TEST_F(TrainerTest, Bf16AutocastTrainsOnCpu) {

@@ -208,7 +208,7 @@ TEST_F(CliTest, DoctorNamesTheBlasAndBenchRefusesAnUnknownDtype) {
     EXPECT_EQ(doctor.status, 0) << doctor.err;
     EXPECT_NE(doctor.out.find("libtorch"), std::string::npos) << doctor.out;
     EXPECT_NE(doctor.out.find("blas library"), std::string::npos) << doctor.out;
-    expect_one_line_error(tupe("bench --dtype fp64"), "expected fp32 or bf16, got 'fp64'");
+    expect_one_line_error(tupe("bench --dtype fp64"), "expected fp32, bf16 or auto, got 'fp64'");
 }
 
 TEST_F(CliTest, GlueStatsFailsWhenASplitFileIsMalformed) {

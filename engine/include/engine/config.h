@@ -90,7 +90,7 @@ struct TrainConfig {
     int64_t log_interval = 10;
     uint64_t seed = 1;
     std::string device = "auto";  ///< cpu, cuda, cuda:N or auto.
-    std::string dtype = "fp32";   ///< fp32 or bf16 (autocast); fp16 on CUDA only.
+    std::string dtype = "fp32";   ///< fp32, bf16 (autocast), auto (precision.h); fp16: CUDA.
     int64_t threads = 0;          ///< Intra-op threads, 0 = the CPUs available (threads.h).
 };
 

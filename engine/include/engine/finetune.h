@@ -40,7 +40,7 @@ struct FinetuneConfig {
     uint64_t seed = 1;
     double clip_norm = 1.0;       ///< 0 disables clipping.
     std::string device = "auto";  ///< cpu, cuda, cuda:N or auto.
-    std::string dtype = "fp32";   ///< fp32 or bf16 (autocast); fp16 on CUDA only.
+    std::string dtype = "fp32";   ///< fp32, bf16 (autocast), auto (precision.h); fp16: CUDA.
     int64_t threads = 0;          ///< Intra-op threads, 0 = the CPUs available (threads.h).
 };
 
