@@ -74,10 +74,18 @@ FlopCount count_flops(const engine::ModelConfig& c, int64_t B, int64_t T, int64_
     FlopCount f;
     f.encoder = L * (2 * N * C * 3 * C + 2 * 2 * N * t * C + 2 * N * C * C + 2 * 2 * N * C * F);
     const double groups = c.shared_pos_term ? 1.0 : L;
-    if (c.absolute_position == engine::AbsolutePosition::kUntied)
+    const auto scheme = engine::describe_position(c);
+    const double k2 =
+        2.0 * static_cast<double>(c.max_relative_distance > 0 ? c.max_relative_distance
+                                                              : c.max_position_embeddings - 1);
+    if (scheme.untied)
         f.positional = groups * (2 * 2 * (t + 1) * C * C + 2 * (t + 1) * (t + 1) * C);
-    else if (c.absolute_position == engine::AbsolutePosition::kDecoupled)
+    else if (scheme.qk_offsets)
         f.positional = groups * 2 * 2 * t * C * C;
+    if (scheme.relative == "deberta")  // Q_r, K_r per group; c2p and p2c against 2k rows
+        f.positional = groups * 2 * 2 * k2 * C * C + L * 2 * 2 * N * k2 * C;
+    if (scheme.relative == "shaw" || scheme.relative == "shaw_key_query")  // q.r (and k.r)
+        f.positional = L * (scheme.relative == "shaw" ? 1 : 2) * 2 * N * t * C;
     f.head = 2 * static_cast<double>(M) * C * C + 2 * static_cast<double>(M) * C * V;
     return f;
 }
@@ -311,9 +319,9 @@ int cmd_bench(const Argv& argv) {
             throw UsageError(std::string("--preset/--size: ") + e.what());
         }
         v.config.vocab_size = vocab;
-        if (seq > v.config.max_position_embeddings)
-            throw UsageError("--seq " + std::to_string(seq) + " exceeds max_position_embeddings " +
-                             std::to_string(v.config.max_position_embeddings) + " of size " + size);
+        // Longer sequences than the size's table: every variant gets a table that fits, as a
+        // run at that length would configure it (the learned tables grow, the rest ignore it).
+        if (seq > v.config.max_position_embeddings) v.config.max_position_embeddings = seq;
         if (peak_flops == 0) {
             peak_flops = measure_matmul_peak(v.config, batch * seq, matmul_dtype, device);
             std::cerr << "  matmul peak (" << dtype

@@ -33,8 +33,9 @@ int cmd_info(const Argv& argv) {
     const auto& m = ckpt.config.model;
     std::cout << "checkpoint   " << path << "\n"
               << "variant      " << m.preset << " (size " << m.size << ")\n"
-              << "positions    absolute=" << engine::to_string(m.absolute_position)
-              << " rel_pos=" << (m.rel_pos ? "on" : "off")
+              << "positions    " << engine::describe_position(m).summary << "\n"
+              << "             absolute=" << m.absolute_position
+              << " relative=" << m.relative_position
               << " untie_cls=" << (m.untie_cls ? "on" : "off")
               << " shared_pos_term=" << (m.shared_pos_term ? "on" : "off") << " scale=1/sqrt("
               << m.attention_scale_factor << "d)" << (m.pre_layernorm ? " pre-LN" : " post-LN")
@@ -63,9 +64,17 @@ int cmd_info(const Argv& argv) {
         if (group != "total")
             std::cout << "  " << group << std::string(12 - group.size(), ' ')
                       << format_count(static_cast<double>(n)) << "\n";
-    std::cout << "  total       "
-              << format_count(static_cast<double>(engine::parameter_groups(*ckpt.model)["total"]))
-              << "\n";
+    auto groups = engine::parameter_groups(*ckpt.model);
+    std::cout << "  total       " << format_count(static_cast<double>(groups["total"])) << "\n";
+    // bert-a's only positional parameters are its (max_len, C) input table.
+    const int64_t overhead = groups["positional"] - m.max_position_embeddings * m.hidden_size;
+    std::cout << "  over bert-a " << (overhead >= 0 ? "+" : "-")
+              << format_count(static_cast<double>(overhead >= 0 ? overhead : -overhead)) << " ("
+              << (overhead >= 0 ? "+" : "")
+              << std::to_string(100.0 * static_cast<double>(overhead) /
+                                static_cast<double>(groups["total"] - overhead))
+                     .substr(0, 5)
+              << "%: positional parameters against bert-a's position table of the same shape)\n";
     return 0;
 }
 

@@ -107,7 +107,7 @@ std::string write_index_json(const AnalysisIndex& index) {
     out[k::kVariant] = index.variant;
     out[k::kSize] = index.size;
     out[k::kConfig] = {{k::kAbsolutePosition, c.absolute_position},
-                       {k::kRelPos, c.rel_pos},
+                       {k::kRelativePosition, c.relative_position},
                        {k::kUntieCls, c.untie_cls},
                        {k::kSharedPosTerm, c.shared_pos_term},
                        {k::kAttentionScaleFactor, c.attention_scale_factor},
@@ -162,7 +162,10 @@ AnalysisIndex parse_index_json(const std::string& text, const std::string& path)
         const Reader r(*config, k::kConfig, path);
         AnalysisIndexConfig& c = index.config;
         r.get(k::kAbsolutePosition, c.absolute_position);
-        r.get(k::kRelPos, c.rel_pos);
+        bool rel_pos = false;  // index.json written before the zoo
+        r.get(k::kRelPos, rel_pos);
+        if (rel_pos) c.relative_position = "t5";
+        r.get(k::kRelativePosition, c.relative_position);
         r.get(k::kUntieCls, c.untie_cls);
         r.get(k::kSharedPosTerm, c.shared_pos_term);
         r.get(k::kAttentionScaleFactor, c.attention_scale_factor);

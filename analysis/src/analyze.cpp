@@ -1,7 +1,8 @@
 // `tupe analyze`'s computations: sentences encoded and padded into batches, per batch one
 // forward pass with the maps on, feeding the [CLS] maps of every layer and
-// decompose_first_layer's four terms (Fig. 2), and TUPE's correlation and taxonomy (Fig. 6)
-// from the parameters alone. The files are written by analyze_write.cpp.
+// decompose_first_layer's four terms (Fig. 2), layer 0's named terms of every scheme
+// (engine::LayerPosition::terms), and TUPE's correlation and taxonomy (Fig. 6) from the
+// parameters alone. The files are written by analyze_write.cpp.
 #include "analysis/analyze.h"
 
 #include <algorithm>
@@ -136,6 +137,76 @@ struct TermAccumulator {
     }
 };
 
+/// Layer 0's named logit terms (engine::LayerPosition::terms), (B, H, T, T) each on the model's
+/// device and dtype, from q and k computed as the layer computes them: the embeddings with the
+/// input slot, the pre-LN norm where the layer has one, the q/k projections and offsets, the
+/// head split. Only layer 0: a later layer's q and k need its input, i.e. a full pass.
+std::vector<std::pair<std::string, torch::Tensor>> first_layer_named_terms(
+    engine::BertModel& bert, const torch::Tensor& ids) {
+    const int64_t B = ids.size(0), T = ids.size(1);
+    const int64_t H = bert->config().num_attention_heads, d = bert->config().head_dim();
+    auto& position = bert->position;
+    // As BertModelImpl::forward: the positions on the ids' device, tables in the words' dtype.
+    engine::PositionTerms terms =
+        position->forward(position->positions(T, ids.device()),
+                          bert->embeddings->word_embeddings->weight.scalar_type());
+    auto x = bert->embeddings->forward(ids, {}, terms.input);  // (B, T, C)
+    auto* layer = bert->encoder->layer[0]->as<engine::BertLayerImpl>();
+    if (layer->pre_layernorm) {
+        // Pre-LN attends over LN(x), the norm run in its weights' dtype as the layer does.
+        auto& ln = layer->attention->output->LayerNorm;
+        x = ln(x.to(ln->weight.scalar_type()));
+    }
+    auto& self = *layer->attention->self;
+    auto q = self.query(x), k = self.key(x);  // (B, T, C)
+    const engine::LayerPosition& layer0 = terms.for_layer(0);
+    layer0.offset_qk(q, k);  // BERT-Ad's p'U^Q, p'U^K; nothing for the other schemes
+    auto heads = [&](const torch::Tensor& t) {
+        return t.reshape({B, T, H, d}).transpose(1, 2);  // (B, T, C) -> (B, H, T, d)
+    };
+    return layer0.terms(heads(q), heads(k));
+}
+
+/// Sums of layer 0's named scheme terms over batches, for the masked batch mean of
+/// TermAccumulator (each cell over the sentences with a token at both the query and the key).
+/// The float64 products and the sum over the batch run on the model's device, one term at a
+/// time, so only (H, T, T) per term comes back to the CPU.
+struct SchemeTermAccumulator {
+    std::vector<std::string> names;
+    std::vector<torch::Tensor> sums;  // (H, T, T) float64 CPU, in names' order
+    torch::Tensor pair_count;         // (T, T)
+
+    void add(std::vector<std::pair<std::string, torch::Tensor>> terms, const torch::Tensor& mask) {
+        if (names.empty())
+            for (const auto& term : terms) names.push_back(term.first);
+        if (terms.size() != names.size())
+            throw std::logic_error("analyze_model: layer 0 has " + std::to_string(terms.size()) +
+                                   " named terms in this batch, " + std::to_string(names.size()) +
+                                   " in the first");
+        sums.resize(names.size());
+        auto m = mask.to(terms.front().second.device(), torch::kDouble);  // (B, T)
+        auto pair = m.unsqueeze(2) * m.unsqueeze(1);                      // (B, T, T)
+        auto weight = pair.unsqueeze(1);                                  // (B, 1, T, T)
+        for (size_t k = 0; k < terms.size(); ++k) {
+            auto s = (terms[k].second.to(torch::kDouble) * weight).sum(0).to(torch::kCPU);
+            terms[k].second = torch::Tensor();  // (B, H, T, T) released before the next term
+            sums[k] = sums[k].defined() ? sums[k] + s : s;
+        }
+        auto count = pair.sum(0).to(torch::kCPU);  // (T, T)
+        pair_count = pair_count.defined() ? pair_count + count : count;
+    }
+
+    SchemeTerms finish(const engine::PositionDescription& scheme) const {
+        SchemeTerms out;
+        out.summary = scheme.summary;
+        out.positions_in_content = scheme.input_slot || scheme.qk_offsets;
+        auto n = pair_count.clamp_min(1.0).unsqueeze(0);  // (1, T, T)
+        for (size_t k = 0; k < names.size(); ++k)
+            out.terms.emplace_back(names[k], (sums[k] / n).to(torch::kFloat).contiguous());
+        return out;
+    }
+};
+
 /// Sums of ClsAttention over batches: position maps weighted by their token counts, the
 /// per-example statistics by the number of examples.
 struct ClsAccumulator {
@@ -237,41 +308,49 @@ AnalysisOutput analyze_model(engine::BertForMaskedLM& model,
                 std::to_string(static_cast<int>(std::lround(fill * 100))) + "% tokens");
     }
 
-    const auto mode = config.absolute_position;
+    const engine::PositionDescription& scheme = model->bert->position->description();
+    // The four-term split of layer 0 (Fig. 2) is exact where positions enter at the input or
+    // as q/k offsets; RoPE and the content-dependent schemes mix them inside attention.
     const bool with_terms =
-        mode == engine::AbsolutePosition::kInput || mode == engine::AbsolutePosition::kDecoupled;
-    const bool has_bias = config.rel_pos || config.untie_cls;
+        (scheme.input_slot || scheme.qk_offsets) && !scheme.rotary && !scheme.content_bias;
+    const bool has_bias = scheme.static_bias;
     if (!with_terms) {
         out.skipped.push_back(
             {"terms (Fig. 2: word-word, word-position, position-word, position-position)",
-             mode == engine::AbsolutePosition::kUntied
+             scheme.untied
                  ? "TUPE unties positions from words: no word-position or position-word term "
                    "exists by construction, and the position-position term is the untied "
                    "correlation (tupe/)"
-                 : "the model has no absolute positions (absolute_position = none): only the "
-                   "word-word term would remain"});
+                 : (scheme.input_slot || scheme.qk_offsets
+                        ? scheme.summary + ": positions mix with words inside attention, so "
+                                           "the four-term split of Fig. 2 is not exact"
+                        : scheme.summary + ": no absolute positions at the input, so only the "
+                                           "word-word term would remain")});
     } else if (!has_bias) {
         out.skipped.push_back({"terms/bias",
                                "the variant adds no logit bias in layer 0 (no "
                                "relative bias, no [CLS] reset)"});
     }
-    if (mode != engine::AbsolutePosition::kUntied)
+    if (!scheme.untied)
         out.skipped.push_back(
             {"tupe (Fig. 6: positional correlation, theta1/theta2, head taxonomy)",
-             std::string("only untied (TUPE) models have a positional correlation term; this "
-                         "model has absolute_position = ") +
-                 engine::to_string(mode)});
+             "only untied (TUPE) models have a positional correlation term; this model has " +
+                 scheme.summary});
 
     EvalModeGuard eval_mode(*model);
     torch::NoGradGuard no_grad;
     const auto params = model->parameters();
     const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params[0].device();
     TermAccumulator term_acc;
+    SchemeTermAccumulator scheme_acc;
     ClsAccumulator cls_acc;
     for (int64_t b0 = 0; b0 < N; b0 += options.batch_size) {
         const int64_t b1 = std::min(N, b0 + options.batch_size);
         auto ids = out.input_ids.slice(0, b0, b1);        // (B, T)
         auto mask = out.attention_mask.slice(0, b0, b1);  // (B, T)
+        // The scheme's named terms of layer 0 first, so that they are never in memory beside
+        // the maps of every layer that the pass below keeps.
+        scheme_acc.add(first_layer_named_terms(model->bert, ids.to(device)), mask);
         // One forward pass per batch, maps on: the [CLS] maps of every layer and the layer-0
         // logits against which the decomposition is exact.
         engine::EncoderOutput encoded =
@@ -282,9 +361,10 @@ AnalysisOutput analyze_model(engine::BertForMaskedLM& model,
         cls_acc.add(cls, static_cast<double>(b1 - b0));
     }
     if (with_terms) out.terms = term_acc.finish(has_bias);
+    out.scheme_terms = scheme_acc.finish(scheme);
     out.cls = cls_acc.finish();
 
-    if (mode == engine::AbsolutePosition::kUntied) {
+    if (scheme.untied) {
         TupeMaps tupe;
         tupe.correlation = tupe_positional_correlation(model->bert, T);
         const int64_t positions = options.thresholds.skip_cls ? T - 1 : T;

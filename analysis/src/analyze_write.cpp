@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include "analysis/analysis_index.h"
 #include "analysis/analyze.h"
@@ -140,6 +141,49 @@ void write_terms(Writer& w, const TermMaps& terms) {
     w.matrix("terms/uniformity_relative", relative,
              describe("uniformity_relative",
                       "uniformity of each term divided by the word-word term's" + columns, 0));
+}
+
+/// What one of engine::LayerPosition::terms' names (PositionDescription::logit_terms) is.
+std::string scheme_term_meaning(const std::string& name, bool positions_in_content) {
+    if (name == "content")
+        return positions_in_content
+                   ? "content term q.k^T * scale, the positions added at the input (or to q and "
+                     "k) included"
+                   : "content term q.k^T * scale of the words alone (no positions in q and k; "
+                     "unrotated for RoPE)";
+    if (name == "rotation")
+        return "RoPE rotation term: q.k^T * scale with q and k rotated by their positions, minus "
+               "the unrotated content term";
+    if (name == "c2p")
+        return "content-to-position term: each query against the relative-position key of its "
+               "distance to the key (Shaw r_{j-i}, DeBERTa K_r[delta(i,j)])";
+    if (name == "p2c")
+        return "position-to-content term: each key against the relative-position query of its "
+               "distance to the query (Shaw key-query r_{j-i}, DeBERTa Q_r[delta(j,i)])";
+    if (name == "bias")
+        return "static positional bias, the same for every sentence (TUPE's untied correlation "
+               "and [CLS] reset, T5's relative bias, ALiBi's distance penalty: what the scheme "
+               "has)";
+    return name + " term";
+}
+
+void write_scheme_terms(Writer& w, const SchemeTerms& scheme) {
+    std::string names;
+    for (const auto& term : scheme.terms) names += (names.empty() ? "" : " + ") + term.first;
+    // The same averaging as terms/, and the sum is what a reader checks a scheme against.
+    const std::string suffix = "; scheme: " + scheme.summary + "; " + names +
+                               " add up to the layer-0 logits before the padding mask; mean "
+                               "over the batch where query and key are both tokens; rows = "
+                               "query position, columns = key position, logit units";
+    for (const auto& [name, map] : scheme.terms) {
+        const std::string what = "scheme_" + name;
+        const std::string meaning =
+            "layer-0 " + scheme_term_meaning(name, scheme.positions_in_content) + suffix;
+        w.array("scheme_terms/" + name, map, describe(what, meaning + "; all heads (H, T, T)", 0));
+        for (int64_t h = 0; h < map.size(0); ++h)
+            w.matrix("scheme_terms/" + name + "_h" + std::to_string(h), map[h],
+                     describe(what, meaning, 0, h));
+    }
 }
 
 void write_tupe(Writer& w, const TupeMaps& tupe) {
@@ -295,6 +339,7 @@ std::vector<IndexEntry> write_analysis(const AnalysisOutput& output, const std::
     w.array("input/attention_mask", output.attention_mask,
             describe("attention_mask", "(N, T), 1 = token, 0 = padding"));
     if (output.terms) write_terms(w, *output.terms);
+    write_scheme_terms(w, output.scheme_terms);
     if (output.tupe) write_tupe(w, *output.tupe);
     write_cls(w, output.cls);
     write_analysis_index(output, dir, w.entries);
@@ -308,8 +353,8 @@ void write_analysis_index(const AnalysisOutput& output, const std::string& dir,
     index.model = output.model_name;
     index.variant = c.preset;
     index.size = c.size;
-    index.config.absolute_position = engine::to_string(c.absolute_position);
-    index.config.rel_pos = c.rel_pos;
+    index.config.absolute_position = c.absolute_position;
+    index.config.relative_position = c.relative_position;
     index.config.untie_cls = c.untie_cls;
     index.config.shared_pos_term = c.shared_pos_term;
     index.config.attention_scale_factor = c.attention_scale_factor;

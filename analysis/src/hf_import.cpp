@@ -63,15 +63,40 @@ bool ignored_hf_name(const std::string& name) {
 constexpr const char* kTupeModelType = "tupe";
 constexpr const char* kWorkbenchKey = "tupe_workbench";
 
-/// Whether transformers' BertForMaskedLM computes what the engine computes for `c`.
-bool hf_representable(const engine::ModelConfig& c) {
-    return c.absolute_position == engine::AbsolutePosition::kInput && !c.rel_pos && !c.untie_cls &&
-           c.attention_scale_factor == 1.0 && !c.pre_layernorm;
+/// HF's position_embedding_type for `c` when transformers' BertForMaskedLM computes what the
+/// engine computes ("absolute": BERT-A; "relative_key(_query)": Shaw with HF's unclipped
+/// per-layer tables), or "" when it cannot.
+std::string hf_position_type(const engine::ModelConfig& c) {
+    if (c.untie_cls || c.attention_scale_factor != 1.0 || c.pre_layernorm || c.position_offset != 0)
+        return "";
+    if (c.absolute_position == "input" && c.relative_position == "none") return "absolute";
+    const bool hf_clip =
+        c.max_relative_distance == 0 || c.max_relative_distance == c.max_position_embeddings - 1;
+    if (c.absolute_position == "none" && hf_clip && !c.shared_pos_term) {
+        if (c.relative_position == "shaw") return "relative_key";
+        if (c.relative_position == "shaw_key_query") return "relative_key_query";
+    }
+    return "";
 }
 
-/// Reads {"preset", "size", "absolute_position", "rel_pos", "rel_pos_bins", "max_rel_pos",
-/// "untie_cls", "shared_pos_term", "attention_scale_factor", "pre_layernorm"} into c; every key
-/// is optional except absolute_position, unknown keys are refused.
+bool hf_representable(const engine::ModelConfig& c) { return !hf_position_type(c).empty(); }
+
+/// Shaw's tables live in the position module (bert.position_bias.distance_embedding.N) and in
+/// HF under each layer's attention (bert.encoder.layer.N.attention.self.distance_embedding).
+const std::string kEngineShaw = "bert.position_bias.distance_embedding.";
+std::string to_hf_name(const std::string& name) {
+    if (!starts_with(name, kEngineShaw)) return name;
+    const std::string rest = name.substr(kEngineShaw.size());  // "N.weight"
+    const auto dot = rest.find('.');
+    return "bert.encoder.layer." + rest.substr(0, dot) + ".attention.self.distance_embedding" +
+           rest.substr(dot);
+}
+
+/// Reads {"preset", "size", "absolute_position", "relative_position" (or the older "rel_pos"),
+/// "rel_pos_bins", "max_rel_pos", "max_relative_distance", "rope_fraction", "rope_base",
+/// "position_offset", "untie_cls", "shared_pos_term", "attention_scale_factor",
+/// "pre_layernorm"} into c; every key is optional except absolute_position, unknown keys are
+/// refused.
 void read_workbench_block(const std::string& path, const nlohmann::json& block,
                           engine::ModelConfig& c) {
     const std::string where = std::string("\"") + kWorkbenchKey + "\"";
@@ -81,14 +106,17 @@ void read_workbench_block(const std::string& path, const nlohmann::json& block,
             path, where + "." + key + " " + what + ", got " + block[key].dump());
     };
     for (const auto& [key, value] : block.items()) {
-        if (key == "preset" || key == "size" || key == "absolute_position") {
+        if (key == "preset" || key == "size" || key == "absolute_position" ||
+            key == "relative_position") {
             if (!value.is_string()) fail(key, "must be a string");
         } else if (key == "rel_pos" || key == "untie_cls" || key == "shared_pos_term" ||
                    key == "pre_layernorm") {
             if (!value.is_boolean()) fail(key, "must be true or false");
-        } else if (key == "rel_pos_bins" || key == "max_rel_pos") {
+        } else if (key == "rel_pos_bins" || key == "max_rel_pos" ||
+                   key == "max_relative_distance" || key == "position_offset") {
             if (!value.is_number_integer()) fail(key, "must be an integer");
-        } else if (key == "attention_scale_factor") {
+        } else if (key == "attention_scale_factor" || key == "rope_fraction" ||
+                   key == "rope_base") {
             if (!value.is_number()) fail(key, "must be a number");
         } else {
             throw engine::CheckpointError(path, where + ": unknown key '" + key + "'");
@@ -96,24 +124,28 @@ void read_workbench_block(const std::string& path, const nlohmann::json& block,
     }
     if (!block.contains("absolute_position"))
         throw engine::CheckpointError(path, where + ": missing key 'absolute_position'");
-    try {
-        c.absolute_position =
-            engine::absolute_position_from_string(block["absolute_position"].get<std::string>());
-    } catch (const std::invalid_argument& e) {
-        throw engine::CheckpointError(path, where + "." + e.what());
-    }
+    c.absolute_position = block["absolute_position"].get<std::string>();
     c.preset = block.value("preset", c.preset);
     c.size = block.value("size", c.size);
-    c.rel_pos = block.value("rel_pos", c.rel_pos);
+    if (block.value("rel_pos", false)) c.relative_position = "t5";  // before the zoo
+    c.relative_position = block.value("relative_position", c.relative_position);
     c.rel_pos_bins = block.value("rel_pos_bins", c.rel_pos_bins);
     c.max_rel_pos = block.value("max_rel_pos", c.max_rel_pos);
+    c.max_relative_distance = block.value("max_relative_distance", c.max_relative_distance);
+    c.rope_fraction = block.value("rope_fraction", c.rope_fraction);
+    c.rope_base = block.value("rope_base", c.rope_base);
+    c.position_offset = block.value("position_offset", c.position_offset);
     c.untie_cls = block.value("untie_cls", c.untie_cls);
     c.shared_pos_term = block.value("shared_pos_term", c.shared_pos_term);
     c.attention_scale_factor = block.value("attention_scale_factor", c.attention_scale_factor);
     c.pre_layernorm = block.value("pre_layernorm", c.pre_layernorm);
+    try {
+        engine::describe_position(c);
+    } catch (const std::invalid_argument& e) {
+        throw engine::CheckpointError(path, where + "." + e.what());
+    }
 }
 
-/// Writes `text` to path atomically (temporary file + rename).
 void write_text_file(const fs::path& path, const std::string& text) {
     const fs::path tmp = path.string() + ".tmp";
     {
@@ -191,8 +223,25 @@ engine::ModelConfig read_hf_bert_config(const std::string& path) {
         throw engine::CheckpointError(path, "is_decoder = true: only encoders are supported");
     const bool tupe_family = j.contains("model_type") && j["model_type"] == kTupeModelType;
     if (!tupe_family) {
-        require_string("position_embedding_type", "absolute");
         require_string("model_type", "bert");
+        const std::string type =
+            j.contains("position_embedding_type") && j["position_embedding_type"].is_string()
+                ? j["position_embedding_type"].get<std::string>()
+                : "absolute";
+        if (j.contains("position_embedding_type") && !j["position_embedding_type"].is_string())
+            throw engine::CheckpointError(path, "key 'position_embedding_type' must be a string");
+        if (type == "relative_key" || type == "relative_key_query") {
+            // Shaw et al. as modeling_bert computes it: per-layer distance tables, no absolute
+            // positions at the input.
+            c.absolute_position = "none";
+            c.relative_position = type == "relative_key" ? "shaw" : "shaw_key_query";
+            c.shared_pos_term = false;
+            c.preset = type == "relative_key" ? "shaw" : "shaw-kq";
+        } else if (type != "absolute") {
+            throw engine::CheckpointError(
+                path, "key 'position_embedding_type' is \"" + type +
+                          "\"; supported: absolute, relative_key, relative_key_query");
+        }
     }
     // The workbench's own block (written by export_hf_bert): the variant's positional fields.
     // Required for model_type "tupe"; for "bert" it may only restate BERT-A.
@@ -203,11 +252,11 @@ engine::ModelConfig read_hf_bert_config(const std::string& path) {
                                                 "\" needs the \"" + kWorkbenchKey + "\" block");
     }
     if (!tupe_family && !hf_representable(c))
-        throw engine::CheckpointError(
-            path, std::string("model_type \"bert\" but the \"") + kWorkbenchKey +
-                      "\" block describes " + c.preset +
-                      " (absolute_position = " + engine::to_string(c.absolute_position) +
-                      "); expected model_type \"" + kTupeModelType + "\"");
+        throw engine::CheckpointError(path, std::string("model_type \"bert\" but the \"") +
+                                                kWorkbenchKey + "\" block describes " + c.preset +
+                                                " (" + engine::describe_position(c).summary +
+                                                "); expected model_type \"" + kTupeModelType +
+                                                "\"");
     try {
         c.validate();
     } catch (const std::exception& e) {
@@ -259,7 +308,7 @@ engine::BertForMaskedLM import_hf_bert(const std::string& dir) {
     torch::NoGradGuard no_grad;
     std::set<std::string> used;
     for (auto& item : model->named_parameters(/*recurse=*/true)) {
-        const std::string& name = item.key();
+        const std::string name = to_hf_name(item.key());
         auto found = by_name.find(name);
         if (found == by_name.end()) {
             throw engine::CheckpointError(
@@ -277,8 +326,11 @@ engine::BertForMaskedLM import_hf_bert(const std::string& dir) {
         param.copy_(src.to(param.scalar_type()));
         used.insert(name);
     }
+    const bool no_input_table = model->bert->embeddings->position_embeddings.is_empty();
     for (const auto& [name, tensor] : by_name) {
         if (used.count(name)) continue;
+        // HF keeps an (unused) absolute table beside relative_key attention.
+        if (no_input_table && name == "bert.embeddings.position_embeddings.weight") continue;
         if (!ignored_hf_name(name)) {
             throw engine::CheckpointError(
                 weights_file,
@@ -330,13 +382,17 @@ std::string hf_config_for(const engine::ModelConfig& c) {
         {"initializer_range", c.initializer_range},
         {"pad_token_id", c.pad_token_id},
     };
-    if (hf_representable(c)) j["position_embedding_type"] = "absolute";
+    if (hf_representable(c)) j["position_embedding_type"] = hf_position_type(c);
     j[kWorkbenchKey] = {{"preset", c.preset},
                         {"size", c.size},
-                        {"absolute_position", engine::to_string(c.absolute_position)},
-                        {"rel_pos", c.rel_pos},
+                        {"absolute_position", c.absolute_position},
+                        {"relative_position", c.relative_position},
                         {"rel_pos_bins", c.rel_pos_bins},
                         {"max_rel_pos", c.max_rel_pos},
+                        {"max_relative_distance", c.max_relative_distance},
+                        {"rope_fraction", c.rope_fraction},
+                        {"rope_base", c.rope_base},
+                        {"position_offset", c.position_offset},
                         {"untie_cls", c.untie_cls},
                         {"shared_pos_term", c.shared_pos_term},
                         {"attention_scale_factor", c.attention_scale_factor},
@@ -363,7 +419,14 @@ void export_hf_bert(engine::BertForMaskedLM& model, const std::string& vocab_pat
     // as in transformers' own safetensors files, not stored twice.
     NamedTensors tensors;
     for (const auto& item : model->named_parameters(/*recurse=*/true))
-        tensors.emplace_back(item.key(), item.value().detach().to(torch::kCPU, torch::kFloat));
+        tensors.emplace_back(to_hf_name(item.key()),
+                             item.value().detach().to(torch::kCPU, torch::kFloat));
+    if (hf_position_type(config).rfind("relative_key", 0) == 0) {
+        // transformers' BertEmbeddings builds its absolute table for every position type and
+        // adds it only for "absolute": zeros, so from_pretrained finds every tensor.
+        tensors.emplace_back("bert.embeddings.position_embeddings.weight",
+                             torch::zeros({config.max_position_embeddings, config.hidden_size}));
+    }
     write_safetensors((d / "model.safetensors").string(), tensors,
                       {{"format", "pt"}, {"producer", "tupe export"}});
     write_text_file(d / "config.json", hf_config_for(config));

@@ -22,17 +22,15 @@ using detail::to_cpu_float;
 
 PositionalCorrelation tupe_positional_correlation(engine::BertModel& model, int64_t T) {
     const auto& config = model->config();
-    require(config.absolute_position == engine::AbsolutePosition::kUntied &&
-                !model->position_bias.is_empty(),
-            std::string("tupe_positional_correlation needs a TUPE model (absolute_position = "
-                        "untied), got ") +
-                engine::to_string(config.absolute_position));
+    require(model->position->description().untied,
+            "tupe_positional_correlation needs a TUPE model (absolute_position = untied), got " +
+                model->position->description().summary);
     require(T >= 1 && T <= config.max_position_embeddings,
             "tupe_positional_correlation: T = " + std::to_string(T) + " outside 1.." +
                 std::to_string(config.max_position_embeddings));
     engine::EvalModeGuard eval_mode(*model);
     torch::NoGradGuard no_grad;
-    auto& positional = model->position_bias;
+    auto& positional = model->position;
     const int64_t H = config.num_attention_heads;
 
     PositionalCorrelation out;
@@ -53,7 +51,7 @@ PositionalCorrelation tupe_positional_correlation(engine::BertModel& model, int6
             group.reset.select(2, 0).copy_(group.theta2.view({H, 1}).expand({H, T}));
             group.reset.select(1, 0).copy_(group.theta1.view({H, 1}).expand({H, T}));
         }
-        group.total = to_cpu_float(terms.bias_for(static_cast<size_t>(g)));
+        group.total = to_cpu_float(terms.for_layer(static_cast<size_t>(g)).bias);
         group.probs = torch::softmax(group.total.to(torch::kDouble), -1).to(torch::kFloat);
         out.groups.push_back(std::move(group));
     }

@@ -108,9 +108,19 @@ FourTerms decompose_first_layer(engine::BertModel& model, const torch::Tensor& i
     auto word = dbl(emb.word_embeddings->weight).index_select(0, ids.reshape({-1})).view({B, T, C});
     auto zero = torch::zeros_like(word);
     Streams s{word, zero, zero};
-    if (!emb.position_embeddings.is_empty()) {
-        // BERT-A/R: positions 0..T-1, (T, C) -> (1, T, C) -> (B, T, C)
-        s.pos = dbl(emb.position_embeddings->weight).slice(0, 0, T).unsqueeze(0).expand({B, T, C});
+    auto& positional = model->position;
+    const engine::PositionDescription& scheme = positional->description();
+    require(!scheme.rotary && !scheme.content_bias,
+            "decompose_first_layer: the four-term split (Fig. 2) needs positions added to the "
+            "input or to q/k; " +
+                scheme.summary +
+                " mixes them inside attention (its named "
+                "terms come from engine::LayerPosition::terms)");
+    engine::PositionTerms terms = positional->forward(T);
+    if (terms.input.defined()) {
+        // BERT-A/R, sinusoidal: the input slot at positions offset..offset+T-1,
+        // (T, C) -> (1, T, C) -> (B, T, C)
+        s.pos = dbl(terms.input).unsqueeze(0).expand({B, T, C});
     }
     if (!emb.token_type_embeddings.is_empty()) {
         // Token type 0 everywhere, as forward() with undefined token_type_ids: (C) -> (B, T, C)
@@ -127,14 +137,13 @@ FourTerms decompose_first_layer(engine::BertModel& model, const torch::Tensor& i
     auto q_r = torch::linear(s.rest, wq, dbl(self.query->bias));
     auto k_r = torch::linear(s.rest, wk, dbl(self.key->bias));
 
-    const auto mode = config.absolute_position;
-    auto& positional = model->position_bias;
-    if (mode == engine::AbsolutePosition::kDecoupled) {
+    if (scheme.qk_offsets) {
         // BERT-Ad: q += pos_q_linear(pos_ln(p)). pos_ln is split like the embedding LayerNorm
         // (one stream), so the position query is (p - mean p) / sigma_p * g U^Q and pos_ln's
         // bias (through U^Q) and U^Q's own bias join the rest.
         auto proj = positional->projections->ptr<engine::PositionProjectionImpl>(0);
-        auto p = dbl(positional->pos->weight).slice(0, 0, T).unsqueeze(0);  // (1, T, C)
+        auto rows = positional->positions(T, positional->pos->weight.device());
+        auto p = dbl(positional->pos->weight.index_select(0, rows)).unsqueeze(0);  // (1, T, C)
         Streams ps =
             split_layer_norm({p, torch::zeros_like(p), torch::zeros_like(p)}, positional->pos_ln);
         auto uq = dbl(proj->pos_q_linear->weight), uk = dbl(proj->pos_k_linear->weight);
@@ -159,19 +168,16 @@ FourTerms decompose_first_layer(engine::BertModel& model, const torch::Tensor& i
     auto rest = product(q_w + q_p, k_r) + product(q_r, k_w + k_p) + product(q_r, k_r);
 
     auto bias = torch::zeros_like(word_word);
-    if (!positional.is_empty()) {
-        auto terms = positional->forward(T);
-        auto model_bias = terms.bias_for(0);  // (H, T, T) or undefined
-        if (mode == engine::AbsolutePosition::kUntied) {
-            // TUPE: the untied term (after the [CLS] reset) is the position->position term;
-            // the relative bias (TUPE-R) stays a bias.
-            auto rel = positional->relative_bias(T);
-            auto untied = rel.defined() ? model_bias - rel : model_bias;
-            pos_pos = dbl(untied).unsqueeze(0).expand({B, H, T, T});
-            if (rel.defined()) bias = dbl(rel).unsqueeze(0).expand({B, H, T, T});
-        } else if (model_bias.defined()) {
-            bias = dbl(model_bias).unsqueeze(0).expand({B, H, T, T});  // (H, T, T) -> (B, H, T, T)
-        }
+    auto model_bias = terms.for_layer(0).bias;  // (H, T, T) or undefined
+    if (scheme.untied) {
+        // TUPE: the untied term (after the [CLS] reset) is the position->position term;
+        // the relative bias (TUPE-R) stays a bias.
+        auto rel = positional->relative_bias(T);
+        auto untied = rel.defined() ? model_bias - rel : model_bias;
+        pos_pos = dbl(untied).unsqueeze(0).expand({B, H, T, T});
+        if (rel.defined()) bias = dbl(rel).unsqueeze(0).expand({B, H, T, T});
+    } else if (model_bias.defined()) {
+        bias = dbl(model_bias).unsqueeze(0).expand({B, H, T, T});  // (H, T, T) -> (B, H, T, T)
     }
     out.word_word = to_cpu_float(word_word);
     out.word_pos = to_cpu_float(word_pos);

@@ -1,5 +1,5 @@
 // The BERT encoder family and its MLM head (HF modeling_bert structure and names; TUPE's
-// positional terms from engine/tupe.h are computed once per forward and passed to each layer).
+// positional terms from engine/position.h are computed once per forward and passed to each layer).
 #include "engine/bert.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -76,7 +76,7 @@ torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
 BertEmbeddingsImpl::BertEmbeddingsImpl(const ModelConfig& c) {
     word_embeddings =
         register_module("word_embeddings", torch::nn::Embedding(c.vocab_size, c.hidden_size));
-    if (c.absolute_position == AbsolutePosition::kInput)
+    if (describe_position(c).learned_input)
         position_embeddings = register_module(
             "position_embeddings", torch::nn::Embedding(c.max_position_embeddings, c.hidden_size));
     if (c.type_vocab_size > 0)
@@ -87,12 +87,11 @@ BertEmbeddingsImpl::BertEmbeddingsImpl(const ModelConfig& c) {
 }
 
 torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids,
-                                          const torch::Tensor& token_type_ids) {
+                                          const torch::Tensor& token_type_ids,
+                                          const torch::Tensor& position_input) {
     auto x = word_embeddings(input_ids);  // (B, T, C)
-    if (!position_embeddings.is_empty()) {
-        // BERT-A: positions 0..T-1 in order, added to the words (the mixing TUPE removes).
-        x = x + position_embeddings->weight.slice(0, 0, input_ids.size(1)).unsqueeze(0);
-    }
+    // BERT-A, sinusoidal: positions added to the words (the mixing TUPE removes).
+    if (position_input.defined()) x = x + position_input.unsqueeze(0);
     if (!token_type_embeddings.is_empty()) {
         if (token_type_ids.defined())
             x = x + token_type_embeddings(token_type_ids);
@@ -115,9 +114,7 @@ BertSelfAttentionImpl::BertSelfAttentionImpl(const ModelConfig& c)
 }
 
 torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& mask_bias,
-                                             const torch::Tensor& position_bias,
-                                             const torch::Tensor& q_offset,
-                                             const torch::Tensor& k_offset,
+                                             const LayerPosition& position,
                                              torch::Tensor* logits_out, torch::Tensor* probs_out) {
     const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
     // One fused projection for Q, K and V; the parameters keep HF's separate names.
@@ -126,27 +123,24 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const torch
     auto qkv = torch::linear(x, w, b);                                    // (B, T, 3C)
     auto parts = qkv.chunk(3, -1);
     auto q = parts[0], k = parts[1], v = parts[2];
-    if (q_offset.defined()) {
-        // BERT-Ad: (xW^Q + p'U^Q)(xW^K + p'U^K)^T = the four terms of the paper's Eq. (6).
-        q = q + q_offset.unsqueeze(0);  // (T, C) broadcast over B
-        k = k + k_offset.unsqueeze(0);
-    }
+    position.offset_qk(q, k);  // BERT-Ad's q/k slot
     // (B, T, C) -> (B, T, H, d) -> (B, H, T, d)
     q = q.view({B, T, num_heads, head_dim}).transpose(1, 2);
     k = k.view({B, T, num_heads, head_dim}).transpose(1, 2);
     v = v.view({B, T, num_heads, head_dim}).transpose(1, 2);
 
-    // Both products as one sgemm per head on the views' strides (engine/batched_matmul.h).
-    auto scores = batched_matmul(q * scaling, k.transpose(-2, -1));  // (B, H, T, T)
+    // Scaled q.k^T, with RoPE's rotation and the content-dependent terms (Shaw, DeBERTa); the
+    // products are one sgemm per head on the views' strides (engine/batched_matmul.h).
+    auto scores = position.scores(q, k);  // (B, H, T, T)
     torch::Tensor probs;
     if (!logits_out && !probs_out) {
         // Training path: bias (H, T, T) broadcast over B, mask (B, 1, 1, T) and softmax in one
         // CPU kernel with its own backward (engine/fused_ops.h; elsewhere the composition below).
-        probs = fused_attention_softmax(scores, position_bias, mask_bias);  // (B, H, T, T)
+        probs = fused_attention_softmax(scores, position.bias, mask_bias);  // (B, H, T, T)
     } else {
         // The analysis hook: the unfused composition, so the logits before the mask come out.
         // The positional bias (H, T, T) broadcasts over the batch; never copied to B*H*T*T.
-        if (position_bias.defined()) scores = scores + position_bias.unsqueeze(0);
+        if (position.bias.defined()) scores = scores + position.bias.unsqueeze(0);
         if (logits_out) *logits_out = scores;
         if (mask_bias.defined()) scores = scores + mask_bias;  // (B, 1, 1, T)
         probs = torch::softmax(scores, -1);
@@ -190,20 +184,18 @@ BertLayerImpl::BertLayerImpl(const ModelConfig& c) : pre_layernorm(c.pre_layerno
 }
 
 torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& mask_bias,
-                                     const torch::Tensor& position_bias,
-                                     const torch::Tensor& q_offset, const torch::Tensor& k_offset,
-                                     torch::Tensor* logits_out, torch::Tensor* probs_out) {
+                                     const LayerPosition& position, torch::Tensor* logits_out,
+                                     torch::Tensor* probs_out) {
     auto& attn_out = attention->output;
     if (pre_layernorm) {
         // Pre-LN: x + f(LN(x)); attention.output.LayerNorm and output.LayerNorm normalise the
         // inputs of the two sub-layers.
-        auto h = attention->self(apply_norm(attn_out->LayerNorm, x), mask_bias, position_bias,
-                                 q_offset, k_offset, logits_out, probs_out);
+        auto h = attention->self(apply_norm(attn_out->LayerNorm, x), mask_bias, position,
+                                 logits_out, probs_out);
         auto y = attn_out(h, x);
         return output(intermediate(apply_norm(output->LayerNorm, y)), y);
     }
-    auto h =
-        attention->self(x, mask_bias, position_bias, q_offset, k_offset, logits_out, probs_out);
+    auto h = attention->self(x, mask_bias, position, logits_out, probs_out);
     auto y = attn_out(h, x);
     return output(intermediate(y), y);
 }
@@ -219,8 +211,11 @@ BertEncoderImpl::BertEncoderImpl(const ModelConfig& c) {
 BertModelImpl::BertModelImpl(const ModelConfig& config) : config_(config) {
     config_.validate();
     embeddings = register_module("embeddings", BertEmbeddings(config_));
-    UntiedPositionBias bias(config_);
-    if (bias->has_terms()) position_bias = register_module("position_bias", bias);
+    position = PositionEncoding(config_);
+    position->attach_word_table(embeddings->word_embeddings);
+    if (!embeddings->position_embeddings.is_empty())
+        position->attach_input_table(embeddings->position_embeddings);
+    if (position->has_parameters()) position = register_module("position_bias", position);
     encoder = register_module("encoder", BertEncoder(config_));
     init_bert_weights(*this, config_);
 }
@@ -230,26 +225,26 @@ EncoderOutput BertModelImpl::forward(const torch::Tensor& input_ids,
                                      const torch::Tensor& token_type_ids, bool output_attentions) {
     TORCH_CHECK(input_ids.dim() == 2, "input_ids must be (B, T), got ", input_ids.sizes());
     const int64_t T = input_ids.size(1);
-    TORCH_CHECK(T >= 1 && T <= config_.max_position_embeddings, "sequence of ", T,
-                " tokens does not fit max_position_embeddings = ", config_.max_position_embeddings);
-    auto x = embeddings(input_ids, token_type_ids);  // (B, T, C)
+    TORCH_CHECK(T >= 1, "input_ids: empty sequence");
+    // Every positional term is computed once, before the layer loop (TUPE, Sec. 3.2); a learned
+    // table refuses positions beyond max_position_embeddings here.
+    PositionTerms terms = position->forward(position->positions(T, input_ids.device()),
+                                            embeddings->word_embeddings->weight.scalar_type());
+    auto x = embeddings(input_ids, token_type_ids, terms.input);  // (B, T, C)
 
     torch::Tensor mask_bias;
     if (attention_mask.defined()) {
         // (B, T) -> (B, 1, 1, T): 0 for tokens, a large negative number for padding.
         mask_bias = (1.0 - attention_mask.to(x.dtype())).view({input_ids.size(0), 1, 1, T}) * -1e9;
     }
-    // The positional term is computed once, before the layer loop (TUPE, Sec. 3.2).
-    PositionTerms terms;
-    if (!position_bias.is_empty()) terms = position_bias(T);
 
     EncoderOutput out;
     const size_t L = encoder->layer->size();
     for (size_t i = 0; i < L; ++i) {
         torch::Tensor logits, probs;
-        x = encoder->layer[i]->as<BertLayerImpl>()->forward(
-            x, mask_bias, terms.bias_for(i), terms.q_offset_for(i), terms.k_offset_for(i),
-            output_attentions ? &logits : nullptr, output_attentions ? &probs : nullptr);
+        x = encoder->layer[i]->as<BertLayerImpl>()->forward(x, mask_bias, terms.for_layer(i),
+                                                            output_attentions ? &logits : nullptr,
+                                                            output_attentions ? &probs : nullptr);
         if (output_attentions) {
             out.attention_logits.push_back(logits);
             out.attention_probs.push_back(probs);

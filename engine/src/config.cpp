@@ -6,26 +6,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "engine/position_scheme.h"
+
 namespace engine {
-
-const char* to_string(AbsolutePosition mode) {
-    switch (mode) {
-        case AbsolutePosition::kInput: return "input";
-        case AbsolutePosition::kUntied: return "untied";
-        case AbsolutePosition::kDecoupled: return "decoupled";
-        case AbsolutePosition::kNone: return "none";
-    }
-    return "?";
-}
-
-AbsolutePosition absolute_position_from_string(const std::string& name) {
-    if (name == "input") return AbsolutePosition::kInput;
-    if (name == "untied") return AbsolutePosition::kUntied;
-    if (name == "decoupled") return AbsolutePosition::kDecoupled;
-    if (name == "none") return AbsolutePosition::kNone;
-    throw std::invalid_argument("absolute_position: unknown value '" + name +
-                                "' (expected input, untied, decoupled or none)");
-}
 
 void ModelConfig::validate() const {
     auto fail = [](const std::string& msg) { throw std::invalid_argument("model." + msg); };
@@ -43,16 +26,19 @@ void ModelConfig::validate() const {
     if (attention_probs_dropout_prob < 0 || attention_probs_dropout_prob >= 1)
         fail("attention_probs_dropout_prob must be in [0, 1)");
     if (!(attention_scale_factor > 0)) fail("attention_scale_factor must be > 0");
-    if (rel_pos && (rel_pos_bins < 4 || rel_pos_bins % 2 != 0))
+    const bool t5 = relative_position == "t5";
+    if (t5 && (rel_pos_bins < 4 || rel_pos_bins % 2 != 0))
         fail("rel_pos_bins must be even and >= 4, got " + std::to_string(rel_pos_bins));
-    if (rel_pos && max_rel_pos <= rel_pos_bins / 4)
-        fail("max_rel_pos must exceed rel_pos_bins / 4");
+    if (t5 && max_rel_pos <= rel_pos_bins / 4) fail("max_rel_pos must exceed rel_pos_bins / 4");
     if (pad_token_id < 0 || pad_token_id >= vocab_size) fail("pad_token_id out of range");
+    describe_position(*this);  // the positional scheme and its modifiers
 }
 
 const std::vector<std::string>& model_presets() {
-    static const std::vector<std::string> names = {"bert-a", "bert-r",         "tupe-a",
-                                                   "tupe-r", "tupe-a-tie-cls", "bert-ad"};
+    static const std::vector<std::string> names = {
+        "bert-a",     "bert-r", "tupe-a",    "tupe-r", "tupe-a-tie-cls", "bert-ad",
+        "sinusoidal", "nope",   "t5",        "shaw",   "shaw-kq",        "rope",
+        "rope-cls",   "alibi",  "alibi-cls", "deberta"};
     return names;
 }
 
@@ -90,28 +76,43 @@ ModelConfig make_model_config(const std::string& preset, const std::string& size
     }
     // Scale factors as in the reference: TUPE scales both terms by 1/sqrt(2d) and BERT-Ad's
     // four terms by 1/sqrt(4d) (TUPE_NOTES.md).
+    // Each preset is one line of the positional zoo (engine/position.h cites each formula).
     if (preset == "bert-a") {
-        c.absolute_position = AbsolutePosition::kInput;
+        c.absolute_position = "input";
     } else if (preset == "bert-r") {
-        c.absolute_position = AbsolutePosition::kInput;
-        c.rel_pos = true;
+        c.absolute_position = "input", c.relative_position = "t5";
     } else if (preset == "tupe-a") {
-        c.absolute_position = AbsolutePosition::kUntied;
-        c.untie_cls = true;
-        c.attention_scale_factor = 2.0;
+        c.absolute_position = "untied", c.untie_cls = true, c.attention_scale_factor = 2.0;
     } else if (preset == "tupe-r") {
-        c.absolute_position = AbsolutePosition::kUntied;
-        c.untie_cls = true;
-        c.rel_pos = true;
+        c.absolute_position = "untied", c.relative_position = "t5", c.untie_cls = true;
         c.attention_scale_factor = 2.0;
     } else if (preset == "tupe-a-tie-cls") {
-        c.absolute_position = AbsolutePosition::kUntied;
-        c.untie_cls = false;
-        c.attention_scale_factor = 2.0;
+        c.absolute_position = "untied", c.attention_scale_factor = 2.0;
     } else if (preset == "bert-ad") {
-        c.absolute_position = AbsolutePosition::kDecoupled;
-        c.shared_pos_term = false;
+        c.absolute_position = "decoupled", c.shared_pos_term = false;
         c.attention_scale_factor = 4.0;
+    } else if (preset == "sinusoidal") {  // Vaswani et al. 2017, sec. 3.5
+        c.absolute_position = "sinusoidal";
+    } else if (preset == "nope") {  // Kazemnejad et al. 2023: the order-blind control
+        c.absolute_position = "none";
+    } else if (preset == "t5") {  // Raffel et al. 2020; TUPE Eq. 5 without the input table
+        c.absolute_position = "none", c.relative_position = "t5";
+    } else if (preset == "shaw") {  // Shaw et al. 2018; HF relative_key
+        c.absolute_position = "none", c.relative_position = "shaw", c.shared_pos_term = false;
+    } else if (preset == "shaw-kq") {  // Huang et al. 2020; HF relative_key_query
+        c.absolute_position = "none", c.relative_position = "shaw_key_query";
+        c.shared_pos_term = false;
+    } else if (preset == "rope") {  // Su et al., RoFormer, Eq. 14-16
+        c.absolute_position = "none", c.relative_position = "rope";
+    } else if (preset == "rope-cls") {  // RoPE + TUPE's [CLS] reset (new)
+        c.absolute_position = "none", c.relative_position = "rope", c.untie_cls = true;
+    } else if (preset == "alibi") {  // Press et al., ALiBi, sec. 3 (symmetric)
+        c.absolute_position = "none", c.relative_position = "alibi";
+    } else if (preset == "alibi-cls") {  // ALiBi + TUPE's [CLS] reset (new)
+        c.absolute_position = "none", c.relative_position = "alibi", c.untie_cls = true;
+    } else if (preset == "deberta") {  // He et al., DeBERTa, Eq. 3-4
+        c.absolute_position = "none", c.relative_position = "deberta", c.shared_pos_term = false;
+        c.attention_scale_factor = 3.0;
     } else {
         throw std::invalid_argument("unknown model preset '" + preset + "' (expected " +
                                     join(model_presets()) + ")");
@@ -141,9 +142,13 @@ void visit_fields(PretrainConfig& c, Visitor&& v) {
     v("model.initializer_range", m.initializer_range);
     v("model.pad_token_id", m.pad_token_id);
     v("model.absolute_position", m.absolute_position);
-    v("model.rel_pos", m.rel_pos);
+    v("model.relative_position", m.relative_position);
     v("model.rel_pos_bins", m.rel_pos_bins);
     v("model.max_rel_pos", m.max_rel_pos);
+    v("model.max_relative_distance", m.max_relative_distance);
+    v("model.rope_fraction", m.rope_fraction);
+    v("model.rope_base", m.rope_base);
+    v("model.position_offset", m.position_offset);
     v("model.untie_cls", m.untie_cls);
     v("model.shared_pos_term", m.shared_pos_term);
     v("model.attention_scale_factor", m.attention_scale_factor);
@@ -183,7 +188,6 @@ std::string format_value(const std::string& s) { return s; }
 std::string format_value(bool b) { return b ? "true" : "false"; }
 std::string format_value(int64_t i) { return std::to_string(i); }
 std::string format_value(uint64_t i) { return std::to_string(i); }
-std::string format_value(AbsolutePosition p) { return to_string(p); }
 std::string format_value(double d) {
     std::ostringstream os;
     os.precision(17);
@@ -192,9 +196,6 @@ std::string format_value(double d) {
 }
 
 void parse_value(const std::string& s, std::string& out) { out = s; }
-void parse_value(const std::string& s, AbsolutePosition& out) {
-    out = absolute_position_from_string(s);
-}
 void parse_value(const std::string& s, bool& out) {
     if (s == "true")
         out = true;
@@ -227,6 +228,11 @@ std::vector<std::string> config_keys() {
     return keys;
 }
 
+const std::vector<std::string>& legacy_config_keys() {
+    static const std::vector<std::string> keys = {"model.rel_pos"};
+    return keys;
+}
+
 std::string config_to_text(const PretrainConfig& config) {
     std::string out;
     PretrainConfig copy = config;
@@ -238,6 +244,17 @@ std::string config_to_text(const PretrainConfig& config) {
 }
 
 void set_config_value(PretrainConfig& config, const std::string& key, const std::string& value) {
+    if (key == "model.rel_pos") {
+        // Before the positional zoo the T5 bias was a flag; checkpoints and YAML files from
+        // then still say so.
+        bool on = false;
+        parse_value(value, on);
+        if (on)
+            config.model.relative_position = "t5";
+        else if (config.model.relative_position == "t5")
+            config.model.relative_position = "none";
+        return;
+    }
     bool found = false;
     visit_fields(config, [&](const char* k, auto& field) {
         if (key != k) return;
@@ -248,6 +265,7 @@ void set_config_value(PretrainConfig& config, const std::string& key, const std:
 }
 
 std::string get_config_value(const PretrainConfig& config, const std::string& key) {
+    if (key == "model.rel_pos") return config.model.relative_position == "t5" ? "true" : "false";
     std::string out;
     bool found = false;
     PretrainConfig copy = config;

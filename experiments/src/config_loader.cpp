@@ -103,7 +103,10 @@ struct Setting {
 class Loader {
   public:
     explicit Loader(std::string name, std::vector<std::string> foreign_keys = {})
-        : name_(std::move(name)), keys_(engine::config_keys()), foreign_(std::move(foreign_keys)) {}
+        : name_(std::move(name)), keys_(engine::config_keys()), foreign_(std::move(foreign_keys)) {
+        // Old files' keys are read (set_config_value maps them) but never suggested.
+        for (const auto& k : engine::legacy_config_keys()) legacy_.push_back(k);
+    }
 
     engine::PretrainConfig load(const std::string& yaml_text,
                                 const std::vector<std::string>& overrides) {
@@ -176,7 +179,7 @@ class Loader {
         for (const auto& entry : node) {
             const std::string path = section + "." + key_text(entry.first, section);
             check_duplicate(seen, path, entry.first.Mark());
-            if (!contains(keys_, path))
+            if (!contains(keys_, path) && !contains(legacy_, path))
                 fail_at(entry.first.Mark(), path, "unknown key" + did_you_mean(nearest(path)));
             add_scalar(path, entry.first, entry.second);
         }
@@ -250,7 +253,7 @@ class Loader {
         s.key = key;
         s.value = text.substr(eq + 1);
         s.override_text = text;
-        if (!contains(keys_, key))
+        if (!contains(keys_, key) && !contains(legacy_, key))
             fail_at(s, "unknown key '" + key + "'" + did_you_mean(nearest(key)));
         settings_.push_back(std::move(s));
     }
@@ -324,6 +327,7 @@ class Loader {
 
     std::string name_;
     std::vector<std::string> keys_;
+    std::vector<std::string> legacy_;  // engine::legacy_config_keys()
     std::vector<std::string> foreign_;
     std::vector<Setting> settings_;
 };

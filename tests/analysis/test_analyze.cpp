@@ -2,7 +2,8 @@
 // pooled uniformity and [CLS] maps equal the microscope run once on the whole padded batch and do
 // not depend on batching; each variant gets only its maps (the rest skipped with a reason); long
 // sentences are truncated with a note or refused; write_analysis leaves exactly the files
-// index.json lists, with the shapes it states, readable with read_npy.
+// index.json lists, with the shapes it states, readable with read_npy; every scheme's named
+// layer-0 terms add up to the model's own layer-0 logits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "analysis/analyze.h"
+#include "analysis/attention_analysis.h"
 #include "analysis/npy.h"
 #include "engine/bert.h"
 #include "engine/config.h"
@@ -166,7 +168,7 @@ TEST(Analyze, TupeGetsItsCorrelationAndTaxonomyButNoCrossTerms) {
     auto bert = tiny_model("bert-a");
     const AnalysisOutput no_tupe = analyze_model(bert, tokenizer(), kSentences);
     EXPECT_FALSE(no_tupe.tupe.has_value());
-    EXPECT_TRUE(skipped(no_tupe, "tupe", "absolute_position = input"));
+    EXPECT_TRUE(skipped(no_tupe, "tupe", "learned absolute positions at the input"));
 }
 
 TEST(Analyze, LongSentencesAreTruncatedWithANoteOrRefused) {
@@ -287,8 +289,126 @@ TEST_F(AnalyzeTest, IndexListsEveryFileWithItsShape) {
                 }
         }
         EXPECT_TRUE(listed.count("cls/from_cls_h1.csv"));
+        EXPECT_TRUE(listed.count("scheme_terms/content_h1.csv"));  // every scheme
+        EXPECT_TRUE(listed.count("scheme_terms/bias.npy"));        // both have a static bias
         EXPECT_TRUE(listed.count("input/tokens.txt"));
         const torch::Tensor from = read_npy((dir / "cls/from_cls.npy").string());
         expect_close(from, out.cls.from_cls);
+    }
+}
+
+// Every scheme's own layer-0 terms (engine::LayerPosition::terms) reach scheme_terms/ under
+// their names, and they are the model's logits taken apart: for one unpadded sentence the
+// written terms of each head add up to the logits of the model's own forward pass, and over a
+// padded batch in two batches to the logits' mean over the sentences with both tokens.
+TEST_F(AnalyzeTest, SchemeTermsAddUpToTheFirstLayerLogitsOfEveryScheme) {
+    // "tupe-a pre-ln": layer 0 attends over LN(x), which the recomputed q and k must follow.
+    for (const std::string preset :
+         {"rope", "deberta", "tupe-a", "alibi", "t5", "bert-ad", "tupe-a pre-ln"}) {
+        SCOPED_TRACE(preset);
+        const bool pre_ln = preset == "tupe-a pre-ln";
+        engine::BertForMaskedLM model{nullptr};
+        if (pre_ln) {
+            engine::ModelConfig c = test_support::tiny16_config("tupe-a", 15, kMaxPositions);
+            c.pre_layernorm = true;
+            torch::manual_seed(3);
+            model = engine::BertForMaskedLM(c);
+            torch::NoGradGuard no_grad;
+            for (auto& p : model->parameters()) p.normal_(0.0, 0.4);  // as tiny_model
+        } else {
+            model = tiny_model(preset);
+        }
+        const engine::PositionDescription& scheme = model->bert->position->description();
+        const AnalysisOutput one = analyze_model(model, tokenizer(), {"the cat sat on a mat"});
+        const int64_t H = one.config.num_attention_heads, T = one.input_ids.size(1);
+        ASSERT_EQ(T, 8);
+        ASSERT_EQ(one.scheme_terms.terms.size(), scheme.logit_terms.size());
+        EXPECT_EQ(one.scheme_terms.summary, scheme.summary);
+
+        const fs::path dir = dir_ / (pre_ln ? std::string("tupe-a-pre-ln") : preset);
+        const std::vector<IndexEntry> entries = write_analysis(one, dir.string());
+        torch::NoGradGuard no_grad;
+        model->eval();
+        const torch::Tensor logits =  // (H, T, T) of the only sentence
+            model->bert->forward(one.input_ids, one.attention_mask, {}, true)
+                .attention_logits[0][0]
+                .to(torch::kDouble);
+        auto sum = torch::zeros({H, T, T}, torch::kDouble);
+        for (size_t k = 0; k < scheme.logit_terms.size(); ++k) {
+            const std::string& name = scheme.logit_terms[k];
+            SCOPED_TRACE(name);
+            EXPECT_EQ(one.scheme_terms.terms[k].first, name);
+            const torch::Tensor all = read_npy((dir / ("scheme_terms/" + name + ".npy")).string());
+            ASSERT_EQ(all.sizes(), (std::vector<int64_t>{H, T, T}));
+            expect_close(all, one.scheme_terms.terms[k].second, 1e-7);
+            for (int64_t h = 0; h < H; ++h) {
+                const std::string rel = "scheme_terms/" + name + "_h" + std::to_string(h);
+                expect_close(read_npy((dir / (rel + ".npy")).string()), all[h], 1e-7);
+                int listed = 0;
+                for (const IndexEntry& e : entries)
+                    if (e.file == rel + ".npy" || e.file == rel + ".csv") {
+                        ++listed;
+                        EXPECT_EQ(e.what, "scheme_" + name);
+                        EXPECT_EQ(e.layer, 0);
+                        EXPECT_EQ(e.head, h);
+                        EXPECT_NE(e.description.find(scheme.summary), std::string::npos)
+                            << e.description;
+                    }
+                EXPECT_EQ(listed, 2);  // .npy and .csv
+            }
+            sum += all.to(torch::kDouble);
+        }
+        // Not a tautology: the terms come from layer 0's q and k recomputed in analyze_model,
+        // the logits from the model's fused attention.
+        EXPECT_GT(logits.abs().max().item<double>(), 1.0);
+        for (int64_t h = 0; h < H; ++h) expect_close(sum[h], logits[h], 1e-4);
+
+        AnalyzeOptions batches;
+        batches.batch_size = 2;
+        const AnalysisOutput padded = analyze_model(model, tokenizer(), kSentences, batches);
+        auto m = padded.attention_mask.to(torch::kDouble);
+        auto pair = (m.unsqueeze(2) * m.unsqueeze(1)).unsqueeze(1);  // (N, 1, T, T)
+        model->eval();
+        auto all_logits = model->bert->forward(padded.input_ids, padded.attention_mask, {}, true)
+                              .attention_logits[0]
+                              .to(torch::kDouble);
+        auto want = (all_logits * pair).sum(0) / pair.sum(0).clamp_min(1.0);  // (H, T, T)
+        auto got = torch::zeros_like(want);
+        for (const auto& [name, map] : padded.scheme_terms.terms) got += map.to(torch::kDouble);
+        expect_close(got, want, 1e-4);
+    }
+}
+
+// `tupe export` then `tupe analyze` of the HF folder gives the same bytes as analysing the
+// model itself, for every preset of the zoo: the export carries every positional parameter
+// under a name the importer maps back, and the config block every scheme field.
+TEST_F(AnalyzeTest, ExportedModelsAnalyseByteIdenticallyForEveryPreset) {
+    fs::create_directories(dir_);
+    const fs::path vocab = dir_ / "vocab.txt";
+    tokenizer().vocab().save(vocab.string());
+    auto bytes = [](const fs::path& p) {
+        std::ifstream in(p, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    for (const auto& preset : engine::model_presets()) {
+        SCOPED_TRACE(preset);
+        auto model = tiny_model(preset);
+        model->eval();
+        AnalysisOutput direct = analyze_model(model, tokenizer(), kSentences);
+        write_analysis(direct, (dir_ / preset / "direct").string());
+        export_hf_bert(model, vocab.string(), true, (dir_ / preset / "hf").string());
+        auto imported = import_hf_bert((dir_ / preset / "hf").string());
+        EXPECT_EQ(imported->config().preset, preset);
+        AnalysisOutput again = analyze_model(imported, tokenizer(), kSentences);
+        write_analysis(again, (dir_ / preset / "again").string());
+        int compared = 0;
+        for (const auto& f : fs::recursive_directory_iterator(dir_ / preset / "direct")) {
+            if (f.path().extension() != ".npy") continue;
+            const auto rel = fs::relative(f.path(), dir_ / preset / "direct");
+            ASSERT_TRUE(fs::exists(dir_ / preset / "again" / rel)) << rel;
+            EXPECT_EQ(bytes(f.path()), bytes(dir_ / preset / "again" / rel)) << rel;
+            ++compared;
+        }
+        EXPECT_GT(compared, 4);
     }
 }

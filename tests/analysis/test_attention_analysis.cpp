@@ -131,7 +131,7 @@ TEST(FourTerms, ZeroPositionTableZeroesPositionTerms) {
             if (preset == "bert-a")
                 model->embeddings->position_embeddings->weight.zero_();
             else
-                model->position_bias->pos->weight.zero_();
+                model->position->pos->weight.zero_();
         }
         auto batch = make_batch(10);
         auto terms = decompose_first_layer(model, batch.ids, batch.mask);
@@ -313,7 +313,7 @@ TEST(PositionalCorrelation, ThetaPositionsAndSoftmaxRows) {
 
     // theta1 by hand: p'_0 = pos_ln(pos[0]); (p'_0 U^Q)_h . (p'_0 U^K)_h / sqrt(2d).
     torch::NoGradGuard no_grad;
-    auto& pb = model->position_bias;
+    auto& pb = model->position;
     auto proj = pb->projections->ptr<engine::PositionProjectionImpl>(0);
     auto p = pb->pos_ln(pb->pos->weight.slice(0, 0, 2));  // rows 0 and 1
     auto q = proj->pos_q_linear(p).view({2, H, d});
@@ -644,7 +644,7 @@ TEST(HfImport, SafetensorsRoundTripGivesIdenticalOutputs) {
     auto imported = import_hf_bert(fx.dir.string());
     EXPECT_FALSE(imported->is_training());
     EXPECT_EQ(imported->config().hidden_size, fx.config.hidden_size);
-    EXPECT_EQ(imported->config().absolute_position, engine::AbsolutePosition::kInput);
+    EXPECT_EQ(imported->config().absolute_position, "input");
     EXPECT_TRUE(torch::equal(mlm_logits(imported), mlm_logits(fx.model)));
 
     // The vocabulary, and a text that needs more positions than the model has.
@@ -837,8 +837,17 @@ TEST(HfExport, EveryVariantRoundTripsThroughTheImporter) {
         fs::remove_all(out);
         export_hf_bert(model, (dir / "vocab-src.txt").string(), false, out.string());
         const auto j = nlohmann::json::parse(std::ifstream(out / "config.json"));
-        const bool plain_bert = config.preset == "bert-a" && !config.pre_layernorm;
+        // transformers computes bert-a and Shaw's relative keys itself (HF's own
+        // position_embedding_type); everything else is model_type "tupe".
+        const bool shaw = config.relative_position.rfind("shaw", 0) == 0;
+        const bool plain_bert = (config.preset == "bert-a" && !config.pre_layernorm) || shaw;
         EXPECT_EQ(j["model_type"], plain_bert ? "bert" : "tupe") << what;
+        if (plain_bert)
+            EXPECT_EQ(
+                j["position_embedding_type"],
+                shaw ? (config.relative_position == "shaw" ? "relative_key" : "relative_key_query")
+                     : "absolute")
+                << what;
         EXPECT_EQ(j["tupe_workbench"]["preset"], config.preset) << what;
         EXPECT_FALSE(read_hf_lower_case(out.string(), true)) << what;
 
@@ -846,7 +855,7 @@ TEST(HfExport, EveryVariantRoundTripsThroughTheImporter) {
         const auto& c = imported->config();
         EXPECT_EQ(c.preset, config.preset) << what;
         EXPECT_EQ(c.absolute_position, config.absolute_position) << what;
-        EXPECT_EQ(c.rel_pos, config.rel_pos) << what;
+        EXPECT_EQ(c.relative_position, config.relative_position) << what;
         EXPECT_EQ(c.untie_cls, config.untie_cls) << what;
         EXPECT_EQ(c.shared_pos_term, config.shared_pos_term) << what;
         EXPECT_EQ(c.pre_layernorm, config.pre_layernorm) << what;
@@ -855,7 +864,8 @@ TEST(HfExport, EveryVariantRoundTripsThroughTheImporter) {
         EXPECT_EQ(import_hf_vocab(out.string(), c).tokens(), vocab_tokens()) << what;
         // model.safetensors holds every parameter once under its HF name, and no decoder copy.
         const auto stored = read_safetensors((out / "model.safetensors").string());
-        EXPECT_EQ(stored.size(), model->named_parameters().size()) << what;
+        // (+ the zero absolute table transformers builds beside relative_key attention)
+        EXPECT_EQ(stored.size(), model->named_parameters().size() + (shaw ? 1 : 0)) << what;
         for (const auto& [name, tensor] : stored)
             EXPECT_NE(name, "cls.predictions.decoder.weight") << what;
     }

@@ -14,6 +14,7 @@
 #include "engine/config.h"
 #include "engine/errors.h"
 #include "engine/tokenizer.h"
+#include "engine/trainer.h"
 #include "support/test_support.h"
 
 namespace fs = std::filesystem;
@@ -176,4 +177,27 @@ TEST_F(InspectTest, WritesTokensIdsAndOneFilePerLayerAndKind) {
     }
     const std::string past = "layer" + std::to_string(ins.logits.size()) + "_logits.npy";
     EXPECT_FALSE(fs::exists(dir / past));
+}
+
+// Checkpoints written before the positional zoo (tests/analysis/data/legacy/README.md) load
+// into the PositionEncoding module and give the logits that version computed.
+TEST(LegacyCheckpoints, LoadWithTheSameLogits) {
+    const fs::path dir = fs::path(TUPE_SOURCE_DIR) / "tests" / "analysis" / "data" / "legacy";
+    const engine::WordPieceTokenizer tokenizer(engine::Vocab::load((dir / "vocab.txt").string()));
+    for (const std::string preset : {"bert-a", "bert-r", "tupe-r", "bert-ad"}) {
+        SCOPED_TRACE(preset);
+        auto loaded = engine::load_checkpoint((dir / preset / "checkpoint.pt").string());
+        EXPECT_EQ(loaded.config.model.preset, preset);
+        const Inspection now = inspect_text(loaded.model, tokenizer, "the cat sat", "a dog ran");
+        auto ids = analysis::read_npy((dir / preset / "input_ids.npy").string());
+        ASSERT_TRUE(torch::equal(now.input_ids, ids.to(torch::kLong)));
+        ASSERT_EQ(now.logits.size(), 2u);
+        for (size_t layer = 0; layer < 2; ++layer) {
+            auto before = analysis::read_npy(
+                (dir / preset / ("layer" + std::to_string(layer) + "_logits.npy")).string());
+            EXPECT_TRUE(torch::allclose(now.logits[layer], before, 1e-5, 1e-6))
+                << "layer " << layer << ": max |diff| "
+                << (now.logits[layer] - before).abs().max().item<double>();
+        }
+    }
 }

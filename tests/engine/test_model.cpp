@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "engine/bert.h"
-#include "engine/tupe.h"
+#include "engine/position.h"
 #include "support/test_support.h"
 #include "support/torch_support.h"
 
@@ -181,16 +181,16 @@ TEST(UntiedPositionBias, ClsRowUsesTheta1AndColumnTheta2) {
     randomize(*bert, 3);
     const int64_t T = 7;
     torch::NoGradGuard g;
-    auto terms = bert->position_bias->forward(T);
-    ASSERT_EQ(terms.bias.size(), 1u);
-    auto a = bert->position_bias->untied_correlation(T);  // (H, T+1, T+1)
+    auto terms = bert->position->forward(T);
+    ASSERT_EQ(terms.layers.size(), 1u);
+    auto a = bert->position->untied_correlation(T);  // (H, T+1, T+1)
     for (int64_t h = 0; h < 2; ++h) {
         const float theta1 = a[h][0][0].item<float>(), theta2 = a[h][1][1].item<float>();
         for (int64_t j = 0; j < T; ++j)
-            EXPECT_FLOAT_EQ(terms.bias[0][h][0][j].item<float>(), theta1);
+            EXPECT_FLOAT_EQ(terms.layers[0].bias[h][0][j].item<float>(), theta1);
         for (int64_t i = 1; i < T; ++i)
-            EXPECT_FLOAT_EQ(terms.bias[0][h][i][0].item<float>(), theta2);
-        EXPECT_FLOAT_EQ(terms.bias[0][h][3][5].item<float>(), a[h][4][6].item<float>());
+            EXPECT_FLOAT_EQ(terms.layers[0].bias[h][i][0].item<float>(), theta2);
+        EXPECT_FLOAT_EQ(terms.layers[0].bias[h][3][5].item<float>(), a[h][4][6].item<float>());
     }
 }
 
@@ -199,7 +199,7 @@ TEST(UntiedPositionBias, TieClsKeepsOrdinaryPositionRows) {
     randomize(*bert, 4);
     const int64_t T = 6;
     torch::NoGradGuard g;
-    auto bias = bert->position_bias->forward(T).bias[0];
+    auto bias = bert->position->forward(T).layers[0].bias;
     for (int64_t h = 0; h < 2; ++h)
         EXPECT_TRUE(
             torch::allclose(bias[h], tupe_bias_by_hand(bert, T, h, false, false), 1e-5, 1e-5));
@@ -210,14 +210,14 @@ TEST(UntiedPositionBias, ComputedOncePerForwardAndSharedByLayers) {
     randomize(*bert, 5);
     const int64_t T = 8;
     auto ids = ids_for(T, 40);
-    const int64_t before = bert->position_bias->forward_count();
+    const int64_t before = bert->position->forward_count();
     auto out = run(bert, ids);
-    EXPECT_EQ(bert->position_bias->forward_count() - before, 1);
+    EXPECT_EQ(bert->position->forward_count() - before, 1);
     // Layer 1's logits minus its own word term equal layer 0's positional bias.
     torch::NoGradGuard g;
     auto x0 = embed(bert, ids, false).unsqueeze(0);
     auto x1 = bert->encoder->layer[0]->as<BertLayerImpl>()->forward(
-        x0, {}, bert->position_bias->forward(T).bias[0], {}, {}, nullptr, nullptr);
+        x0, {}, bert->position->forward(T).layers[0]);
     for (int64_t h = 0; h < 2; ++h) {
         auto pos1 = out.attention_logits[1][0][h] - word_term(bert, x1[0], 1, h);
         auto pos0 = out.attention_logits[0][0][h] - word_term(bert, x0[0], 0, h);
@@ -231,9 +231,9 @@ TEST(UntiedPositionBias, PerLayerTermsDifferBetweenLayers) {
     BertModel bert(c);
     randomize(*bert, 6);
     torch::NoGradGuard g;
-    auto terms = bert->position_bias->forward(5);
-    ASSERT_EQ(terms.bias.size(), 2u);
-    EXPECT_FALSE(torch::allclose(terms.bias[0], terms.bias[1]));
+    auto terms = bert->position->forward(5);
+    ASSERT_EQ(terms.layers.size(), 2u);
+    EXPECT_FALSE(torch::allclose(terms.layers[0].bias, terms.layers[1].bias));
     EXPECT_NE(bert->named_parameters().find("position_bias.projections.1.pos_q_linear.weight"),
               nullptr);
 }
@@ -241,7 +241,7 @@ TEST(UntiedPositionBias, PerLayerTermsDifferBetweenLayers) {
 TEST(BertModel, BertALogitsEqualTheFormula) {
     BertModel bert(tiny("bert-a"));
     randomize(*bert, 7);
-    EXPECT_TRUE(bert->position_bias.is_empty());
+    EXPECT_TRUE(!bert->position->has_parameters());
     const int64_t T = 10;
     auto ids = ids_for(T, 40);
     auto out = run(bert, ids);
@@ -304,8 +304,8 @@ TEST(BertModel, BertAUntieClsResetsRowAndColumn) {
     BertModel bert(c);
     randomize(*bert, 10);
     torch::NoGradGuard g;
-    auto bias = bert->position_bias->forward(5).bias.at(0);
-    auto theta = bert->position_bias->cls_theta;
+    auto bias = bert->position->forward(5).layers.at(0).bias;
+    auto theta = bert->position->cls_theta;
     for (int64_t h = 0; h < 2; ++h) {
         EXPECT_FLOAT_EQ(bias[h][0][3].item<float>(), theta[0][h].item<float>());
         EXPECT_FLOAT_EQ(bias[h][0][0].item<float>(), theta[0][h].item<float>());

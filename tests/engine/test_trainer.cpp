@@ -320,3 +320,28 @@ TEST_F(TrainerTest, Bf16AutocastTrainsOnCpu) {
     for (const auto& [name, t] : named_weights(loaded.model))
         EXPECT_EQ(t.scalar_type(), torch::kFloat) << name;
 }
+
+// Every preset of the positional zoo pretrains: 300 tiny steps on the subject-verb-object
+// corpus, the validation loss falls by more than half a nat and below the corpus's unigram
+// floor (more than word frequencies was learned); NoPE, order-blind, is only required to fall.
+// Measured here: bert-a 1.48, rope 1.70, deberta 1.81, sinusoidal 1.86, shaw 2.09, tupe-a 2.13,
+// t5 2.43, alibi 2.50 (symmetric: no left/right), nope 2.56; floor 2.88.
+TEST_F(TrainerTest, EveryZooPresetLearnsIn300Steps) {
+    for (const auto& preset : model_presets()) {
+        SCOPED_TRACE(preset);
+        auto c = config(preset, "zoo-" + preset);
+        c.train.steps = 300;
+        c.train.warmup_steps = 30;
+        c.train.eval_interval = 300;
+        c.train.checkpoint_interval = 300;
+        c.train.lr = 3e-3;
+        const auto result = pretrain(c);
+        ASSERT_GE(result.evals.size(), 2u);
+        const double first = result.evals.front().loss, last = result.evals.back().loss;
+        std::cout << "[zoo] " << preset << ": validation loss " << first << " -> " << last
+                  << " (unigram floor " << result.floor.unigram_nats << ")\n";
+        EXPECT_TRUE(std::isfinite(last));
+        EXPECT_LT(last, first - 0.5);
+        if (preset != "nope") EXPECT_LT(last, result.floor.unigram_nats);
+    }
+}

@@ -48,8 +48,8 @@ TEST(ConfigLoader, PresetAndSizeBuildTheBaseModel) {
     EXPECT_EQ(config.model.preset, "tupe-r");
     EXPECT_EQ(config.model.size, "small");
     EXPECT_EQ(config.model.hidden_size, 256);
-    EXPECT_EQ(config.model.absolute_position, engine::AbsolutePosition::kUntied);
-    EXPECT_TRUE(config.model.rel_pos);
+    EXPECT_EQ(config.model.absolute_position, "untied");
+    EXPECT_EQ(config.model.relative_position, "t5");
     EXPECT_TRUE(config.model.untie_cls);
     EXPECT_DOUBLE_EQ(config.model.attention_scale_factor, expected.attention_scale_factor);
 }
@@ -77,12 +77,12 @@ TEST(ConfigLoader, KeysOfEverySectionOverrideDefaults) {
         "out_dir: runs/x\n";
     const auto config = load_pretrain_config_from_string(yaml, "cfg.yaml");
     EXPECT_EQ(config.model.preset, "bert-r");
-    EXPECT_TRUE(config.model.rel_pos);  // from the preset
+    EXPECT_EQ(config.model.relative_position, "t5");  // from the preset
     EXPECT_EQ(config.model.hidden_size, 64);
     EXPECT_EQ(config.model.num_attention_heads, 4);
     EXPECT_EQ(config.model.rel_pos_bins, 16);
     EXPECT_TRUE(config.model.pre_layernorm);
-    EXPECT_EQ(config.model.absolute_position, engine::AbsolutePosition::kNone);
+    EXPECT_EQ(config.model.absolute_position, "none");
     EXPECT_EQ(config.data.corpus, "data/default/brown.txt");
     EXPECT_EQ(config.data.vocab, "../vocab.txt");  // relative paths kept as written
     EXPECT_EQ(config.data.max_seq_len, 64);
@@ -254,7 +254,7 @@ TEST(ConfigLoader, SetPresetRebuildsModelKeepingFileKeys) {
     const auto config = load_pretrain_config_from_string(yaml, "cfg.yaml", {"model.preset=tupe-a"});
     const auto tupe = engine::make_model_config("tupe-a", "tiny");
     EXPECT_EQ(config.model.preset, "tupe-a");
-    EXPECT_EQ(config.model.absolute_position, engine::AbsolutePosition::kUntied);
+    EXPECT_EQ(config.model.absolute_position, "untied");
     EXPECT_TRUE(config.model.untie_cls);
     EXPECT_DOUBLE_EQ(config.model.attention_scale_factor, tupe.attention_scale_factor);
     EXPECT_EQ(config.model.num_hidden_layers, 3);  // the file's override is kept
@@ -312,3 +312,22 @@ TEST(NearestKey, SuggestsOnlyCloseKeys) {
 }
 
 }  // namespace
+
+// Files from before the positional zoo said `rel_pos: true` for the T5 bias; they still load.
+TEST(ConfigLoader, LegacyRelPosKeyMeansTheT5Bias) {
+    const auto config =
+        load_pretrain_config_from_string("model:\n  preset: bert-a\n  rel_pos: true\n", "old.yaml");
+    EXPECT_EQ(config.model.relative_position, "t5");
+    EXPECT_EQ(config.model.absolute_position, "input");
+    const auto off = load_pretrain_config_from_string(
+        "model:\n  preset: tupe-r\n  rel_pos: false\n", "old.yaml");
+    EXPECT_EQ(off.model.relative_position, "none");
+    // A misspelt new key is still refused with a suggestion.
+    try {
+        load_pretrain_config_from_string("model:\n  relative_positon: rope\n", "new.yaml");
+        FAIL() << "misspelt key accepted";
+    } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("model.relative_position"), std::string::npos)
+            << e.what();
+    }
+}

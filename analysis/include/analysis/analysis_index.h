@@ -27,7 +27,8 @@ inline constexpr char kSkipped[] = "skipped";
 inline constexpr char kFiles[] = "files";
 // "config": the model's hyper-parameters (engine::ModelConfig names).
 inline constexpr char kAbsolutePosition[] = "absolute_position";
-inline constexpr char kRelPos[] = "rel_pos";
+inline constexpr char kRelativePosition[] = "relative_position";
+inline constexpr char kRelPos[] = "rel_pos";  ///< read only: index.json from before the zoo
 inline constexpr char kUntieCls[] = "untie_cls";
 inline constexpr char kSharedPosTerm[] = "shared_pos_term";
 inline constexpr char kAttentionScaleFactor[] = "attention_scale_factor";
@@ -51,8 +52,9 @@ inline constexpr char kStatistics[] = "statistics";  ///< absent when empty; NaN
 
 /// The model's config as index.json records it.
 struct AnalysisIndexConfig {
-    std::string absolute_position;  ///< engine::to_string(AbsolutePosition), e.g. "untied"
-    bool rel_pos = false, untie_cls = false, shared_pos_term = true, pre_layernorm = false;
+    std::string absolute_position;           ///< ModelConfig::absolute_position, e.g. "untied"
+    std::string relative_position = "none";  ///< ModelConfig::relative_position, e.g. "rope"
+    bool untie_cls = false, shared_pos_term = true, pre_layernorm = false;
     double attention_scale_factor = 1;
     int64_t num_hidden_layers = 0, num_attention_heads = 0, hidden_size = 0;
     int64_t max_position_embeddings = 0, vocab_size = 0;

@@ -48,6 +48,20 @@ struct TermMaps {
     TermStats stats;
 };
 
+/// Layer 0's logits split into the scheme's own named terms (engine::LayerPosition::terms, in
+/// PositionDescription::logit_terms order), each averaged over the batch like TermMaps. Every
+/// scheme has them, unlike TermMaps' four-term split, which needs positions outside attention:
+/// DeBERTa's content/c2p/p2c, TUPE's content (word) and bias (positional), RoPE's content and
+/// rotation. Per sentence they add up to layer 0's logits before the padding mask.
+struct SchemeTerms {
+    std::string summary;  ///< PositionDescription::summary, e.g. "rotary q/k, scale 1/sqrt(d)"
+    /// Whether "content" carries positions too (added at the input or to q/k: BERT-A,
+    /// sinusoidal, BERT-Ad), else it is content alone.
+    bool positions_in_content = false;
+    /// (name, (H, T, T) float32 CPU): masked batch mean, as TermMaps.
+    std::vector<std::pair<std::string, torch::Tensor>> terms;
+};
+
 /// TUPE's positional correlation at the batch's T, with the taxonomy of each head.
 struct TupeMaps {
     PositionalCorrelation correlation;
@@ -69,6 +83,7 @@ struct AnalysisOutput {
     int64_t forward_passes = 0;     ///< model forward passes run (one per batch)
     std::optional<TermMaps> terms;  ///< BERT-A/R (input positions) and BERT-Ad only
     std::optional<TupeMaps> tupe;   ///< untied (TUPE) models only
+    SchemeTerms scheme_terms;       ///< every scheme
     ClsAttention cls;
     double seconds = 0;  ///< wall time of analyze_model
 };
@@ -81,10 +96,11 @@ std::vector<std::string> read_sentences(const std::string& path, int64_t n);
 /// the longest) and computes every map that fits the variant; the rest go to `skipped` with the
 /// reason. Per batch: one forward pass with attention maps on, which gives the [CLS] maps of
 /// every layer and, for input/decoupled positions, the logits that decompose_first_layer's
-/// terms add up to (no second pass). Eval
-/// mode without gradients; the training flag is restored. Throws std::invalid_argument for no
-/// sentences and engine::InputError(options.source, ...) for a sentence that is too long
-/// when options.truncate is false.
+/// terms add up to (no second pass); and layer 0's q and k once more (embeddings and one
+/// projection, not a model pass) for the scheme's named terms. Eval mode without gradients;
+/// the training flag is restored. Throws std::invalid_argument for no sentences and
+/// engine::InputError(options.source, ...) for a sentence that is too long when
+/// options.truncate is false.
 AnalysisOutput analyze_model(engine::BertForMaskedLM& model,
                              const engine::WordPieceTokenizer& tokenizer,
                              const std::vector<std::string>& sentences,
@@ -102,8 +118,8 @@ struct IndexEntry {
     std::string label;                                       ///< e.g. the head's taxonomy pattern
 };
 
-/// Writes every matrix of `output` under `dir` (created): input/, terms/, tupe/, cls/; per-head
-/// matrices as .npy and .csv, stacked arrays as .npy; then dir/index.json (see
+/// Writes every matrix of `output` under `dir` (created): input/, terms/, scheme_terms/, tupe/,
+/// cls/; per-head matrices as .npy and .csv, stacked arrays as .npy; then dir/index.json (see
 /// write_analysis_index). Returns the entries written. Throws engine::InputError naming the
 /// file on I/O failure.
 std::vector<IndexEntry> write_analysis(const AnalysisOutput& output, const std::string& dir);

@@ -65,8 +65,10 @@ struct FourTerms {
 };
 
 /// Decomposes layer 0 of `model` on a batch (eval mode and no gradients during the call; the
-/// training flag is restored). Token type 0 everywhere. Supports absolute_position kInput
-/// (BERT-A, BERT-R), kDecoupled (BERT-Ad), kUntied (TUPE) and kNone, post- and pre-LN.
+/// training flag is restored). Token type 0 everywhere. Supports the schemes whose positions
+/// enter at the input or as q/k offsets (learned, sinusoidal, decoupled; with or without a
+/// static bias), TUPE (untied) and no absolute positions, post- and pre-LN; refuses RoPE and
+/// the content-dependent schemes (Shaw, DeBERTa), where the split is not exact.
 /// input_ids (B, T) int64; attention_mask (B, T) or undefined (all tokens).
 /// Runs one forward pass of its own for FourTerms::logits; when the caller already has that
 /// pass (e.g. for the [CLS] maps), the overload below avoids the second one.
@@ -139,7 +141,7 @@ struct PositionalCorrelation {
     std::vector<PositionalCorrelationGroup> groups;  ///< 1, or num_hidden_layers
 };
 
-/// Reads the untied correlation of a TUPE model (absolute_position = kUntied) through
+/// Reads the untied correlation of a TUPE model (absolute_position = untied) through
 /// UntiedPositionBiasImpl (untied_correlation, relative_bias, forward), without gradients.
 /// Throws std::invalid_argument for another variant or T outside 1..max_position_embeddings.
 PositionalCorrelation tupe_positional_correlation(engine::BertModel& model, int64_t T);
@@ -254,10 +256,13 @@ engine::BertForMaskedLM import_hf_bert(const std::string& dir);
 
 /// The config.json text that export_hf_bert writes for `config`: HF BertConfig keys, plus a
 /// "tupe_workbench" block with the variant's positional fields (preset, size,
-/// absolute_position, rel_pos, rel_pos_bins, max_rel_pos, untie_cls, shared_pos_term,
+/// absolute_position, relative_position, rel_pos_bins, max_rel_pos, max_relative_distance,
+/// rope_fraction, rope_base, position_offset, untie_cls, shared_pos_term,
 /// attention_scale_factor, pre_layernorm). model_type is "bert" when transformers'
-/// BertForMaskedLM computes the same function (BERT-A, post-LN, no relative bias, no [CLS]
-/// reset, scale 1), else "tupe", which read_hf_bert_config accepts and transformers refuses.
+/// BertForMaskedLM computes the same function: BERT-A (position_embedding_type "absolute") or
+/// Shaw's relative keys with HF's per-layer tables ("relative_key", "relative_key_query"),
+/// post-LN, no [CLS] reset, scale 1; else "tupe", which read_hf_bert_config accepts and
+/// transformers refuses.
 std::string hf_config_for(const engine::ModelConfig& config);
 
 /// Writes `model` as an HF folder that import_hf_bert reads back to the same function:

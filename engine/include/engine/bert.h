@@ -1,5 +1,6 @@
 // The encoder family: one BERT encoder (HF modeling_bert names, so checkpoints map across)
-// whose positional behaviour is chosen by ModelConfig (BERT-A/R, TUPE-A/R, tie-cls, BERT-Ad),
+// whose positional scheme is one PositionEncoding module (engine/position.h: BERT-A/R,
+// TUPE-A/R, tie-cls, BERT-Ad and the zoo's sinusoidal, NoPE, T5, Shaw, RoPE, ALiBi, DeBERTa),
 // and the MLM head with logits only at masked positions. Shapes: B batch, T tokens, C hidden,
 // H heads, d = C / H, V vocabulary.
 #pragma once
@@ -11,7 +12,7 @@
 #include <vector>
 
 #include "engine/config.h"
-#include "engine/tupe.h"
+#include "engine/position.h"
 
 namespace engine {
 
@@ -32,11 +33,14 @@ struct EncoderOutput {
 
 struct BertEmbeddingsImpl : torch::nn::Module {
     explicit BertEmbeddingsImpl(const ModelConfig& config);
-    /// input_ids (B, T), token_type_ids (B, T) or undefined -> (B, T, C)
-    torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids);
+    /// input_ids (B, T), token_type_ids (B, T) or undefined, the positional input slot
+    /// (T, C) or undefined (PositionTerms::input) -> (B, T, C)
+    torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
+                          const torch::Tensor& position_input = {});
 
     torch::nn::Embedding word_embeddings{nullptr};
-    torch::nn::Embedding position_embeddings{nullptr};    ///< BERT-A/R only
+    /// absolute_position = input only (HF's name); PositionEncoding reads it.
+    torch::nn::Embedding position_embeddings{nullptr};
     torch::nn::Embedding token_type_embeddings{nullptr};  ///< when type_vocab_size > 0
     torch::nn::LayerNorm LayerNorm{nullptr};
     torch::nn::Dropout dropout{nullptr};
@@ -45,16 +49,16 @@ TORCH_MODULE(BertEmbeddings);
 
 struct BertSelfAttentionImpl : torch::nn::Module {
     explicit BertSelfAttentionImpl(const ModelConfig& config);
-    /// x (B, T, C), additive padding mask (B, 1, 1, T) -> context (B, T, C).
+    /// x (B, T, C), additive padding mask (B, 1, 1, T), this layer's positional slots ->
+    /// context (B, T, C). The logits and probabilities come out when asked for (analysis).
     torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask_bias,
-                          const torch::Tensor& position_bias, const torch::Tensor& q_offset,
-                          const torch::Tensor& k_offset, torch::Tensor* logits_out,
-                          torch::Tensor* probs_out);
+                          const LayerPosition& position, torch::Tensor* logits_out = nullptr,
+                          torch::Tensor* probs_out = nullptr);
 
     torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
     torch::nn::Dropout dropout{nullptr};
     int64_t num_heads, head_dim;
-    double scaling;  ///< 1 / sqrt(d * attention_scale_factor)
+    double scaling;  ///< 1 / sqrt(d * attention_scale_factor), as LayerPosition::scaling
 };
 TORCH_MODULE(BertSelfAttention);
 
@@ -88,9 +92,8 @@ TORCH_MODULE(BertIntermediate);
 struct BertLayerImpl : torch::nn::Module {
     explicit BertLayerImpl(const ModelConfig& config);
     torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask_bias,
-                          const torch::Tensor& position_bias, const torch::Tensor& q_offset,
-                          const torch::Tensor& k_offset, torch::Tensor* logits_out,
-                          torch::Tensor* probs_out);
+                          const LayerPosition& position, torch::Tensor* logits_out = nullptr,
+                          torch::Tensor* probs_out = nullptr);
 
     BertAttention attention{nullptr};
     BertIntermediate intermediate{nullptr};
@@ -113,14 +116,17 @@ class BertModelImpl : public torch::nn::Module {
     explicit BertModelImpl(const ModelConfig& config);
 
     /// input_ids (B, T); attention_mask (B, T) 1 = token, 0 = padding (undefined = all 1);
-    /// token_type_ids (B, T) or undefined. T must not exceed max_position_embeddings.
+    /// token_type_ids (B, T) or undefined. T may exceed max_position_embeddings only for the
+    /// schemes that extrapolate (PositionDescription::extrapolates).
     EncoderOutput forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask = {},
                           const torch::Tensor& token_type_ids = {}, bool output_attentions = false);
 
     const ModelConfig& config() const { return config_; }
 
     BertEmbeddings embeddings{nullptr};
-    UntiedPositionBias position_bias{nullptr};  ///< null for plain BERT-A
+    /// Always set; registered as "position_bias" only when it has parameters (so bert-a's
+    /// checkpoints, from before the zoo too, hold no bert.position_bias.* entries).
+    PositionEncoding position{nullptr};
     BertEncoder encoder{nullptr};
 
   private:

@@ -10,17 +10,6 @@
 
 namespace engine {
 
-/// How absolute positions enter the model (TUPE_NOTES.md, "The variants").
-enum class AbsolutePosition {
-    kInput,      ///< BERT-A: p_i added to w_i before the embedding LayerNorm.
-    kUntied,     ///< TUPE: (p'U^Q)(p'U^K)^T bias on the logits, no positions at the input.
-    kDecoupled,  ///< BERT-Ad: all four word/position terms inside attention, 1/sqrt(4d).
-    kNone,       ///< No absolute positions at all (relative bias only, or a bag of words).
-};
-
-const char* to_string(AbsolutePosition mode);
-AbsolutePosition absolute_position_from_string(const std::string& name);
-
 /// The encoder's hyper-parameters. The preset helpers below fill every field.
 struct ModelConfig {
     std::string preset = "bert-a";  ///< Variant name this config was made from (informative).
@@ -39,12 +28,23 @@ struct ModelConfig {
     double initializer_range = 0.02;  ///< N(0, 0.02) for every Linear/Embedding, as the reference.
     int64_t pad_token_id = 0;
 
-    AbsolutePosition absolute_position = AbsolutePosition::kInput;
-    bool rel_pos = false;         ///< T5 bidirectional relative bias (BERT-R, TUPE-R).
-    int64_t rel_pos_bins = 32;    ///< T5 buckets; the table has rel_pos_bins + 1 rows.
-    int64_t max_rel_pos = 128;    ///< T5 max distance.
-    bool untie_cls = false;       ///< Reset [CLS] row/column to theta1/theta2 (TUPE).
-    bool shared_pos_term = true;  ///< One positional term for all layers (TUPE) or per layer.
+    // The positional scheme (engine/position.h; TUPE_NOTES.md, "The variants"; README, "The
+    // positional zoo"). Validated by describe_position().
+    /// How absolute positions enter: input (BERT-A's learned table, HF "absolute"),
+    /// sinusoidal (fixed table at the input), untied (TUPE: (p'U^Q)(p'U^K)^T on the logits),
+    /// decoupled (BERT-Ad: all four word/position terms in attention), none.
+    std::string absolute_position = "input";
+    /// Relative or rotary positions: none, t5 (bias; BERT-R, TUPE-R), shaw and shaw_key_query
+    /// (HF relative_key / relative_key_query), rope, alibi, deberta (c2p + p2c).
+    std::string relative_position = "none";
+    int64_t rel_pos_bins = 32;          ///< T5 buckets; the table has rel_pos_bins + 1 rows.
+    int64_t max_rel_pos = 128;          ///< T5 max distance.
+    int64_t max_relative_distance = 0;  ///< Shaw/DeBERTa clip k; 0 = max_position_embeddings - 1.
+    double rope_fraction = 1.0;         ///< Share of each head's dimensions RoPE rotates.
+    double rope_base = 10000.0;         ///< RoPE's theta_i = base^(-2i/r).
+    int64_t position_offset = 0;        ///< Token t sits at position offset + t (shift tests).
+    bool untie_cls = false;             ///< [CLS] reset: row 0 / column 0 position-free (TUPE).
+    bool shared_pos_term = true;        ///< One positional term for all layers (TUPE) or per layer.
     double attention_scale_factor = 1.0;  ///< Logits scaled by 1/sqrt(d * factor).
     bool pre_layernorm = false;           ///< Post-LN (BERT, reference) by default.
 
@@ -53,7 +53,8 @@ struct ModelConfig {
     void validate() const;
 };
 
-/// Variant names: bert-a, bert-r, tupe-a, tupe-r, tupe-a-tie-cls, bert-ad.
+/// Variant names: the paper's bert-a, bert-r, tupe-a, tupe-r, tupe-a-tie-cls, bert-ad, and the
+/// zoo's sinusoidal, nope, t5, shaw, shaw-kq, rope, rope-cls, alibi, alibi-cls, deberta.
 const std::vector<std::string>& model_presets();
 /// Size names: tiny, small, base.
 const std::vector<std::string>& model_sizes();
@@ -110,6 +111,9 @@ PretrainConfig parse_config_text(const std::string& text);
 
 /// Every settable key, "section.field" (e.g. "train.lr"), in a stable order.
 std::vector<std::string> config_keys();
+/// Keys still accepted from files written before the positional zoo, but never written:
+/// "model.rel_pos" (true = relative_position t5).
+const std::vector<std::string>& legacy_config_keys();
 /// Sets one field from its text form. Throws std::out_of_range for an unknown key and
 /// std::invalid_argument (message without the key) for a value of the wrong type.
 void set_config_value(PretrainConfig& config, const std::string& key, const std::string& value);

@@ -1,0 +1,163 @@
+// Every positional scheme of the encoder family behind one module (the positional zoo).
+// PositionEncoding owns every positional parameter outside the HF-named input table, computes
+// what depends only on positions ONCE per forward pass, outside the layer loop, and hands each
+// layer one LayerPosition. A layer never asks which scheme it runs: it applies the slots that
+// are filled. Shapes: B batch, T tokens, C hidden, H heads, d = C / H; token 0 is [CLS].
+//
+// The slots (ModelConfig::absolute_position x ModelConfig::relative_position):
+//   input       added to the word embeddings: learned table (BERT-A), sinusoidal table
+//   q/k         BERT-Ad's p'U^Q, p'U^K offsets; RoPE's rotation of q and k
+//   static bias (H, T, T), broadcast over the batch: TUPE's untied term, T5, ALiBi, [CLS] reset
+//   content     (B, H, T, T) from q and k: Shaw's relative keys, DeBERTa's c2p and p2c
+//   scale       1/sqrt(d * attention_scale_factor): 1 BERT, 2 TUPE, 3 DeBERTa, 4 BERT-Ad
+// Sources are cited where each formula is computed (position.cpp).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/config.h"
+#include "engine/position_scheme.h"
+
+namespace engine {
+
+/// T5 bidirectional bucket of rel = key - query (n = -rel): 0..nb/2-1 for keys at or left of
+/// the query, nb/2.. for keys to the right; half of each side exact, the rest log-spaced up
+/// to max_distance. As relative_position_bucket in guolinke/TUPE.
+int64_t t5_relative_bucket(int64_t relative_position, int64_t num_buckets, int64_t max_distance);
+
+/// (T, T) bucket ids, [i][j] for query i and key j. With cls_buckets (TUPE-R), column 0
+/// (others -> [CLS]) uses the extra bucket num_buckets and row 0 ([CLS] -> others, [0,0]
+/// included) uses bucket num_buckets / 2, which the T5 function never produces.
+torch::Tensor relative_bucket_matrix(int64_t seq_len, int64_t num_buckets, int64_t max_distance,
+                                     bool cls_buckets);
+
+/// ALiBi's head slopes (Press et al. 2022, sec. 3 and their reference code): for H a power of
+/// two, m_h = 2^(-8h/H), h = 1..H; otherwise the slopes of the nearest lower power of two n,
+/// then every other slope of 2n (interleaved), H - n of them.
+std::vector<double> alibi_slopes(int64_t num_heads);
+
+/// Vaswani et al. 2017, sec. 3.5: PE(pos, 2i) = sin(pos / 10000^(2i/C)),
+/// PE(pos, 2i+1) = cos(pos / 10000^(2i/C)); positions (T) long -> (T, C) float64.
+torch::Tensor sinusoidal_table(const torch::Tensor& positions, int64_t hidden_size);
+
+/// What a layer needs from the positions. Every tensor is optional (undefined when the scheme
+/// does not use that slot); the layer's code is the same for every scheme.
+struct LayerPosition {
+    double scaling = 1.0;  ///< 1 / sqrt(d * attention_scale_factor)
+    /// q/k slot, before the head split: BERT-Ad's p'U^Q, p'U^K, (T, C), added to q and k.
+    torch::Tensor q_offset, k_offset;
+    /// q/k slot, per head: RoPE's cos and sin of position x frequency, (T, r/2) for the first
+    /// r = rope_dims dimensions of each head (pairs 2i, 2i+1 rotated together).
+    torch::Tensor rope_cos, rope_sin;
+    int64_t rope_dims = 0;
+    /// With the [CLS] reset on RoPE: [CLS]'s row and column use the unrotated q and k.
+    bool rope_untie_cls = false;
+    /// Static bias slot, (H, T, T), added after scaling; broadcast over the batch.
+    torch::Tensor bias;
+    /// Content slot, Shaw: r_{j-i} per query/key pair, (T, T, d); scores += q_i . r_ij, and
+    /// with rel_key_query also k_j . r_ij (HF's relative_key / relative_key_query).
+    torch::Tensor rel_keys;
+    bool rel_key_query = false;
+    /// Content slot, DeBERTa: K_r and Q_r (H, 2k, d) and delta(i, j) (T, T) long:
+    /// scores += q_i . K_r[delta(i,j)] (c2p) + k_j . Q_r[delta(j,i)] (p2c).
+    torch::Tensor c2p_keys, p2c_queries, rel_index;
+
+    /// q and k (B, T, C) before the head split: adds the offsets.
+    void offset_qk(torch::Tensor& q, torch::Tensor& k) const;
+    /// The logits before the static bias, (B, H, T, T), from q and k (B, H, T, d): scaled
+    /// q.k^T with RoPE's rotation and the content terms. q is NOT pre-scaled.
+    torch::Tensor scores(const torch::Tensor& q, const torch::Tensor& k) const;
+    /// The same logits split into the scheme's named terms, which add up to scores() + bias:
+    /// "content" (q.k^T, unrotated for RoPE), "rotation" (RoPE: rotated minus unrotated),
+    /// "c2p" / "p2c" (Shaw, DeBERTa), "bias" (every static bias). For analysis.
+    std::vector<std::pair<std::string, torch::Tensor>> terms(const torch::Tensor& q,
+                                                             const torch::Tensor& k) const;
+};
+
+/// The positional terms for all layers: one entry shared by all layers, or one per layer.
+struct PositionTerms {
+    std::vector<LayerPosition> layers;
+    torch::Tensor input;  ///< (T, C) added to the word embeddings, or undefined
+    const LayerPosition& for_layer(size_t layer) const {
+        return layers.size() == 1 ? layers[0] : layers.at(layer);
+    }
+};
+
+/// U^Q, U^K of one group of layers (TUPE, BERT-Ad; DeBERTa's W_{q,r}, W_{k,r}).
+struct PositionProjectionImpl : torch::nn::Module {
+    explicit PositionProjectionImpl(int64_t hidden_size);
+    torch::nn::Linear pos_q_linear{nullptr}, pos_k_linear{nullptr};  // with bias, as the reference
+};
+TORCH_MODULE(PositionProjection);
+
+/// The positional module. Parameter names (under bert.position_bias): TUPE's `pos`, `pos_ln`,
+/// `projections.N.pos_{q,k}_linear` (also BERT-Ad and DeBERTa), T5's `relative_attention_bias`,
+/// Shaw's `distance_embedding.N` (HF's attention.self.distance_embedding, mapped by export),
+/// DeBERTa's `rel_embeddings`, the [CLS] reset's `cls_theta`. The learned input
+/// table keeps HF's name, bert.embeddings.position_embeddings: attach_input_table() hands it in.
+class PositionEncodingImpl : public torch::nn::Module {
+  public:
+    explicit PositionEncodingImpl(const ModelConfig& config);
+
+    /// position_offset() + 0..T-1 on `device`.
+    torch::Tensor positions(int64_t seq_len, const torch::Device& device) const;
+    /// Where token 0 sits: model.position_offset until set_position_offset changes it. The
+    /// override exists for shift tests at run time (analysis/extrapolate.h): the same weights
+    /// at other positions without building a second model. It leaves config() alone, so
+    /// checkpoints and exports keep the trained offset; learned tables still refuse positions
+    /// past max_position_embeddings. Throws std::invalid_argument for a negative offset.
+    void set_position_offset(int64_t offset);
+    int64_t position_offset() const { return position_offset_; }
+    /// Everything positional for a sequence at these positions (T) long, computed once;
+    /// tables without parameters (sinusoidal, ALiBi, RoPE's angles) come in `dtype` (the word
+    /// embeddings'). Throws c10::Error naming max_position_embeddings when a learned table is
+    /// too short.
+    PositionTerms forward(const torch::Tensor& positions, torch::ScalarType dtype = torch::kFloat);
+    PositionTerms forward(int64_t seq_len);
+
+    /// TUPE's raw correlation A = (p'U^Q / sqrt(d * factor))(p'U^K)^T over position rows
+    /// 0..T, (H, T+1, T+1), before the [CLS] reset; for analysis. `group` picks the layer group.
+    torch::Tensor untied_correlation(int64_t seq_len, int64_t group = 0);
+    /// The T5 relative bias alone, (H, T, T); undefined when the scheme has none.
+    torch::Tensor relative_bias(int64_t seq_len);
+
+    void attach_input_table(torch::nn::Embedding table) { input_table_ = std::move(table); }
+    /// The word embeddings, whose device and dtype forward(seq_len) follows (the module may
+    /// have no parameters of its own).
+    void attach_word_table(torch::nn::Embedding table) { word_table_ = std::move(table); }
+    const PositionDescription& description() const { return description_; }
+    /// Whether the module has parameters of its own (else it is not registered: bert-a's
+    /// checkpoints hold no bert.position_bias.* entries).
+    bool has_parameters();
+    /// How many times forward() ran (the terms must be computed once per model forward).
+    int64_t forward_count() const { return forward_count_; }
+
+    torch::nn::Embedding pos{nullptr};  ///< (max_len + 1, C) for TUPE, (max_len, C) for BERT-Ad
+    torch::nn::LayerNorm pos_ln{nullptr};
+    torch::nn::ModuleList projections{nullptr};  ///< one PositionProjection, or one per layer
+    torch::nn::Embedding relative_attention_bias{nullptr};  ///< T5: (rel_pos_bins + 1, H)
+    torch::nn::ModuleList distance_embedding{nullptr};      ///< Shaw: per layer (2k + 1, d)
+    torch::nn::Embedding rel_embeddings{nullptr};           ///< DeBERTa: (2k, C), all layers
+    torch::Tensor cls_theta;  ///< (2, H): theta1 (row 0), theta2 (column 0) of the [CLS] reset
+
+  private:
+    PositionProjection projection(int64_t group);
+    torch::Tensor untied_rows(const torch::Tensor& rows, int64_t group);
+    torch::Tensor t5_bias(const torch::Tensor& positions);
+    torch::Tensor cls_reset_bias(const torch::Tensor& bias, int64_t T);
+    int64_t layer_groups() const;
+
+    ModelConfig config_;
+    PositionDescription description_;
+    torch::nn::Embedding input_table_{nullptr};
+    torch::nn::Embedding word_table_{nullptr};
+    int64_t position_offset_ = 0;
+    int64_t forward_count_ = 0;
+};
+TORCH_MODULE(PositionEncoding);
+
+}  // namespace engine

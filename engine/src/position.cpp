@@ -1,0 +1,468 @@
+// The positional zoo (see position.h): TUPE's untied term with the [CLS] reset and BERT-Ad's
+// decoupled projections (Ke, He, Liu, ICLR 2021; guolinke/TUPE,
+// transformer_sentence_encoder.py: get_abs_pos_bias, get_rel_pos_bias), the T5 relative bias,
+// sinusoidal tables, RoPE, ALiBi, Shaw's relative keys and DeBERTa's disentangled terms.
+#include "engine/position.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "engine/batched_matmul.h"
+
+namespace engine {
+
+// ---- formulas ---------------------------------------------------------------------------------
+
+int64_t t5_relative_bucket(int64_t relative_position, int64_t num_buckets, int64_t max_distance) {
+    // T5 bucketing (Raffel et al. 2020), as relative_position_bucket in guolinke/TUPE
+    // (bidirectional=True).
+    int64_t ret = 0;
+    int64_t n = -relative_position;
+    num_buckets /= 2;
+    if (n < 0) ret += num_buckets;  // key to the right of the query
+    n = std::abs(n);
+    const int64_t max_exact = num_buckets / 2;
+    if (n < max_exact) return ret + n;
+    // Same float arithmetic as the reference: log(n / max_exact) / log(max_distance / max_exact).
+    const float ratio = std::log(static_cast<float>(n) / static_cast<float>(max_exact)) /
+                        static_cast<float>(std::log(static_cast<double>(max_distance) /
+                                                    static_cast<double>(max_exact)));
+    int64_t large =
+        max_exact + static_cast<int64_t>(ratio * static_cast<float>(num_buckets - max_exact));
+    if (large > num_buckets - 1) large = num_buckets - 1;
+    return ret + large;
+}
+
+torch::Tensor relative_bucket_matrix(int64_t seq_len, int64_t num_buckets, int64_t max_distance,
+                                     bool cls_buckets) {
+    auto buckets = torch::empty({seq_len, seq_len}, torch::kLong);
+    auto acc = buckets.accessor<int64_t, 2>();
+    for (int64_t i = 0; i < seq_len; ++i)
+        for (int64_t j = 0; j < seq_len; ++j)
+            acc[i][j] = t5_relative_bucket(j - i, num_buckets, max_distance);
+    if (cls_buckets && seq_len > 0) {
+        // Reference order: others -> [CLS] first, then [CLS] -> others (so [0,0] = nb / 2).
+        buckets.select(1, 0).fill_(num_buckets);
+        buckets.select(0, 0).fill_(num_buckets / 2);
+    }
+    return buckets;
+}
+
+std::vector<double> alibi_slopes(int64_t num_heads) {
+    // Press, Smith, Lewis, ICLR 2022, sec. 3: for n heads a geometric sequence starting at
+    // 2^(-8/n) with that ratio; non-powers of two as in their reference code (get_slopes).
+    auto power_of_2 = [](int64_t n) {
+        std::vector<double> s;
+        const double start = std::pow(2.0, -8.0 / static_cast<double>(n));
+        for (int64_t h = 0; h < n; ++h) s.push_back(std::pow(start, static_cast<double>(h + 1)));
+        return s;
+    };
+    TORCH_CHECK(num_heads >= 1, "alibi_slopes: num_heads must be >= 1");
+    int64_t closest = 1;
+    while (closest * 2 <= num_heads) closest *= 2;
+    auto slopes = power_of_2(closest);
+    if (closest != num_heads) {
+        const auto extra = power_of_2(2 * closest);
+        for (int64_t i = 0; i < num_heads - closest; ++i)
+            slopes.push_back(extra[static_cast<size_t>(2 * i)]);
+    }
+    return slopes;
+}
+
+torch::Tensor sinusoidal_table(const torch::Tensor& positions, int64_t hidden_size) {
+    // Vaswani et al. 2017, sec. 3.5, computed in float64 and rounded once.
+    auto pos = positions.to(torch::kCPU, torch::kDouble).view({-1, 1});  // (T, 1)
+    auto i = torch::arange(0, hidden_size, 2, torch::kDouble);           // 2i
+    auto inv = torch::pow(10000.0, -i / static_cast<double>(hidden_size)).view({1, -1});
+    auto angle = pos * inv;  // (T, ceil(C/2))
+    auto table = torch::empty({pos.size(0), hidden_size}, torch::kDouble);
+    table.slice(1, 0, hidden_size, 2).copy_(torch::sin(angle));
+    const int64_t odd = hidden_size / 2;
+    if (odd > 0) table.slice(1, 1, hidden_size, 2).copy_(torch::cos(angle.slice(1, 0, odd)));
+    return table.to(positions.device());
+}
+
+// ---- the layer's view --------------------------------------------------------------------------
+
+namespace {
+
+// RoFormer (Su et al.), Eq. 14-16: each pair (x_{2i}, x_{2i+1}) of the first r dimensions
+// rotated by angle m * theta_i; the rest passes unchanged. x (B, H, T, d); cos/sin (T, r/2).
+torch::Tensor rotate(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                     int64_t r) {
+    const int64_t d = x.size(-1);
+    auto head = x.slice(-1, 0, r);
+    auto x1 = head.slice(-1, 0, r, 2), x2 = head.slice(-1, 1, r, 2);  // (B, H, T, r/2)
+    auto c = cos.to(x.scalar_type()), s = sin.to(x.scalar_type());
+    auto out1 = x1 * c - x2 * s, out2 = x2 * c + x1 * s;
+    auto rotated = torch::stack({out1, out2}, -1).flatten(-2);  // back to interleaved (.., r)
+    return r == d ? rotated : torch::cat({rotated, x.slice(-1, r, d)}, -1);
+}
+
+torch::Tensor matmul_t(const torch::Tensor& a, const torch::Tensor& b) {
+    return batched_matmul(a, b.transpose(-2, -1));
+}
+
+}  // namespace
+
+void LayerPosition::offset_qk(torch::Tensor& q, torch::Tensor& k) const {
+    if (!q_offset.defined()) return;
+    // BERT-Ad: (xW^Q + p'U^Q)(xW^K + p'U^K)^T = the four terms of TUPE's Eq. (6).
+    q = q + q_offset.unsqueeze(0);  // (T, C) broadcast over B
+    k = k + k_offset.unsqueeze(0);
+}
+
+namespace {
+
+// The content-dependent terms, (B, H, T, T) each, from the scaled query and the key.
+void content_terms(const LayerPosition& p, const torch::Tensor& qs, const torch::Tensor& k,
+                   std::vector<std::pair<std::string, torch::Tensor>>& out) {
+    if (p.rel_keys.defined()) {
+        // Shaw et al. 2018 / HF modeling_bert relative_key: q_i . r_ij, and for
+        // relative_key_query also k_j . r_ij, both inside the 1/sqrt(d) scaling.
+        auto r = p.rel_keys.to(qs.scalar_type());
+        out.emplace_back("c2p", torch::einsum("bhld,lrd->bhlr", {qs, r}));
+        if (p.rel_key_query)
+            out.emplace_back("p2c", torch::einsum("bhrd,lrd->bhlr", {k * p.scaling, r}));
+    }
+    if (p.c2p_keys.defined()) {
+        // He et al., DeBERTa, Eq. 4: c2p = Q_c K_r[delta(i,j)]^T, p2c = K_c Q_r[delta(j,i)]^T.
+        const int64_t B = qs.size(0), H = qs.size(1), T = qs.size(2);
+        auto idx = p.rel_index.view({1, 1, T, T}).expand({B, H, T, T});
+        auto c2p_all = torch::matmul(qs, p.c2p_keys.to(qs.scalar_type()).transpose(-2, -1));
+        out.emplace_back("c2p", c2p_all.gather(-1, idx));  // [i][j] = q_i . K_r[delta(i,j)]
+        auto p2c_all =
+            torch::matmul(k * p.scaling, p.p2c_queries.to(k.scalar_type()).transpose(-2, -1));
+        // gather gives [j][i] = k_j . Q_r[delta(j,i)]; transposed to [i][j].
+        out.emplace_back("p2c", p2c_all.gather(-1, idx).transpose(-2, -1));
+    }
+}
+
+}  // namespace
+
+torch::Tensor LayerPosition::scores(const torch::Tensor& q, const torch::Tensor& k) const {
+    auto qs = q * scaling;
+    torch::Tensor s;
+    if (rope_dims > 0) {
+        auto qr = rotate(qs, rope_cos, rope_sin, rope_dims);
+        auto kr = rotate(k, rope_cos, rope_sin, rope_dims);
+        s = matmul_t(qr, kr);  // depends on positions only through j - i
+        if (rope_untie_cls) {
+            // [CLS] reset on RoPE: [CLS]'s row and column from the unrotated q and k, so its
+            // logits carry no position (the bias slot adds theta1 and theta2).
+            auto row = matmul_t(qs.slice(2, 0, 1), k);              // (B, H, 1, T)
+            auto col = matmul_t(qs.slice(2, 1), k.slice(2, 0, 1));  // (B, H, T-1, 1)
+            s = torch::cat({row, torch::cat({col, s.slice(2, 1).slice(3, 1)}, 3)}, 2);
+        }
+    } else {
+        s = matmul_t(qs, k);
+    }
+    std::vector<std::pair<std::string, torch::Tensor>> extra;
+    content_terms(*this, qs, k, extra);
+    for (auto& [name, t] : extra) s = s + t;
+    return s;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> LayerPosition::terms(
+    const torch::Tensor& q, const torch::Tensor& k) const {
+    std::vector<std::pair<std::string, torch::Tensor>> out;
+    auto qs = q * scaling;
+    auto content = matmul_t(qs, k);
+    out.emplace_back("content", content);
+    if (rope_dims > 0) {
+        LayerPosition rope_only;
+        rope_only.scaling = scaling;
+        rope_only.rope_cos = rope_cos, rope_only.rope_sin = rope_sin;
+        rope_only.rope_dims = rope_dims, rope_only.rope_untie_cls = rope_untie_cls;
+        out.emplace_back("rotation", rope_only.scores(q, k) - content);
+    }
+    content_terms(*this, qs, k, out);
+    if (bias.defined()) out.emplace_back("bias", bias.unsqueeze(0).expand_as(content));
+    return out;
+}
+
+// ---- the module ------------------------------------------------------------------------------
+
+PositionProjectionImpl::PositionProjectionImpl(int64_t hidden_size) {
+    pos_q_linear = register_module("pos_q_linear", torch::nn::Linear(hidden_size, hidden_size));
+    pos_k_linear = register_module("pos_k_linear", torch::nn::Linear(hidden_size, hidden_size));
+}
+
+namespace {
+
+int64_t relative_clip(const ModelConfig& c) {
+    return c.max_relative_distance > 0 ? c.max_relative_distance : c.max_position_embeddings - 1;
+}
+
+}  // namespace
+
+int64_t PositionEncodingImpl::layer_groups() const {
+    return config_.shared_pos_term ? 1 : config_.num_hidden_layers;
+}
+
+PositionEncodingImpl::PositionEncodingImpl(const ModelConfig& config)
+    : config_(config),
+      description_(describe_position(config)),
+      position_offset_(config.position_offset) {
+    const int64_t C = config.hidden_size, H = config.num_attention_heads, d = config.head_dim();
+    const auto& abs = description_.absolute;
+    const auto& rel = description_.relative;
+    if (abs == "untied" || abs == "decoupled") {
+        // TUPE keeps one extra row: row 0 is "[CLS] to others", row 1 "others to [CLS]", and
+        // token t >= 1 uses row t + 1. BERT-Ad uses rows 0..T-1 like BERT-A.
+        const int64_t rows = config.max_position_embeddings + (abs == "untied" ? 1 : 0);
+        pos = register_module("pos", torch::nn::Embedding(rows, C));
+        pos_ln = register_module(
+            "pos_ln",
+            torch::nn::LayerNorm(torch::nn::LayerNormOptions({C}).eps(config.layer_norm_eps)));
+    }
+    if (abs == "untied" || abs == "decoupled" || rel == "deberta") {
+        projections = register_module("projections", torch::nn::ModuleList());
+        for (int64_t g = 0; g < layer_groups(); ++g) projections->push_back(PositionProjection(C));
+    }
+    if (rel == "t5")
+        relative_attention_bias = register_module("relative_attention_bias",
+                                                  torch::nn::Embedding(config.rel_pos_bins + 1, H));
+    if (rel == "shaw" || rel == "shaw_key_query") {
+        // HF: distance_embedding = Embedding(2 * max_position_embeddings - 1, d) per layer;
+        // here 2k + 1 rows for distances clipped to [-k, k] (k = max_position_embeddings - 1
+        // by default, which is HF's table exactly).
+        distance_embedding = register_module("distance_embedding", torch::nn::ModuleList());
+        for (int64_t g = 0; g < layer_groups(); ++g)
+            distance_embedding->push_back(torch::nn::Embedding(2 * relative_clip(config) + 1, d));
+    }
+    if (rel == "deberta")
+        // One table P of 2k relative positions for all layers, projected per layer.
+        rel_embeddings =
+            register_module("rel_embeddings", torch::nn::Embedding(2 * relative_clip(config), C));
+    if (config.untie_cls && abs != "untied") {
+        // [CLS] reset on a scheme without TUPE's own theta: learned theta1 (row 0) and theta2
+        // (column 0) per head in the bias slot.
+        cls_theta = register_parameter("cls_theta", torch::zeros({2, H}));
+    }
+}
+
+bool PositionEncodingImpl::has_parameters() { return !parameters(/*recurse=*/true).empty(); }
+
+PositionProjection PositionEncodingImpl::projection(int64_t group) {
+    return PositionProjection(projections->ptr<PositionProjectionImpl>(static_cast<size_t>(group)));
+}
+
+torch::Tensor PositionEncodingImpl::positions(int64_t seq_len, const torch::Device& device) const {
+    return torch::arange(position_offset_, position_offset_ + seq_len,
+                         torch::TensorOptions().dtype(torch::kLong).device(device));
+}
+
+void PositionEncodingImpl::set_position_offset(int64_t offset) {
+    // The same rule as describe_position's for model.position_offset: learned tables have no
+    // row below 0.
+    if (offset < 0)
+        throw std::invalid_argument("position offset must be >= 0, got " + std::to_string(offset));
+    position_offset_ = offset;
+}
+
+torch::Tensor PositionEncodingImpl::untied_rows(const torch::Tensor& rows, int64_t group) {
+    const int64_t H = config_.num_attention_heads, d = config_.head_dim(), n = rows.size(0);
+    auto proj = projection(group);
+    auto weight = pos_ln(pos->weight.index_select(0, rows));  // p' = LayerNorm(p): (n, C)
+    // (n, C) -> (n, H, d) -> (H, n, d); the query side carries 1/sqrt(d * factor).
+    auto pos_q = proj->pos_q_linear(weight).view({n, H, d}).transpose(0, 1) *
+                 (1.0 / std::sqrt(static_cast<double>(d) * config_.attention_scale_factor));
+    auto pos_k = proj->pos_k_linear(weight).view({n, H, d}).transpose(0, 1);
+    return torch::bmm(pos_q, pos_k.transpose(1, 2));  // (H, n, n)
+}
+
+torch::Tensor PositionEncodingImpl::untied_correlation(int64_t seq_len, int64_t group) {
+    TORCH_CHECK(description_.untied, "untied_correlation needs absolute_position = untied, got ",
+                description_.absolute);
+    TORCH_CHECK(seq_len <= config_.max_position_embeddings, "sequence of ", seq_len,
+                " tokens exceeds max_position_embeddings = ", config_.max_position_embeddings);
+    return untied_rows(
+        torch::arange(seq_len + 1,
+                      torch::TensorOptions().dtype(torch::kLong).device(pos->weight.device())),
+        group);
+}
+
+torch::Tensor PositionEncodingImpl::t5_bias(const torch::Tensor& positions) {
+    // Buckets of p_j - p_i through a lookup table over the distances that occur (the scalar
+    // function keeps the reference's float arithmetic), [CLS] buckets for the reset.
+    const int64_t T = positions.size(0);
+    auto p = positions.to(torch::kCPU);
+    const int64_t lo = p.min().item<int64_t>(), hi = p.max().item<int64_t>();
+    const int64_t span = hi - lo;
+    auto lut = torch::empty({2 * span + 1}, torch::kLong);
+    auto l = lut.accessor<int64_t, 1>();
+    for (int64_t r = -span; r <= span; ++r)
+        l[r + span] = t5_relative_bucket(r, config_.rel_pos_bins, config_.max_rel_pos);
+    auto relpos = p.view({1, T}) - p.view({T, 1});  // [i][j] = p_j - p_i
+    auto buckets = lut.index_select(0, (relpos + span).reshape({-1})).view({T, T});
+    if (config_.untie_cls) {
+        buckets.select(1, 0).fill_(config_.rel_pos_bins);
+        buckets.select(0, 0).fill_(config_.rel_pos_bins / 2);
+    }
+    auto weight = relative_attention_bias->weight;
+    // (T, T) -> (T, T, H) -> (H, T, T). Not scaled, as the reference.
+    return torch::nn::functional::embedding(buckets.to(weight.device()), weight).permute({2, 0, 1});
+}
+
+torch::Tensor PositionEncodingImpl::relative_bias(int64_t seq_len) {
+    if (relative_attention_bias.is_empty()) return {};
+    return t5_bias(positions(seq_len, relative_attention_bias->weight.device()));
+}
+
+torch::Tensor PositionEncodingImpl::cls_reset_bias(const torch::Tensor& bias, int64_t T) {
+    // Row 0 = theta1 and column 0 = theta2 (row wins at [0,0]) added to a bias whose [CLS]
+    // row and column carry no position (T5's [CLS] buckets, ALiBi's zeroed row/column, or no
+    // bias at all).
+    const int64_t H = config_.num_attention_heads;
+    auto zeros = torch::zeros({H, T - 1, T - 1}, cls_theta.options());
+    auto col = cls_theta[1].view({H, 1, 1}).expand({H, T - 1, 1});
+    auto body = torch::cat({col, zeros}, 2);  // (H, T-1, T)
+    auto row = cls_theta[0].view({H, 1, 1}).expand({H, 1, T});
+    auto cls = torch::cat({row, body}, 1);  // (H, T, T)
+    return bias.defined() ? bias + cls : cls;
+}
+
+PositionTerms PositionEncodingImpl::forward(int64_t seq_len) {
+    torch::Device device(torch::kCPU);
+    for (const auto& p : parameters()) {
+        device = p.device();
+        break;
+    }
+    torch::ScalarType dtype = torch::kFloat;
+    for (const auto& p : parameters()) {
+        dtype = p.scalar_type();
+        break;
+    }
+    if (!word_table_.is_empty()) {
+        device = word_table_->weight.device();
+        dtype = word_table_->weight.scalar_type();
+    }
+    return forward(positions(seq_len, device), dtype);
+}
+
+PositionTerms PositionEncodingImpl::forward(const torch::Tensor& positions,
+                                            torch::ScalarType dtype) {
+    ++forward_count_;
+    TORCH_CHECK(positions.dim() == 1 && positions.size(0) >= 1, "positions must be (T), got ",
+                positions.sizes());
+    const int64_t T = positions.size(0), H = config_.num_attention_heads, d = config_.head_dim();
+    const int64_t C = config_.hidden_size;
+    const auto& abs = description_.absolute;
+    const auto& rel = description_.relative;
+    const int64_t last = positions.max().item<int64_t>();
+    if (!description_.extrapolates)
+        TORCH_CHECK(last < config_.max_position_embeddings, "sequence of ", T,
+                    " tokens (last position ", last,
+                    ") does not fit max_position_embeddings = ", config_.max_position_embeddings,
+                    ": absolute_position = ", abs, " is a learned table and cannot extrapolate");
+    PositionTerms out;
+
+    // Input slot.
+    if (abs == "input") {
+        TORCH_CHECK(!input_table_.is_empty(), "PositionEncoding: no input table attached");
+        out.input =
+            input_table_->weight.index_select(0, positions.to(input_table_->weight.device()));
+    } else if (abs == "sinusoidal") {
+        out.input = sinusoidal_table(positions, C).to(dtype);
+    }
+
+    // What all layers share: T5 and ALiBi biases, RoPE's angles, DeBERTa's index.
+    torch::Tensor shared_bias;
+    if (rel == "t5") shared_bias = t5_bias(positions);
+    if (rel == "alibi") {
+        // Symmetric (bidirectional) ALiBi: -m_h |p_i - p_j|, not scaled.
+        auto p = positions.to(dtype);
+        auto dist = (p.view({1, T}) - p.view({T, 1})).abs();  // (T, T)
+        if (config_.untie_cls) {
+            dist.select(0, 0).zero_();  // [CLS]'s row and column carry no distance
+            dist.select(1, 0).zero_();
+        }
+        const auto slopes = alibi_slopes(H);
+        auto m = torch::tensor(slopes, torch::kDouble).to(positions.device(), dtype);
+        shared_bias = -m.view({H, 1, 1}) * dist.unsqueeze(0);
+    }
+    torch::Tensor rope_cos, rope_sin;
+    int64_t rope_dims = 0;
+    if (rel == "rope") {
+        rope_dims = static_cast<int64_t>(static_cast<double>(d) * config_.rope_fraction) / 2 * 2;
+        // theta_i = base^(-2i / r), i = 0..r/2-1 (RoFormer Eq. 15 with r rotated dimensions).
+        auto i = torch::arange(0, rope_dims, 2, torch::kDouble);
+        auto theta = torch::pow(config_.rope_base, -i / static_cast<double>(rope_dims));
+        auto angle = positions.to(torch::kCPU, torch::kDouble).view({-1, 1}) * theta.view({1, -1});
+        rope_cos = torch::cos(angle).to(positions.device(), dtype);
+        rope_sin = torch::sin(angle).to(positions.device(), dtype);
+    }
+    const int64_t k_clip = relative_clip(config_);
+    torch::Tensor shaw_index, deberta_index;
+    if (rel == "shaw" || rel == "shaw_key_query") {
+        // HF: distance = p_i - p_j, row distance + (max_position_embeddings - 1); clipped here.
+        auto p = positions.view({-1});
+        shaw_index = (p.view({T, 1}) - p.view({1, T})).clamp(-k_clip, k_clip) + k_clip;
+    }
+    if (rel == "deberta") {
+        // DeBERTa Eq. 3: delta(i, j) = clamp(i - j + k, 0, 2k - 1).
+        auto p = positions.view({-1});
+        deberta_index = (p.view({T, 1}) - p.view({1, T}) + k_clip).clamp(0, 2 * k_clip - 1);
+    }
+
+    const double scaling = 1.0 / std::sqrt(static_cast<double>(d) * config_.attention_scale_factor);
+    const bool per_group = abs == "untied" || abs == "decoupled" || rel == "deberta" ||
+                           rel == "shaw" || rel == "shaw_key_query";
+    const int64_t groups = per_group ? layer_groups() : 1;
+    torch::Tensor decoupled_p, deberta_p;
+    if (abs == "decoupled") decoupled_p = pos_ln(pos->weight.index_select(0, positions));
+    if (rel == "deberta") deberta_p = rel_embeddings->weight;  // (2k, C)
+    for (int64_t g = 0; g < groups; ++g) {
+        LayerPosition lp;
+        lp.scaling = scaling;
+        torch::Tensor bias;
+        if (abs == "untied") {
+            // Token t uses row p_t + 1; row 0 is the extra "[CLS] to others" row.
+            auto rows = torch::cat({torch::zeros({1}, positions.options()), positions + 1});
+            auto a = untied_rows(rows, g);     // (H, T+1, T+1)
+            bias = a.slice(1, 1).slice(2, 1);  // (H, T, T)
+            if (config_.untie_cls) {
+                // [CLS] reset: column 0 <- theta2 = A[h,1,1], then row 0 <- theta1 = A[h,0,0].
+                auto theta1 = a.select(1, 0).select(1, 0);  // (H)
+                auto theta2 = a.select(1, 1).select(1, 1);  // (H)
+                auto col = theta2.view({H, 1, 1}).expand({H, T, 1});
+                bias = torch::cat({col, bias.slice(2, 1)}, 2);
+                auto row = theta1.view({H, 1, 1}).expand({H, 1, T});
+                bias = torch::cat({row, bias.slice(1, 1)}, 1);
+            }
+        }
+        // TUPE-R: the reference ADDS the relative bias on top of the reset values.
+        if (shared_bias.defined()) bias = bias.defined() ? bias + shared_bias : shared_bias;
+        if (cls_theta.defined()) bias = cls_reset_bias(bias, T);
+        lp.bias = bias;
+        if (abs == "decoupled") {
+            auto proj = projection(g);
+            lp.q_offset = proj->pos_q_linear(decoupled_p);
+            lp.k_offset = proj->pos_k_linear(decoupled_p);
+        }
+        if (rope_dims > 0) {
+            lp.rope_cos = rope_cos, lp.rope_sin = rope_sin, lp.rope_dims = rope_dims;
+            lp.rope_untie_cls = config_.untie_cls;
+        }
+        if (shaw_index.defined()) {
+            auto table = distance_embedding->ptr<torch::nn::EmbeddingImpl>(static_cast<size_t>(g));
+            lp.rel_keys = table->forward(shaw_index);  // (T, T, d)
+            lp.rel_key_query = rel == "shaw_key_query";
+        }
+        if (deberta_index.defined()) {
+            // Q_r = P W_{q,r}, K_r = P W_{k,r}: (2k, C) -> (2k, H, d) -> (H, 2k, d).
+            auto proj = projection(g);
+            const int64_t n = deberta_p.size(0);
+            lp.p2c_queries = proj->pos_q_linear(deberta_p).view({n, H, d}).transpose(0, 1);
+            lp.c2p_keys = proj->pos_k_linear(deberta_p).view({n, H, d}).transpose(0, 1);
+            lp.rel_index = deberta_index;
+        }
+        out.layers.push_back(std::move(lp));
+    }
+    return out;
+}
+
+}  // namespace engine
