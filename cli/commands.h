@@ -15,8 +15,9 @@ int cmd_tokenize(const Argv& args);
 int cmd_info(const Argv& args);  // cmd_model.cpp
 int cmd_export(const Argv& args);
 int cmd_inspect(const Argv& args);
-int cmd_analyze(const Argv& args);   // cmd_analyze.cpp
-int cmd_pretrain(const Argv& args);  // cmd_pretrain.cpp
+int cmd_analyze(const Argv& args);      // cmd_analyze.cpp
+int cmd_extrapolate(const Argv& args);  // cmd_extrapolate.cpp
+int cmd_pretrain(const Argv& args);     // cmd_pretrain.cpp
 int cmd_curves(const Argv& args);
 int cmd_bench(const Argv& args);   // cmd_bench.cpp
 int cmd_doctor(const Argv& args);  // cmd_doctor.cpp

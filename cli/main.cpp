@@ -66,6 +66,12 @@ const std::map<std::string, Command>& commands() {
           "BERT folder, or init:PRESET[:SIZE] (fresh weights, needs --vocab)",
           "the paper's attention maps and figures (Fig. 2 terms, TUPE Fig. 6, [CLS]) as "
           ".npy/.csv/.png"}},
+        {"extrapolate",
+         {cli::cmd_extrapolate,
+          "extrapolate CHECKPOINT [CHECKPOINT ...] --corpus FILE [--vocab FILE] [--lengths "
+          "1,1.5,2,4] [--max-tokens N] [--seed S] [--format table|json|csv] [--out DIR]",
+          "masked-token loss at multiples of the training length L (split at position L) and "
+          "with every position shifted by 0, L/2, L, against the unigram floor"}},
         {"run",
          {cli::cmd_run,
           "run EXPERIMENT.yaml [--set key=value ...] [--jobs N] [--threads N] [--job NAME] "
@@ -162,13 +168,13 @@ void fix_openblas_core(char** argv) {
 
 int main(int argc, char** argv) {
     fix_openblas_core(argv);
+    engine::flush_denormals();  // subnormal attention weights cost microcode assists (threads.h)
     if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
         !std::strcmp(argv[1], "help")) {
         print_help();
         return argc < 2 ? 2 : 0;
     }
     if (!std::strcmp(argv[1], "--version")) {
-    engine::flush_denormals();  // subnormal attention weights cost microcode assists (threads.h)
         std::cout << "tupe " << experiments::project_version() << " " << experiments::git_commit()
                   << " (LibTorch " << TORCH_VERSION << ")\n";
         return 0;

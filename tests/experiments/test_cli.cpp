@@ -224,3 +224,55 @@ TEST_F(CliTest, GlueStatsFailsWhenASplitFileIsMalformed) {
     EXPECT_NE(bad.out.find("dev.tsv:3: expected 4 tab-separated fields, got 2"), std::string::npos)
         << bad.out;
 }
+
+// `tupe extrapolate` on a learned table (tupe-r, 32 positions, trained at L = 32) and on ALiBi:
+// n/a rows where the table ends, finite losses beyond L where the scheme extrapolates, the
+// floor, the files under --out, and one-line usage errors.
+TEST_F(CliTest, ExtrapolateReportsLengthsShiftsAndTheFloor) {
+    const std::string ckpt = pretrained();
+    auto alibi = tupe("pretrain --config " + quote((dir_ / "tiny.yaml").string()) +
+                      " --set model.preset=alibi --out " + quote((dir_ / "alibi").string()));
+    ASSERT_EQ(alibi.status, 0) << alibi.err;
+    const std::string alibi_ckpt = (dir_ / "alibi" / "checkpoint.pt").string();
+    const std::string corpus = " --corpus " + quote((dir_ / "corpus.txt").string());
+    const std::string both = "extrapolate " + quote(ckpt) + " " + quote(alibi_ckpt) + corpus;
+
+    auto r = tupe(both + " --lengths 1,2 --out " + quote((dir_ / "ex").string()));
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("tupe-r  " + ckpt), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("alibi  " + alibi_ckpt), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("n/a: table of 32 positions"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("shift +16"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("floor: unigram"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("extrapolate [2/2] alibi"), std::string::npos) << r.err;
+    EXPECT_NE(read_file(dir_ / "ex" / "extrapolation.json").find("\"unigram_floor\""),
+              std::string::npos);
+    // One header and, per checkpoint, two length rows and three shift rows.
+    std::istringstream csv(read_file(dir_ / "ex" / "extrapolation.csv"));
+    std::string line;
+    int rows = 0;
+    bool alibi_beyond = false;
+    while (std::getline(csv, line)) {
+        ++rows;
+        // alibi at f = 2: 64 tokens from offset 0, available, with a loss.
+        if (line.rfind("alibi,", 0) == 0 && line.find(",length,2,64,0,true,") != std::string::npos)
+            alibi_beyond = line.find(",true,,") == std::string::npos;
+    }
+    EXPECT_EQ(rows, 11);
+    EXPECT_TRUE(alibi_beyond) << read_file(dir_ / "ex" / "extrapolation.csv");
+
+    auto json = tupe("extrapolate " + quote(alibi_ckpt) + corpus + " --lengths 1 --format json");
+    ASSERT_EQ(json.status, 0) << json.err;
+    EXPECT_EQ(json.out.rfind("{", 0), 0u) << json.out;
+
+    auto usage = tupe("extrapolate" + corpus);
+    EXPECT_EQ(usage.status, 2);
+    expect_one_line_error(usage, "CHECKPOINT");
+    for (const char* bad : {"0", "x", "1,,2"}) {
+        auto b = tupe("extrapolate " + quote(ckpt) + corpus + " --lengths " + quote(bad));
+        EXPECT_EQ(b.status, 2) << bad;
+        expect_one_line_error(b, "--lengths");
+    }
+    expect_one_line_error(tupe("extrapolate " + quote(ckpt) + " --corpus /nonexistent/corpus.txt"),
+                          "/nonexistent/corpus.txt");
+}

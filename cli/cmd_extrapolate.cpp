@@ -1,0 +1,273 @@
+// `tupe extrapolate`: length extrapolation and position shift of pretrained encoders
+// (analysis/extrapolate.h). Every checkpoint reads the same corpus through its own vocabulary;
+// the masked set depends on --seed and the stream index only, so checkpoints that share a
+// vocabulary are scored on the very same tokens. One block (or JSON object, or CSV rows) per
+// checkpoint; --out DIR writes extrapolation.json and extrapolation.csv as well.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "analysis/extrapolate.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "engine/errors.h"
+#include "engine/trainer.h"
+
+namespace cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// One checkpoint's result, with what names it.
+struct Evaluated {
+    std::string path, variant;
+    analysis::ExtrapolationReport report;
+};
+
+/// The vocabulary of a pretraining checkpoint: --vocab, else the copy the run directory keeps
+/// beside the checkpoint, else the config's data.vocab (as `tupe export`).
+std::string checkpoint_vocab(const Args& args, const std::string& checkpoint,
+                             const engine::PretrainConfig& config) {
+    if (args.has("vocab")) return args.get("vocab");
+    const std::string beside = (fs::path(checkpoint).parent_path() / "vocab.txt").string();
+    return fs::exists(beside) ? beside : config.data.vocab;
+}
+
+std::string fixed(double x, int digits = 4) {
+    if (!std::isfinite(x)) return "-";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+    return buf;
+}
+
+std::string shortest(double x) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", x);
+    return buf;
+}
+
+// Full precision for the machine-readable formats; NaN (nothing measured) as an empty field.
+std::string exact(double x) {
+    if (!std::isfinite(x)) return "";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.10g", x);
+    return buf;
+}
+
+std::string csv_field(const std::string& s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string out = "\"";
+    for (char ch : s) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    return out + "\"";
+}
+
+// NaN (nothing measured) as null: JSON has no NaN.
+nlohmann::json loss_json(double x) {
+    return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json();
+}
+
+nlohmann::json row_json(const analysis::ExtrapolationRow& r) {
+    nlohmann::json j = {{"factor", r.factor},
+                        {"length", r.length},
+                        {"offset", r.offset},
+                        {"available", r.available}};
+    if (!r.available) {
+        j["note"] = r.note;
+        return j;
+    }
+    j["windows"] = r.windows;
+    j["loss"] = loss_json(r.loss);
+    j["loss_within"] = loss_json(r.loss_within);
+    j["loss_beyond"] = loss_json(r.loss_beyond);
+    j["masked"] = r.masked;
+    j["masked_within"] = r.masked_within;
+    j["masked_beyond"] = r.masked_beyond;
+    return j;
+}
+
+std::string render_json(const std::vector<Evaluated>& results, const std::string& corpus) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& e : results) {
+        const auto& r = e.report;
+        nlohmann::json lengths = nlohmann::json::array(), shifts = nlohmann::json::array();
+        for (const auto& row : r.lengths) lengths.push_back(row_json(row));
+        for (const auto& row : r.shifts) shifts.push_back(row_json(row));
+        nlohmann::json item = {{"checkpoint", e.path},
+                               {"variant", e.variant},
+                               {"positions", r.summary},
+                               {"extrapolates", r.extrapolates},
+                               {"train_length", r.train_length},
+                               {"max_position_embeddings", r.max_positions},
+                               {"base_offset", r.base_offset},
+                               {"stream_tokens", r.stream_tokens},
+                               {"masked_tokens", r.masked_tokens},
+                               {"seed", r.seed},
+                               {"mask_prob", r.mask_prob},
+                               {"unigram_floor", loss_json(r.unigram_floor)},
+                               {"lengths", lengths},
+                               {"shifts", shifts}};
+        list.push_back(item);
+    }
+    nlohmann::json j = {{"corpus", corpus}, {"checkpoints", list}};
+    return j.dump(2) + "\n";
+}
+
+std::string render_csv(const std::vector<Evaluated>& results) {
+    std::ostringstream os;
+    os << "variant,checkpoint,kind,factor,length,offset,available,loss,loss_within,loss_beyond,"
+          "masked,masked_within,masked_beyond,windows,train_length,stream_tokens,unigram_floor,"
+          "note\n";
+    for (const auto& e : results) {
+        auto emit = [&](const char* kind, const analysis::ExtrapolationRow& row) {
+            os << csv_field(e.variant) << "," << csv_field(e.path) << "," << kind << ","
+               << exact(row.factor) << "," << row.length << "," << row.offset << ","
+               << (row.available ? "true" : "false") << "," << exact(row.loss) << ","
+               << exact(row.loss_within) << "," << exact(row.loss_beyond) << "," << row.masked
+               << "," << row.masked_within << "," << row.masked_beyond << "," << row.windows << ","
+               << e.report.train_length << "," << e.report.stream_tokens << ","
+               << exact(e.report.unigram_floor) << "," << csv_field(row.note) << "\n";
+        };
+        for (const auto& row : e.report.lengths) emit("length", row);
+        for (const auto& row : e.report.shifts) emit("shift", row);
+    }
+    return os.str();
+}
+
+std::vector<std::string> table_row(const std::string& label, const analysis::ExtrapolationRow& r) {
+    const std::string span =
+        std::to_string(r.offset) + "-" + std::to_string(r.offset + r.length - 1);
+    if (!r.available)
+        return {label, std::to_string(r.length), span, "-", "-", "-", "-", "-", r.note};
+    return {label,
+            std::to_string(r.length),
+            span,
+            fixed(r.loss),
+            fixed(r.loss_within),
+            fixed(r.loss_beyond),
+            format_count(static_cast<double>(r.masked)),
+            format_count(static_cast<double>(r.masked_beyond))};
+}
+
+std::string render_table(const std::vector<Evaluated>& results) {
+    std::ostringstream os;
+    for (size_t k = 0; k < results.size(); ++k) {
+        const auto& e = results[k];
+        const auto& r = e.report;
+        if (k) os << "\n";
+        os << e.variant << "  " << e.path << "\n"
+           << "positions: " << r.summary << " ("
+           << (r.extrapolates
+                   ? "no learned table"
+                   : "learned table of " + std::to_string(r.max_positions) + " positions")
+           << ")\n"
+           << "trained at L = " << r.train_length << " tokens; "
+           << format_count(static_cast<double>(r.stream_tokens)) << " stream tokens, "
+           << format_count(static_cast<double>(r.masked_tokens)) << " masked (seed " << r.seed
+           << ", p = " << shortest(r.mask_prob) << ")\n\n";
+        const std::string L = std::to_string(r.train_length);
+        std::vector<std::vector<std::string>> rows = {{"length", "tokens", "positions", "loss all",
+                                                       "loss < " + L, "loss >= " + L, "masked",
+                                                       "masked >= " + L}};
+        for (const auto& row : r.lengths)
+            rows.push_back(table_row(shortest(row.factor) + "x", row));
+        for (const auto& row : r.shifts)
+            rows.push_back(table_row("shift +" + std::to_string(row.offset), row));
+        os << format_table(rows);
+        os << "floor: unigram " << fixed(r.unigram_floor) << " nats on the same "
+           << format_count(static_cast<double>(r.masked_tokens))
+           << " masked targets (their own add-1/2 frequencies in the stream)\n";
+    }
+    return os.str();
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.flush();
+    if (!f) throw engine::InputError(path.string(), "cannot write");
+}
+
+}  // namespace
+
+int cmd_extrapolate(const Argv& argv) {
+    Args args(argv, {"corpus", "vocab", "lengths", "max-tokens", "seed", "format", "out"});
+    const auto& checkpoints = args.positionals();
+    if (checkpoints.empty()) throw UsageError("expected at least one CHECKPOINT");
+    const std::string corpus = args.required("corpus");
+    const std::string format = args.get("format", "table");
+    if (format != "table" && format != "json" && format != "csv")
+        throw UsageError("--format must be table, json or csv, got '" + format + "'");
+    analysis::ExtrapolationOptions options;
+    try {
+        options.factors = analysis::parse_length_factors(args.get("lengths", "1,1.5,2,4"));
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--lengths: ") + e.what());
+    }
+    options.max_tokens = args.get_int("max-tokens", 60000);
+    if (options.max_tokens < 1) throw UsageError("--max-tokens must be >= 1");
+    const long long seed = args.get_int("seed", 1);
+    if (seed < 0) throw UsageError("--seed must be >= 0");
+    options.seed = static_cast<uint64_t>(seed);
+    options.source = corpus;
+    // Before any checkpoint is loaded: a typo in the corpus path should not cost a model load.
+    std::error_code ec;
+    const auto status = fs::status(corpus, ec);
+    if (ec || !fs::exists(status)) throw engine::InputError(corpus, "corpus file not found");
+    if (fs::is_directory(status)) throw engine::InputError(corpus, "corpus path is a directory");
+
+    std::vector<Evaluated> results;
+    for (size_t k = 0; k < checkpoints.size(); ++k) {
+        const std::string& path = checkpoints[k];
+        auto ckpt = engine::load_checkpoint(path);
+        const std::string vocab_path = checkpoint_vocab(args, path, ckpt.config);
+        engine::WordPieceTokenizer tokenizer(engine::Vocab::load(vocab_path),
+                                             ckpt.config.data.lower_case);
+        if (tokenizer.vocab().size() != ckpt.config.model.vocab_size)
+            throw engine::InputError(vocab_path, "has " + std::to_string(tokenizer.vocab().size()) +
+                                                     " tokens but the checkpoint's model has " +
+                                                     std::to_string(ckpt.config.model.vocab_size));
+        options.train_length = ckpt.config.data.max_seq_len;
+        for (double f : options.factors)
+            if (analysis::window_length(f, options.train_length) < 3)
+                throw UsageError("--lengths: factor " + shortest(f) + " gives " +
+                                 std::to_string(analysis::window_length(f, options.train_length)) +
+                                 " tokens at " + path +
+                                 "'s L = " + std::to_string(options.train_length) +
+                                 " (a window needs at least 3)");
+        const auto stream = analysis::read_token_stream(corpus, tokenizer, options.max_tokens);
+        std::cerr << "extrapolate [" << (k + 1) << "/" << checkpoints.size() << "] "
+                  << ckpt.config.model.preset << " " << path << ": L = " << options.train_length
+                  << ", " << format_count(static_cast<double>(stream.size()))
+                  << " stream tokens, lengths " << args.get("lengths", "1,1.5,2,4") << std::endl;
+        results.push_back(
+            {path, ckpt.config.model.preset,
+             analysis::evaluate_extrapolation(ckpt.model, stream, tokenizer.vocab(), options)});
+    }
+
+    if (format == "json")
+        std::cout << render_json(results, corpus);
+    else if (format == "csv")
+        std::cout << render_csv(results);
+    else
+        std::cout << render_table(results);
+    if (args.has("out")) {
+        const fs::path out = args.get("out");
+        fs::create_directories(out, ec);
+        if (ec) throw engine::InputError(out.string(), "cannot create directory: " + ec.message());
+        write_text(out / "extrapolation.json", render_json(results, corpus));
+        write_text(out / "extrapolation.csv", render_csv(results));
+        // stderr, so that stdout stays one document in the chosen format.
+        std::cerr << "wrote " << (out / "extrapolation.json").string() << " and "
+                  << (out / "extrapolation.csv").string() << "\n";
+    }
+    return 0;
+}
+
+}  // namespace cli
