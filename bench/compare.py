@@ -52,7 +52,28 @@ def tuned_env():
     env["LD_LIBRARY_PATH"] = os.path.dirname(omp[0]) + (
         ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     env["LD_PRELOAD"] = tcm[0]
+    # The tupe launcher also overrides OpenBLAS's core where it fell back to Prescott-class
+    # kernels (README, "OpenBLAS core detection"); the same run-time gets the same core.
+    core = launcher_core(args_tupe[0]) if args_tupe else None
+    if core and "OPENBLAS_CORETYPE" not in env:
+        env["OPENBLAS_CORETYPE"] = core
     return env
+
+
+args_tupe = []
+
+
+def launcher_core(tupe):
+    """The OPENBLAS_CORETYPE the tupe launcher sets on this machine, or None."""
+    try:
+        out = subprocess.run([tupe, "doctor", "--no-matmul"], check=True, stdout=subprocess.PIPE,
+                             text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    for line in out.splitlines():
+        if line.startswith("blas core") and "set by the tupe launcher" in line:
+            return line.split("OPENBLAS_CORETYPE=")[1].split()[0]
+    return None
 
 
 def run_py(args, style, env=None):
@@ -85,6 +106,7 @@ def main():
                          "tcmalloc), or both (default)")
     ap.add_argument("--json", help="write every measurement to this file")
     args = ap.parse_args()
+    args_tupe.append(args.tupe)
     env_tuned = tuned_env() if args.py_runtime != "default" else None
     if args.py_runtime == "tuned" and env_tuned is None:
         sys.exit("compare.py: --py-runtime tuned needs libopenblas0-openmp and libtcmalloc-minimal4")
@@ -148,6 +170,8 @@ def main():
           f"threads {meta.get('blas_threading') or 'not OpenBLAS'}, {meta.get('allocator', '?')}"
           + ("; PyTorch = as installed" if args.py_runtime != "tuned" else "")
           + ("; PyTorch+rt = with LD_LIBRARY_PATH=openblas-openmp, LD_PRELOAD=tcmalloc"
+             + (f", OPENBLAS_CORETYPE={env_tuned['OPENBLAS_CORETYPE']}"
+                if "OPENBLAS_CORETYPE" in env_tuned else "")
              if env_tuned is not None else ""))
     for r in rows:
         print("  ".join(x.rjust(w) if i else x.ljust(w) for i, (x, w) in enumerate(zip(r, widths))))
