@@ -51,6 +51,16 @@ void randomize(torch::nn::Module& m, uint64_t seed) {
     for (auto& p : m.parameters()) p.normal_(0.0, 0.3);
 }
 
+// A model of `c` with randomize(seed)'s weights, in eval mode (no dropout), in `dtype`.
+template <typename Model>
+Model random_model(const ModelConfig& c, uint64_t seed, torch::ScalarType dtype = torch::kFloat) {
+    Model m(c);
+    randomize(*m, seed);
+    m->to(dtype);
+    m->eval();
+    return m;
+}
+
 torch::Tensor ids(int64_t B, int64_t T, uint64_t seed) {
     torch::manual_seed(seed);
     auto x = torch::randint(5, kVocab, {B, T}, torch::kLong);
@@ -231,10 +241,7 @@ TEST(PositionZoo, LogitsEqualTheFormulaForEveryScheme) {
         SCOPED_TRACE(preset);
         auto c = zoo_config(preset);
         if (preset == "rope") c.rope_fraction = 0.5;  // partial rotation: 4 of 8 dimensions
-        BertModel m(c);
-        randomize(*m, 11);
-        m->to(torch::kDouble);
-        m->eval();
+        auto m = random_model<BertModel>(c, 11, torch::kDouble);
         auto x = ids(2, 7, 3);
         auto mask = torch::ones({2, 7}, torch::kLong);
         mask[1].slice(0, 5).zero_();  // two padded keys in sequence 1
@@ -256,10 +263,7 @@ TEST(PositionZoo, NamedTermsAddUpToTheLogits) {
     for (const auto& preset : kZoo) {
         SCOPED_TRACE(preset);
         auto c = zoo_config(preset);
-        BertModel m(c);
-        randomize(*m, 12);
-        m->to(torch::kDouble);
-        m->eval();
+        auto m = random_model<BertModel>(c, 12, torch::kDouble);
         torch::NoGradGuard g;
         auto x = ids(1, 6, 4);
         auto out = m->forward(x, {}, {}, true);
@@ -286,9 +290,7 @@ TEST(PositionZoo, RelativeSchemesIgnoreAShiftAbsoluteOnesDoNot) {
         SCOPED_TRACE(preset);
         auto c = zoo_config(preset);
         c.max_position_embeddings = 32;
-        BertModel m(c);
-        randomize(*m, 13);
-        m->eval();
+        auto m = random_model<BertModel>(c, 13);
         auto shifted_config = c;
         shifted_config.position_offset = 9;
         BertModel shifted(shifted_config);
@@ -315,9 +317,7 @@ TEST(PositionZoo, RelativeSchemesIgnoreAShiftAbsoluteOnesDoNot) {
 TEST(PositionZoo, NopeIsPermutationEquivariant) {
     auto c = zoo_config("nope");
     c.type_vocab_size = 2;
-    BertModel m(c);
-    randomize(*m, 14);
-    m->eval();
+    auto m = random_model<BertModel>(c, 14);
     torch::NoGradGuard g;
     auto x = ids(1, 9, 6);
     auto types = torch::tensor({{0, 0, 0, 0, 1, 1, 1, 1, 1}}, torch::kLong);
@@ -327,9 +327,7 @@ TEST(PositionZoo, NopeIsPermutationEquivariant) {
         m->forward(x.index_select(1, perm), {}, types.index_select(1, perm)).last_hidden_state;
     EXPECT_TRUE(torch::allclose(yp, y.index_select(1, perm), 1e-5, 1e-5));
     // A scheme with positions is not.
-    BertModel r(zoo_config("rope"));
-    randomize(*r, 14);
-    r->eval();
+    auto r = random_model<BertModel>(zoo_config("rope"), 14);
     auto z = r->forward(x, {}, types).last_hidden_state;
     auto zp =
         r->forward(x.index_select(1, perm), {}, types.index_select(1, perm)).last_hidden_state;
@@ -343,10 +341,7 @@ TEST(PositionZoo, GradientsMatchFiniteDifferencesForEveryPreset) {
         SCOPED_TRACE(preset);
         auto c = zoo_config(preset);
         c.num_hidden_layers = 2;
-        BertForMaskedLM m(c);
-        randomize(*m, 15);
-        m->to(torch::kDouble);
-        m->eval();
+        auto m = random_model<BertForMaskedLM>(c, 15, torch::kDouble);
         auto x = ids(2, 6, 7);
         auto mask = torch::ones({2, 6}, torch::kLong);
         mask[1][5] = 0;
