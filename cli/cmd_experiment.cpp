@@ -6,6 +6,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -44,6 +45,36 @@ std::string one_file(const Args& args, const char* what) {
     return args.positionals()[0];
 }
 
+/// TUPE_CLAIM_TIMEOUT in seconds (default 60): how old a job claim's heartbeat may be before
+/// `tupe status` calls it stale and another `tupe run` takes the job over.
+double claim_timeout_from_env() {
+    const char* text = std::getenv(experiments::kClaimTimeoutEnv);
+    if (!text || !*text) return experiments::RunnerOptions{}.claim_timeout_seconds;
+    char* end = nullptr;
+    const double seconds = std::strtod(text, &end);
+    if (*end != '\0' || !(seconds > 0) || !std::isfinite(seconds))
+        throw UsageError(std::string(experiments::kClaimTimeoutEnv) +
+                         " must be a positive number of seconds, got '" + text + "'");
+    return seconds;
+}
+
+/// The test hook TUPE_TEST_RAISE_AT_STEP=STEP[:KILL|:STOP] into `options` (KILL when omitted).
+void raise_at_step_from_env(experiments::RunnerOptions& options) {
+    const char* env = std::getenv(experiments::kRaiseAtStepEnv);
+    if (!env || !*env) return;
+    const std::string text = env;
+    const auto colon = text.find(':');
+    const std::string step = text.substr(0, colon);
+    const std::string sig = colon == std::string::npos ? "KILL" : text.substr(colon + 1);
+    char* end = nullptr;
+    const long long n = std::strtoll(step.c_str(), &end, 10);
+    if (step.empty() || *end != '\0' || n < 1 || (sig != "KILL" && sig != "STOP"))
+        throw UsageError(std::string(experiments::kRaiseAtStepEnv) +
+                         " must be STEP, STEP:KILL or STEP:STOP, got '" + text + "'");
+    options.raise_at_step = n;
+    options.raise_signal = sig == "KILL" ? SIGKILL : SIGSTOP;
+}
+
 }  // namespace
 
 int cmd_run(const Argv& argv) {
@@ -56,6 +87,11 @@ int cmd_run(const Argv& argv) {
     options.threads = args.get_int("threads", 0);
     options.self_exe = self_exe();
     options.overrides = args.all("set");
+    // Job claims (several runners on one plan): the stale timeout, and the claim this
+    // process takes over from the runner that started it for its job.
+    options.claim_timeout_seconds = claim_timeout_from_env();
+    if (const char* from = std::getenv(experiments::kClaimFromEnv)) options.claim_from = from;
+    raise_at_step_from_env(options);
     const bool quiet = args.has("quiet");
 
     // Data parallelism: `--nproc-per-node N` runs each job on N local workers (for one job,
@@ -157,7 +193,7 @@ int cmd_status(const Argv& argv) {
     Args args(argv, {}, {}, {"set"});
     const auto spec =
         experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
-    std::cout << experiments::experiment_status(spec);
+    std::cout << experiments::experiment_status(spec, claim_timeout_from_env());
     return 0;
 }
 

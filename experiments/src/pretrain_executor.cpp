@@ -1,7 +1,8 @@
 // The runner's pretraining executor (runner_internal.h): one variant's pretraining with its
 // snapshots for fine-tuning and analysis, resumed from its checkpoint, its curves, loss floor
 // and snapshots recorded in the results store. The scheduler (runner.cpp) owns the run row's
-// status; the analysis of the snapshots follows in analysis_executor.cpp.
+// status; the analysis of the snapshots follows in analysis_executor.cpp. The runner's test
+// hook (RunnerOptions::raise_at_step) crashes or hangs this process at a known step.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -65,6 +66,11 @@ bool PretrainExecutor::run(const Job& job, int64_t run_id) const {
             pending.push_back({"train/tokens_per_second", s.step, s.tokens_per_second, now});
         }
         if (pending.size() >= 200) flush();
+        if (ctx_.options.raise_at_step > 0 && s.step == ctx_.options.raise_at_step &&
+            ctx_.simulate_crash) {
+            flush();  // the store holds every point up to this step, as after a real crash
+            ctx_.simulate_crash();
+        }
         char status[96];
         std::snprintf(status, sizeof status, "step %lld/%lld  loss %.3f",
                       static_cast<long long>(s.step), static_cast<long long>(s.total_steps),

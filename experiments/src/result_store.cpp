@@ -1,9 +1,14 @@
 // The SQLite results store (see result_store.h), part 1 of 3: opening a store (checks, pragmas,
-// WAL, forward migrations), the versioned schema, StoreError and the time helpers. The
+// WAL, forward migrations), the versioned schema, StoreError, the time helpers and the claim
+// owner and health helpers. The
 // connection, statement, transaction and retry machinery is in result_store_internal.h; writes
 // are in result_store_writes.cpp, reads in result_store_queries.cpp.
 #include "experiments/result_store.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -111,6 +116,23 @@ CREATE TABLE predictions (
     PRIMARY KEY (run_id, split, example)
 ) WITHOUT ROWID;
 )sql",
+        // Version 3: job claims, so that several runners share one plan: who runs a job
+        // (host, pid), since when, its last heartbeat (seconds since the epoch, compared as a
+        // number), when it was released ('' while held) and how many times it was attempted.
+        R"sql(
+CREATE TABLE job_claims (
+    experiment_id INTEGER NOT NULL REFERENCES experiments(id) ON DELETE CASCADE,
+    job TEXT NOT NULL,
+    host TEXT NOT NULL DEFAULT '',
+    pid INTEGER NOT NULL DEFAULT 0,
+    claimed_at TEXT NOT NULL DEFAULT '',
+    heartbeat_time REAL NOT NULL DEFAULT 0,
+    released_at TEXT NOT NULL DEFAULT '',
+    attempts INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (experiment_id, job)
+) WITHOUT ROWID;
+CREATE INDEX job_claims_owner ON job_claims(host, pid);
+)sql",
     };
     return steps;
 }
@@ -132,6 +154,39 @@ std::string utc_now_iso8601() {
 double unix_time_now() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
         .count();
+}
+
+ClaimOwner ClaimOwner::self() {
+    char name[256] = {0};
+    gethostname(name, sizeof name - 1);
+    return {name, static_cast<std::int64_t>(getpid())};
+}
+
+std::string ClaimOwner::text() const { return host + ":" + std::to_string(pid); }
+
+std::optional<ClaimOwner> ClaimOwner::parse(const std::string& text) {
+    // Host names hold no ':', so the last one separates the pid.
+    const auto colon = text.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) return std::nullopt;
+    std::int64_t pid = 0;
+    for (std::size_t i = colon + 1; i < text.size(); ++i) {
+        if (text[i] < '0' || text[i] > '9' || pid > 1'000'000'000'000LL) return std::nullopt;
+        pid = pid * 10 + (text[i] - '0');
+    }
+    if (pid <= 0) return std::nullopt;
+    return ClaimOwner{text.substr(0, colon), pid};
+}
+
+ClaimHealth claim_health(const JobClaim& claim, double stale_after_seconds, double now) {
+    if (claim.owner.host == ClaimOwner::self().host) {
+        // kill(pid, 0) checks existence without signalling; EPERM means it exists (another
+        // user's). pid <= 0 would address process groups: such an owner never existed.
+        const bool exists = claim.owner.pid > 0 &&
+                            (::kill(static_cast<pid_t>(claim.owner.pid), 0) == 0 || errno == EPERM);
+        if (!exists) return ClaimHealth::kOwnerGone;
+    }
+    if (now - claim.heartbeat_time > stale_after_seconds) return ClaimHealth::kHeartbeatStale;
+    return ClaimHealth::kLive;
 }
 
 ResultStore::ResultStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

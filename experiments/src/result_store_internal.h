@@ -274,6 +274,22 @@ inline ExperimentRecord read_experiment(const Query& q) {
     return {q.integer(0), q.text(1), q.text(2), q.text(3), q.text(4)};
 }
 
+inline constexpr const char* kClaimColumns =
+    "experiment_id, job, host, pid, claimed_at, heartbeat_time, released_at, attempts";
+
+inline JobClaim read_claim(const Query& q) {
+    JobClaim claim;
+    claim.experiment_id = q.integer(0);
+    claim.job = q.text(1);
+    claim.owner.host = q.text(2);
+    claim.owner.pid = q.integer(3);
+    claim.claimed_at = q.text(4);
+    claim.heartbeat_time = q.real(5);
+    claim.released_at = q.text(6);
+    claim.attempts = q.integer(7);
+    return claim;
+}
+
 }  // namespace store_detail
 
 using namespace store_detail;  // the three store sources share these names

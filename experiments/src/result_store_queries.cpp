@@ -159,4 +159,15 @@ std::vector<ArtifactRecord> ResultStore::artifacts(std::int64_t run_id) {
     });
 }
 
+std::vector<JobClaim> ResultStore::list_claims(std::int64_t experiment_id) {
+    return impl_->with_retry([&] {
+        std::vector<JobClaim> out;
+        Query q(*impl_, std::string("SELECT ") + kClaimColumns +
+                            " FROM job_claims WHERE experiment_id = ?1 ORDER BY job");
+        q.bind(1, experiment_id);
+        while (q.step("list job claims")) out.push_back(read_claim(q));
+        return out;
+    });
+}
+
 }  // namespace experiments

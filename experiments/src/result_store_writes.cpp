@@ -1,6 +1,7 @@
 // The SQLite results store (see result_store.h), part 2 of 3: every write. Each is one
 // BEGIN IMMEDIATE transaction through Connection::write, retried while another process holds
-// the lock; an add of an existing key replaces the row (ON CONFLICT ... DO UPDATE).
+// the lock; an add of an existing key replaces the row (ON CONFLICT ... DO UPDATE). A job claim
+// reads and writes in that one transaction, so two runners never both take a job.
 #include "experiments/result_store.h"
 #include "result_store_internal.h"
 
@@ -207,6 +208,97 @@ void ResultStore::add_artifacts(const std::vector<ArtifactRecord>& artifacts) {
             upsert_artifact(
                 insert, artifact,
                 "add artifact " + artifact.path + " to run " + std::to_string(artifact.run_id));
+    });
+}
+
+ClaimResult ResultStore::claim_job(std::int64_t experiment_id, const std::string& job,
+                                   const ClaimOwner& owner, const ClaimOptions& options) {
+    const std::string what = "claim job '" + job + "'";
+    if (job.empty()) throw StoreError(impl_->path, "a job claim needs a job name");
+    if (owner.host.empty() || owner.pid <= 0)
+        throw StoreError(impl_->path, "cannot " + what + ": the owner needs a host and a pid");
+    return impl_->write(what, [&] {
+        ClaimResult result;
+        if (!options.allow_finished) {
+            Query run(*impl_, "SELECT status FROM runs WHERE experiment_id = ?1 AND name = ?2");
+            if (run.bind(1, experiment_id).bind(2, job).step(what) && run.text(0) == "finished") {
+                result.outcome = ClaimResult::Outcome::kFinished;
+                return result;
+            }
+        }
+        const double now = unix_time_now();
+        std::int64_t attempts = 0;
+        bool new_attempt = true;
+        {
+            Query find(*impl_, std::string("SELECT ") + kClaimColumns +
+                                   " FROM job_claims WHERE experiment_id = ?1 AND job = ?2");
+            if (find.bind(1, experiment_id).bind(2, job).step(what)) {
+                const JobClaim found = read_claim(find);
+                attempts = found.attempts;
+                if (found.held()) {
+                    const bool own = found.owner == owner;
+                    const bool handed =
+                        options.handoff_from && found.owner == *options.handoff_from;
+                    if (!own && !handed &&
+                        claim_health(found, options.stale_after_seconds, now) ==
+                            ClaimHealth::kLive) {
+                        result.outcome = ClaimResult::Outcome::kHeld;
+                        result.previous = found;
+                        return result;
+                    }
+                    new_attempt = !own && !handed;
+                    if (!own) result.previous = found;
+                }
+            }
+        }
+        JobClaim& claim = result.claim;
+        claim.experiment_id = experiment_id;
+        claim.job = job;
+        claim.owner = owner;
+        claim.claimed_at = utc_now_iso8601();
+        claim.heartbeat_time = now;
+        claim.attempts = attempts + (new_attempt ? 1 : 0);
+        Query upsert(*impl_,
+                     "INSERT INTO job_claims (experiment_id, job, host, pid, claimed_at, "
+                     "heartbeat_time, released_at, attempts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, '', "
+                     "?7) ON CONFLICT (experiment_id, job) DO UPDATE SET host = excluded.host, "
+                     "pid = excluded.pid, claimed_at = excluded.claimed_at, "
+                     "heartbeat_time = excluded.heartbeat_time, released_at = '', "
+                     "attempts = excluded.attempts");
+        upsert.bind(1, experiment_id).bind(2, job).bind(3, owner.host).bind(4, owner.pid);
+        upsert.bind(5, claim.claimed_at).bind_real(6, now).bind(7, claim.attempts).run(what);
+        result.outcome = ClaimResult::Outcome::kClaimed;
+        return result;
+    });
+}
+
+std::vector<JobClaim> ResultStore::heartbeat_claims(const ClaimOwner& owner) {
+    const std::string what = "refresh the job claims of " + owner.text();
+    return impl_->write(what, [&] {
+        Query update(*impl_,
+                     "UPDATE job_claims SET heartbeat_time = ?3 "
+                     "WHERE host = ?1 AND pid = ?2 AND released_at = ''");
+        update.bind(1, owner.host).bind(2, owner.pid).bind_real(3, unix_time_now()).run(what);
+        std::vector<JobClaim> held;
+        Query select(*impl_, std::string("SELECT ") + kClaimColumns +
+                                 " FROM job_claims WHERE host = ?1 AND pid = ?2 AND "
+                                 "released_at = '' ORDER BY experiment_id, job");
+        select.bind(1, owner.host).bind(2, owner.pid);
+        while (select.step(what)) held.push_back(read_claim(select));
+        return held;
+    });
+}
+
+bool ResultStore::release_claim(std::int64_t experiment_id, const std::string& job,
+                                const ClaimOwner& owner) {
+    const std::string what = "release the claim of job '" + job + "'";
+    return impl_->write(what, [&] {
+        Query update(*impl_,
+                     "UPDATE job_claims SET released_at = ?5 WHERE experiment_id = ?1 AND "
+                     "job = ?2 AND host = ?3 AND pid = ?4 AND released_at = ''");
+        update.bind(1, experiment_id).bind(2, job).bind(3, owner.host).bind(4, owner.pid);
+        update.bind(5, utc_now_iso8601()).run(what);
+        return sqlite3_changes(impl_->db) > 0;
     });
 }
 

@@ -1,20 +1,23 @@
-// The experiment runner (see runner.h): the scheduler. It makes the plan, skips finished jobs
-// and resumes the rest, keeps the run rows common to every job (record, status, failure), reports
-// progress with the plan ETA (plan_eta.h), and hands each job to the executor of its kind
-// (pretrain_executor.cpp, finetune_executor.cpp, analysis_executor.cpp) or to child processes
-// (parallel fine-tuning, data-parallel workers) through the process pool.
+// The experiment runner (see runner.h): the scheduler. It makes the plan, claims each job in
+// the results store before it runs it (so several runners share one plan: a job held by a live
+// runner is left to it, a fine-tuning job waits for its pretraining, a stale claim is taken
+// over), skips finished jobs and resumes the rest, keeps the run rows common to every job
+// (record, status, failure), reports progress with the plan ETA (plan_eta.h), and hands each
+// job to the executor of its kind (pretrain_executor.cpp, finetune_executor.cpp,
+// analysis_executor.cpp) or to child processes (parallel fine-tuning, data-parallel workers)
+// through the process pool, handing them its claim.
 #include "experiments/runner.h"
 
-#include <unistd.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
+#include <optional>
 #include <set>
-#include <sstream>
+#include <thread>
 
 #include "analysis/tasks.h"
 #include "engine/distributed.h"
@@ -23,28 +26,22 @@
 #include "experiments/glue_data.h"
 #include "experiments/process_pool.h"
 #include "experiments/result_store.h"
-#include "experiments/synthetic_tasks.h"
 #include "plan_eta.h"
 #include "runner_internal.h"
 
 namespace experiments {
 
 namespace fs = std::filesystem;
-using namespace detail;  // variant_named, run_child, JobContext and the executors
+using namespace detail;  // variant_named, run_child, JobContext, ClaimKeeper and the executors
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
 
 std::string lr_text(double lr) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%g", lr);
-    return buf;
-}
-
-std::string hostname() {
-    char buf[256] = {0};
-    gethostname(buf, sizeof buf - 1);
     return buf;
 }
 
@@ -70,10 +67,21 @@ RunRecord base_record(int64_t experiment_id, const Job& job) {
     r.kind = job.kind == Job::Kind::kPretrain ? "pretrain" : "finetune";
     r.name = job.name;
     r.variant = job.variant;
-    r.host = hostname();
+    r.host = ClaimOwner::self().host;
     r.torch_version = torch_version();
     r.git_commit = git_commit();
     return r;
+}
+
+/// timeout/12 within [lo, hi] seconds: how often claims are refreshed (hi 5 s) and how often
+/// a waiting runner looks again (hi 2 s); a claim goes stale after 12 missed refreshes.
+milliseconds fraction_of_timeout(double timeout_seconds, double lo, double hi) {
+    return milliseconds(static_cast<int64_t>(1000 * std::clamp(timeout_seconds / 12, lo, hi)));
+}
+
+RunnerCallbacks with_stop(RunnerCallbacks callbacks, const std::atomic<bool>* stop) {
+    callbacks.stop = stop;
+    return callbacks;
 }
 
 class Runner {
@@ -81,74 +89,82 @@ class Runner {
     Runner(const ExperimentSpec& spec, const RunnerOptions& options, const RunnerCallbacks& cb)
         : spec_(spec),
           options_(options),
-          cb_(cb),
+          user_stop_(cb.stop),
+          cb_(with_stop(cb, &job_stop_)),
           store_(ResultStore::open(spec.database, OpenMode::kReadWrite)),
           experiment_id_(store_.get_or_create_experiment(spec.name, spec.path, spec.yaml_text)),
+          owner_(ClaimOwner::self()),
+          handoff_(ClaimOwner::parse(options.claim_from)),
+          session_start_(utc_now_iso8601()),
           ctx_{spec_,
                options_,
                cb_,
                store_,
                experiment_id_,
-               [this](double fraction, const std::string& status) { report(fraction, status); }},
+               [this](double fraction, const std::string& status) { report(fraction, status); },
+               [this] { simulate_crash(); }},
           pretrain_(ctx_),
           finetune_(ctx_),
-          analysis_(ctx_) {}
+          analysis_(ctx_) {
+        if (!(options_.claim_timeout_seconds > 0))
+            throw std::invalid_argument("the claim timeout must be a positive number of seconds");
+    }
 
     RunSummary run() {
-        const auto plan = make_plan(spec_);
+        plan_ = make_plan(spec_);
         RunSummary summary;
-        progress_.total = static_cast<int64_t>(plan.size());
+        progress_.total = static_cast<int64_t>(plan_.size());
         // Parallel fine-tuning: children run one job each (`tupe run FILE --job NAME`).
-        const int64_t parallel = options_.jobs > 0 ? options_.jobs : spec_.jobs;
-        std::vector<const Job*> finetunes;
+        parallel_ = options_.jobs > 0 ? options_.jobs : spec_.jobs;
+        pooled_ = parallel_ > 1 && options_.only_job.empty() && options_.nproc_per_node <= 1;
         std::set<std::string> finished;  // one query for the ETA's "what is left"
         for (const auto& r : store_.list_runs(experiment_id_))
             if (r.status == "finished") finished.insert(r.name);
-        for (const auto& job : plan)
-            if ((options_.only_job.empty() || job.name == options_.only_job) &&
-                !finished.count(job.name))
+        for (const auto& job : plan_)
+            if (in_scope(job) && !finished.count(job.name)) {
                 eta_.add_pending(job.kind, job_tokens(spec_, job));
-        for (const auto& job : plan) {
-            if (!options_.only_job.empty() && job.name != options_.only_job) continue;
-            if (stopped()) {
-                summary.stopped = true;
-                break;
+                eta_pending_.insert(job.name);
             }
-            auto existing = store_.find_run(experiment_id_, job.name);
-            if (existing && existing->status == "finished" && job.kind == Job::Kind::kPretrain &&
-                !analysis_.pending_steps(job, existing->id).empty()) {
-                // Pretrained before the analysis block was added (or its analysis failed):
-                // analyse the snapshots now; the run stays finished.
-                progress_.current = job.name + " (analysis)";
-                report(0, "analysing");
-                analysis_.run(job, existing->id);
-                ++summary.finished;
-                ++progress_.done;
-                continue;
-            }
-            if (existing && existing->status == "finished") {
-                ++summary.skipped;
-                ++progress_.done;
-                continue;
-            }
-            if (job.kind == Job::Kind::kFinetune && parallel > 1 && options_.only_job.empty() &&
-                options_.nproc_per_node <= 1) {
-                finetunes.push_back(&job);
-                continue;
-            }
-            if (options_.nproc_per_node > 1 && options_.only_job.empty()) {
-                run_on_workers(job, summary);
-                continue;
-            }
-            run_one(job, summary);
+        ClaimKeeper keeper(ResultStore::open(spec_.database, OpenMode::kReadWrite), owner_,
+                           fraction_of_timeout(options_.claim_timeout_seconds, 0.1, 5.0),
+                           user_stop_, job_stop_);
+        keeper_ = &keeper;
+        try {
+            schedule(summary);
+        } catch (...) {
+            keeper_ = nullptr;
+            throw;
         }
-        if (!finetunes.empty() && !summary.stopped) run_parallel(finetunes, parallel, summary);
+        keeper_ = nullptr;
         return summary;
     }
 
   private:
-    bool stopped() const { return ctx_.stopped(); }
+    struct Child {
+        const Job* job;
+        Clock::time_point launched;
+    };
+
+    /// Releases a claim of this runner when it goes out of scope, the job unwatched first.
+    class ClaimRelease {
+      public:
+        ClaimRelease(Runner& runner, const Job& job) : runner_(runner), job_(job) {}
+        ~ClaimRelease() { runner_.release(job_); }
+        ClaimRelease(const ClaimRelease&) = delete;
+        ClaimRelease& operator=(const ClaimRelease&) = delete;
+
+      private:
+        Runner& runner_;
+        const Job& job_;
+    };
+
+    /// The user's stop flag (Ctrl-C); the executors watch job_stop_, which the claim keeper
+    /// sets from it (and when the claim of their job is lost).
+    bool stopped() const { return user_stop_ && user_stop_->load(); }
     void say(const std::string& m) const { ctx_.say(m); }
+    bool in_scope(const Job& job) const {
+        return options_.only_job.empty() || job.name == options_.only_job;
+    }
 
     void report(double fraction, const std::string& status) {
         progress_.job_fraction = fraction;
@@ -160,17 +176,227 @@ class Runner {
         if (cb_.on_progress) cb_.on_progress(progress_);
     }
 
+    /// The scheduling passes: each reads the runs once, then claims and runs (or hands to a
+    /// child) every job it can, in plan order; then it reaps a child, or, when every job left
+    /// is held by another runner or waits for a pretraining held by one, it polls.
+    void schedule(RunSummary& summary) {
+        bool said_waiting = false;
+        while (!summary.stopped) {
+            if (stopped()) {
+                summary.stopped = true;
+                break;
+            }
+            std::map<std::string, RunRecord> runs;
+            for (auto& r : store_.list_runs(experiment_id_)) {
+                std::string name = r.name;
+                runs.emplace(std::move(name), std::move(r));
+            }
+            // Jobs other runners hold live, read once: they are passed over without a write
+            // transaction (claim_job decides for every other job).
+            std::map<std::string, JobClaim> live_elsewhere;
+            const double now = unix_time_now();
+            for (auto& c : store_.list_claims(experiment_id_))
+                if (c.held() && c.owner != owner_ && !(handoff_ && c.owner == *handoff_) &&
+                    claim_health(c, options_.claim_timeout_seconds, now) == ClaimHealth::kLive)
+                    live_elsewhere.emplace(c.job, c);
+            bool acted = false;
+            std::vector<std::string> held;  // "job on HOST:PID"
+            for (const Job& job : plan_) {
+                if (!in_scope(job) || done_.count(job.name) || running_child(job)) continue;
+                if (stopped()) {
+                    summary.stopped = true;
+                    break;
+                }
+                const auto found = runs.find(job.name);
+                const RunRecord* run = found == runs.end() ? nullptr : &found->second;
+                bool analysis_only = false;
+                if (run && run->status == "finished") {
+                    // Pretrained before the analysis block was added (or its analysis failed):
+                    // analyse the snapshots now; the run stays finished.
+                    analysis_only = job.kind == Job::Kind::kPretrain &&
+                                    !analysis_.pending_steps(job, run->id).empty();
+                    if (!analysis_only) {
+                        settle(job);
+                        ++summary.skipped;
+                        continue;
+                    }
+                } else if (run && run->status == "failed" && run->end_time >= session_start_) {
+                    // Failed in another runner since this one started: not retried now.
+                    settle(job);
+                    ++summary.skipped;
+                    continue;
+                }
+                if (waits_for_pretraining(job, runs, live_elsewhere)) continue;
+                if (const auto other = live_elsewhere.find(job.name);
+                    other != live_elsewhere.end() && !options_.dist) {
+                    held.push_back(job.name + " on " + other->second.owner.text());
+                    continue;
+                }
+                if (pooled_ && job.kind == Job::Kind::kFinetune &&
+                    static_cast<int64_t>(children_.size()) >= parallel_)
+                    continue;  // the pool is full: a later pass
+                ClaimOptions claim_options;
+                claim_options.stale_after_seconds = options_.claim_timeout_seconds;
+                claim_options.handoff_from = handoff_;
+                claim_options.allow_finished = analysis_only;
+                const ClaimResult claim =
+                    store_.claim_job(experiment_id_, job.name, owner_, claim_options);
+                if (claim.outcome == ClaimResult::Outcome::kFinished) {
+                    settle(job);
+                    ++summary.skipped;
+                    continue;
+                }
+                if (claim.outcome == ClaimResult::Outcome::kHeld) {
+                    const std::string holder = claim.previous->owner.text();
+                    // A data-parallel rank 0 cannot wait: its peers are already computing.
+                    if (options_.dist)
+                        throw std::runtime_error("job " + job.name + " is being run by " + holder +
+                                                 " (`tupe status` shows it)");
+                    held.push_back(job.name + " on " + holder);
+                    continue;
+                }
+                if (claim.previous && !(handoff_ && claim.previous->owner == *handoff_))
+                    say(takeover_message(job, *claim.previous));
+                acted = true;
+                said_waiting = false;
+                dispatch(job, analysis_only, run ? run->id : 0, summary);
+                if (summary.stopped) break;
+            }
+            if (summary.stopped) break;
+            if (children_.empty() && all_done()) break;
+            if (!children_.empty()) {
+                reap_child(summary);
+                continue;
+            }
+            if (acted) continue;
+            // Nothing to do here now: wait for the other runners.
+            if (!said_waiting) {
+                said_waiting = true;
+                say(waiting_message(held));
+            }
+            progress_.current = "waiting for other runners";
+            report(0, std::to_string(held.size()) + " jobs held elsewhere");
+            const auto until =
+                Clock::now() + fraction_of_timeout(options_.claim_timeout_seconds, 0.1, 2.0);
+            while (Clock::now() < until && !stopped())
+                std::this_thread::sleep_for(milliseconds(50));
+        }
+        // Children still running after a stop had the Ctrl-C too (same process group).
+        while (!children_.empty()) reap_child(summary);
+        if (stopped()) summary.stopped = true;
+    }
+
+    /// The claimed job, by how it runs: a child of the pool (which takes the claim over), on
+    /// data-parallel workers, or here; the claim is released when it is done here.
+    void dispatch(const Job& job, bool analysis_only, int64_t run_id, RunSummary& summary) {
+        if (pooled_ && job.kind == Job::Kind::kFinetune) {
+            spawn_child(job);
+            return;
+        }
+        ClaimRelease release(*this, job);
+        if (analysis_only) {
+            keeper_->watch(experiment_id_, job.name);
+            progress_.current = job.name + " (analysis)";
+            report(0, "analysing");
+            analysis_.run(job, run_id);
+            ++summary.finished;
+            settle(job);
+            return;
+        }
+        if (options_.nproc_per_node > 1 && options_.only_job.empty()) {
+            if (!run_on_workers(job, summary)) return;
+        } else {
+            keeper_->watch(experiment_id_, job.name);
+            if (!run_one(job, summary)) return;
+        }
+        settle(job);
+        report(0, "done");
+    }
+
+    /// A fine-tuning job waits while its variant's pretraining is neither finished nor done
+    /// by this runner. For the whole plan that means another runner holds it (this one claimed
+    /// every pretraining it could earlier in the pass); for one job (--job), only while
+    /// another runner holds it live; a data-parallel rank 0 never waits.
+    bool waits_for_pretraining(const Job& job, const std::map<std::string, RunRecord>& runs,
+                               const std::map<std::string, JobClaim>& live_elsewhere) const {
+        if (job.kind != Job::Kind::kFinetune || done_.count(job.variant) || options_.dist)
+            return false;
+        const auto it = runs.find(job.variant);
+        if (it != runs.end() && it->second.status == "finished") return false;
+        return options_.only_job.empty() || live_elsewhere.count(job.variant) > 0;
+    }
+
+    bool all_done() const {
+        for (const auto& job : plan_)
+            if (in_scope(job) && !done_.count(job.name)) return false;
+        return true;
+    }
+
+    bool running_child(const Job& job) const {
+        for (const auto& [pid, child] : children_)
+            if (child.job == &job) return true;
+        return false;
+    }
+
+    /// The job needs nothing more from this runner.
+    void settle(const Job& job) {
+        done_.insert(job.name);
+        progress_.done = static_cast<int64_t>(done_.size());
+        // Done by another runner: no longer part of what this one has left.
+        if (eta_pending_.erase(job.name)) eta_.add_pending(job.kind, -job_tokens(spec_, job));
+    }
+
+    /// Releases this runner's claim on the job (no-op when a child took it over); a release
+    /// that fails leaves a claim that goes stale once this process is gone.
+    void release(const Job& job) noexcept {
+        try {
+            if (keeper_) keeper_->unwatch();
+            store_.release_claim(experiment_id_, job.name, owner_);
+        } catch (const std::exception&) {
+        }
+    }
+
+    std::string takeover_message(const Job& job, const JobClaim& previous) const {
+        const double now = unix_time_now();
+        const bool gone =
+            claim_health(previous, options_.claim_timeout_seconds, now) == ClaimHealth::kOwnerGone;
+        return "taking over job " + job.name + " from " + previous.owner.text() + " (" +
+               (gone ? "no such process, " : "") + "last heartbeat " +
+               std::to_string(seconds_between(previous.heartbeat_time, now)) + " s ago)";
+    }
+
+    std::string waiting_message(const std::vector<std::string>& held) const {
+        size_t left = 0;
+        for (const auto& job : plan_)
+            if (in_scope(job) && !done_.count(job.name)) ++left;
+        std::string text = "waiting for other runners: " + std::to_string(left) +
+                           (left == 1 ? " job left" : " jobs left");
+        for (size_t i = 0; i < held.size() && i < 3; ++i) text += (i == 0 ? ", " : "; ") + held[i];
+        if (held.size() > 3) text += "; ...";
+        return text;
+    }
+
     /// A job runs in this process (or on workers this process waits for): the ETA times it.
     void begin_timing(const Job& job) {
         current_ = &job;
         current_tokens_ = job_tokens(spec_, job);
         job_start_ = Clock::now();
         eta_.start(job.kind, current_tokens_);
+        eta_pending_.erase(job.name);
     }
     void end_timing() {
         if (!current_) return;
         eta_.finish(current_->kind, current_tokens_,
                     std::chrono::duration<double>(Clock::now() - job_start_).count());
+        current_ = nullptr;
+    }
+    /// A job started here and left unfinished to another runner: out of the ETA, unmeasured.
+    void drop_timing() {
+        if (!current_) return;
+        // start() with negative tokens moves them from running back to pending...
+        eta_.start(current_->kind, -current_tokens_);
+        // ... and a negative add_pending removes them from pending.
+        eta_.add_pending(current_->kind, -current_tokens_);
         current_ = nullptr;
     }
 
@@ -192,10 +418,12 @@ class Runner {
         if (job.kind == Job::Kind::kFinetune) return finetune_.run(job, run_id);
         if (!pretrain_.run(job, run_id)) return false;
         analysis_.run(job, run_id);
-        return !stopped();
+        return !ctx_.stopped();
     }
 
-    void run_one(const Job& job, RunSummary& summary) {
+    /// Runs the claimed job in this process. True when it ended (finished or failed); false
+    /// when it was stopped, or its claim was taken over by another runner meanwhile.
+    bool run_one(const Job& job, RunSummary& summary) {
         progress_.current = job.name;
         begin_timing(job);
         report(0, "starting");
@@ -204,10 +432,18 @@ class Runner {
         store_.set_run_status(run_id, "running");
         try {
             if (!execute(job, run_id)) {
+                if (keeper_->lost() && !stopped()) {
+                    // The other runner owns the run row now: its status is left to it.
+                    say("job " + job.name +
+                        ": another runner took over its claim while this one was not "
+                        "heard from; leaving the job to it");
+                    drop_timing();
+                    return false;
+                }
                 store_.set_run_status(run_id, "stopped");
                 summary.stopped = true;
                 current_ = nullptr;
-                return;
+                return false;
             }
             store_.set_run_status(run_id, "finished");
             ++summary.finished;
@@ -222,8 +458,16 @@ class Runner {
             store_.set_run_status(run_id, "failed", e.what());
             throw;
         }
-        ++progress_.done;
-        report(0, "done");
+        return true;
+    }
+
+    /// The test hook (RunnerOptions::raise_at_step): a crash or a hang at a known step.
+    void simulate_crash() {
+        const int sig = options_.raise_signal;
+        if (keeper_)
+            keeper_->quietly([sig] { ::raise(sig); });
+        else
+            ::raise(sig);
     }
 
     /// `tupe run FILE --job NAME` with this run's --set overrides, plus `extra`.
@@ -234,9 +478,17 @@ class Runner {
         return args;
     }
 
+    /// What a child started for a claimed job needs to take the claim over.
+    std::vector<std::pair<std::string, std::string>> child_env() const {
+        char timeout[32];
+        std::snprintf(timeout, sizeof timeout, "%g", options_.claim_timeout_seconds);
+        return {{kClaimFromEnv, owner_.text()}, {kClaimTimeoutEnv, timeout}};
+    }
+
     /// One job as nproc_per_node local data-parallel workers (`tupe run FILE --job NAME
-    /// --nproc-per-node N`); their rank 0 records it in the store.
-    void run_on_workers(const Job& job, RunSummary& summary) {
+    /// --nproc-per-node N`); their rank 0 takes the claim over and records the job. False
+    /// when stopped.
+    bool run_on_workers(const Job& job, RunSummary& summary) {
         TORCH_CHECK(!options_.self_exe.empty(), "data-parallel jobs need the path of tupe");
         progress_.current = job.name;
         const int64_t n = options_.nproc_per_node;
@@ -246,78 +498,103 @@ class Runner {
         if (options_.threads > 0)
             extra.insert(extra.end(), {"--threads", std::to_string(options_.threads)});
         try {
-            run_child(job_command(job, extra), "job " + job.name);
+            run_child(job_command(job, extra), "job " + job.name, child_env());
             ++summary.finished;
         } catch (const std::exception& e) {
             if (stopped()) {
                 summary.stopped = true;
                 current_ = nullptr;
-                return;
+                return false;
             }
             ++summary.failed;
             say(std::string(e.what()) + " (see `tupe status`)");
         }
         end_timing();
-        ++progress_.done;
-        report(0, "done");
+        return true;
     }
 
-    /// The fine-tuning jobs as `parallel` child processes at a time, each `tupe run FILE --job
-    /// NAME`, which records its own run; a failed child is counted and the others go on.
-    void run_parallel(const std::vector<const Job*>& jobs, int64_t parallel, RunSummary& summary) {
+    /// A claimed fine-tuning job as a child process `tupe run FILE --job NAME`, which takes
+    /// the claim over and records its own run; at most parallel_ at a time.
+    void spawn_child(const Job& job) {
         TORCH_CHECK(!options_.self_exe.empty(), "parallel jobs need the path of tupe");
-        say("running " + std::to_string(jobs.size()) + " fine-tuning jobs, " +
-            std::to_string(parallel) + " at a time");
-        ProcessPool pool;
-        std::map<pid_t, const Job*> running;
-        std::map<pid_t, Clock::time_point> launched;
-        size_t next = 0;
-        const int64_t threads =
-            std::max<int64_t>(1, (options_.threads > 0 ? options_.threads : 2) / parallel);
-        while (next < jobs.size() || !running.empty()) {
-            while (next < jobs.size() && static_cast<int64_t>(running.size()) < parallel &&
-                   !stopped()) {
-                const Job* job = jobs[next++];
-                ChildSpec child;
-                child.path = options_.self_exe;
-                child.argv = job_command(*job, {"--threads", std::to_string(threads), "--quiet"});
-                const pid_t pid = pool.spawn(child);
-                if (pid < 0) throw std::runtime_error("cannot start " + options_.self_exe);
-                running[pid] = job;
-                launched[pid] = Clock::now();
-                eta_.start(job->kind, job_tokens(spec_, *job));
-                progress_.current = job->name;
-                report(0, std::to_string(running.size()) + " running");
-            }
-            if (running.empty()) break;
-            const auto ended = pool.wait_any();
-            if (!ended) continue;
-            const pid_t pid = ended->pid;
-            auto it = running.find(pid);
-            if (it == running.end()) continue;
-            const bool ok = exited_ok(ended->status);
-            // Wall time shared by the children running side by side.
-            eta_.finish(it->second->kind, job_tokens(spec_, *it->second),
-                        std::chrono::duration<double>(Clock::now() - launched[pid]).count() /
-                            static_cast<double>(parallel));
-            if (ok)
-                ++summary.finished;
-            else {
-                ++summary.failed;
-                say("job " + it->second->name + " failed (see `tupe status`)");
-            }
-            running.erase(it);
-            ++progress_.done;
-            report(0, std::to_string(running.size()) + " running");
+        if (!said_parallel_) {
+            said_parallel_ = true;
+            size_t left = 0;
+            for (const auto& j : plan_)
+                if (j.kind == Job::Kind::kFinetune && !done_.count(j.name)) ++left;
+            say("running " + std::to_string(left) + " fine-tuning jobs, " +
+                std::to_string(parallel_) + " at a time");
         }
-        if (stopped()) summary.stopped = true;
+        const int64_t threads =
+            std::max<int64_t>(1, (options_.threads > 0 ? options_.threads : 2) / parallel_);
+        ChildSpec child;
+        child.path = options_.self_exe;
+        child.argv = job_command(job, {"--threads", std::to_string(threads), "--quiet"});
+        child.env = child_env();
+        const pid_t pid = pool_.spawn(child);
+        if (pid < 0) {
+            release(job);
+            throw std::runtime_error("cannot start " + options_.self_exe);
+        }
+        children_[pid] = {&job, Clock::now()};
+        eta_.start(job.kind, job_tokens(spec_, job));
+        eta_pending_.erase(job.name);
+        progress_.current = job.name;
+        report(0, std::to_string(children_.size()) + " running");
+    }
+
+    /// Waits for one child of the pool and counts it; a failed child is counted and the
+    /// others go on.
+    void reap_child(RunSummary& summary) {
+        const auto ended = pool_.wait_any();
+        if (!ended) {
+            // No child left to wait for (reaped elsewhere): count them as failed.
+            for (const auto& [pid, child] : children_) {
+                ++summary.failed;
+                release(*child.job);
+                settle(*child.job);
+            }
+            children_.clear();
+            return;
+        }
+        const auto it = children_.find(ended->pid);
+        if (it == children_.end()) return;
+        const Job& job = *it->second.job;
+        // Wall time shared by the children running side by side.
+        eta_.finish(job.kind, job_tokens(spec_, job),
+                    std::chrono::duration<double>(Clock::now() - it->second.launched).count() /
+                        static_cast<double>(parallel_));
+        if (exited_ok(ended->status)) {
+            ++summary.finished;
+        } else {
+            ++summary.failed;
+            say("job " + job.name + " failed (see `tupe status`)");
+        }
+        children_.erase(it);
+        release(job);  // a child that never took its claim over
+        settle(job);
+        report(0, std::to_string(children_.size()) + " running");
     }
 
     const ExperimentSpec& spec_;
     RunnerOptions options_;
-    RunnerCallbacks cb_;
+    const std::atomic<bool>* user_stop_;  // the caller's stop flag (Ctrl-C)
+    std::atomic<bool> job_stop_{false};   // the executors' stop flag, set by the claim keeper
+    RunnerCallbacks cb_;                  // the caller's, with stop = &job_stop_
     ResultStore store_;
     int64_t experiment_id_ = 0;
+    ClaimOwner owner_;                   // this process
+    std::optional<ClaimOwner> handoff_;  // the runner that started this one for its job
+    std::string session_start_;          // ISO-8601: a failure after it is not retried
+    std::vector<Job> plan_;
+    std::set<std::string> done_;         // jobs that need nothing more from this runner
+    std::set<std::string> eta_pending_;  // jobs counted as pending in the ETA
+    ClaimKeeper* keeper_ = nullptr;      // while run() runs
+    int64_t parallel_ = 1;
+    bool pooled_ = false;  // fine-tuning jobs go to child processes
+    bool said_parallel_ = false;
+    ProcessPool pool_;
+    std::map<pid_t, Child> children_;
     PlanProgress progress_;
     PlanEta eta_;
     const Job* current_ = nullptr;  // the job timed in this process, if any
@@ -367,63 +644,6 @@ RunSummary run_experiment(const ExperimentSpec& spec, const RunnerOptions& optio
     if (options.dist && !options.dist->is_main()) return run_worker_job(spec, options, callbacks);
     Runner runner(spec, options, callbacks);
     return runner.run();
-}
-
-std::string experiment_status(const ExperimentSpec& spec) {
-    const auto plan = make_plan(spec);
-    std::map<std::string, RunRecord> runs;
-    if (fs::exists(spec.database)) {
-        auto store = ResultStore::open(spec.database, OpenMode::kReadOnly);
-        if (auto e = store.find_experiment(spec.name))
-            for (auto& r : store.list_runs(e->id)) runs[r.name] = r;
-    }
-    std::map<std::string, int> counts;
-    std::ostringstream os;
-    for (const auto& job : plan) {
-        auto it = runs.find(job.name);
-        const std::string status = it == runs.end() ? "pending" : it->second.status;
-        ++counts[status];
-        if (job.kind == Job::Kind::kPretrain || status == "failed" || status == "running") {
-            os << "  " << status << std::string(10 - std::min<size_t>(9, status.size()), ' ')
-               << job.name;
-            if (it != runs.end() && job.kind == Job::Kind::kPretrain)
-                os << "  (step " << it->second.step << ")";
-            if (it != runs.end() && !it->second.error_message.empty())
-                os << "  " << it->second.error_message;
-            os << "\n";
-        }
-    }
-    std::ostringstream head;
-    head << spec.name << ": " << plan.size() << " jobs (" << spec.variants.size()
-         << " pretraining, " << plan.size() - spec.variants.size() << " fine-tuning) in "
-         << spec.database << "\n ";
-    for (const auto& [status, n] : counts) head << " " << status << " " << n;
-    head << "\n";
-    return head.str() + os.str();
-}
-
-std::string prepare_builtin_tasks(const ExperimentSpec& spec) {
-    const auto& data = spec.variants.front().config.data;
-    const fs::path dir = fs::path(spec.runs_dir) / "builtin_tasks";
-    std::ostringstream stamp;
-    stamp << "corpus=" << data.corpus << " fraction=" << data.validation_fraction
-          << " train=" << spec.glue.synthetic_train << " dev=" << spec.glue.synthetic_dev << "\n";
-    const fs::path stamp_path = dir / "SOURCE.txt";
-    {
-        std::ifstream in(stamp_path);
-        std::stringstream have;
-        have << in.rdbuf();
-        if (in && have.str() == stamp.str()) return dir.string();
-    }
-    // Sentences of the pretraining validation documents only: fine-tuning text the model
-    // never saw during pretraining.
-    SyntheticOptions options;
-    options.train_size = spec.glue.synthetic_train;
-    options.dev_size = spec.glue.synthetic_dev;
-    options.validation_fraction = data.validation_fraction;
-    write_synthetic_tasks(data.corpus, dir.string(), options);
-    std::ofstream(stamp_path) << stamp.str();
-    return dir.string();
 }
 
 }  // namespace experiments

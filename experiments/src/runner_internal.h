@@ -1,14 +1,22 @@
 // What the runner's scheduler (runner.cpp), its executors (pretrain_executor.cpp,
 // finetune_executor.cpp, analysis_executor.cpp) and a data-parallel job's other ranks
 // (runner_jobs.cpp) must agree on exactly: where a variant's snapshots live, how a task's
-// examples are read, the fine-tuning and pretraining settings of a job, and the executors'
-// interface (a JobContext lent by the scheduler). Not a public header.
+// examples are read, the fine-tuning and pretraining settings of a job, the executors'
+// interface (a JobContext lent by the scheduler) and the thread that keeps the runner's job
+// claims alive (ClaimKeeper). Not a public header.
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "analysis/metrics.h"
@@ -61,8 +69,60 @@ RunSummary run_worker_job(const ExperimentSpec& spec, const RunnerOptions& optio
                           const RunnerCallbacks& callbacks);
 
 /// Runs argv as a child process (stdout to /dev/null, stderr kept: a failing child says why
-/// in one line) and throws std::runtime_error naming `what` when it does not exit with 0.
-void run_child(std::vector<std::string> args, const std::string& what);
+/// in one line), with `env` set on top of this process's environment, and throws
+/// std::runtime_error naming `what` when it does not exit with 0.
+void run_child(std::vector<std::string> args, const std::string& what,
+               const std::vector<std::pair<std::string, std::string>>& env = {});
+
+/// Whole seconds from `then` to `now` (seconds since the epoch), never negative: the clocks
+/// of two hosts may differ a little.
+inline long long seconds_between(double then, double now) {
+    return static_cast<long long>(now > then ? now - then + 0.5 : 0.0);
+}
+
+/// Keeps this process's job claims alive while a runner works: a thread that, through its own
+/// store connection, sets the heartbeat of every claim the owner holds every `interval`, and
+/// copies the caller's stop flag into `job_stop` every 50 ms (the flag the executors watch).
+/// When the claim of the watched job disappears (another runner took it over after the
+/// heartbeats stalled, e.g. while this process was suspended) it sets lost() and job_stop, so
+/// the job stops and is left to the new owner.
+class ClaimKeeper {
+  public:
+    ClaimKeeper(ResultStore store, ClaimOwner owner, std::chrono::milliseconds interval,
+                const std::atomic<bool>* user_stop, std::atomic<bool>& job_stop);
+    ~ClaimKeeper();  ///< Stops and joins the thread.
+    ClaimKeeper(const ClaimKeeper&) = delete;
+    ClaimKeeper& operator=(const ClaimKeeper&) = delete;
+
+    /// Watches the claim of `job` (run in this process from now on); clears lost() and sets
+    /// job_stop to the caller's stop flag. Call after claiming.
+    void watch(std::int64_t experiment_id, const std::string& job);
+    /// Stops watching. Call before releasing the claim.
+    void unwatch();
+    /// The watched job's claim was taken over by another runner.
+    bool lost() const { return lost_.load(); }
+    /// Runs `action` while no heartbeat is being written (the test hook raises a signal in
+    /// it, which must not leave the store locked by a half-done write).
+    void quietly(const std::function<void()>& action);
+
+  private:
+    void loop();
+
+    ResultStore store_;
+    ClaimOwner owner_;
+    std::chrono::milliseconds interval_;
+    const std::atomic<bool>* user_stop_;
+    std::atomic<bool>& job_stop_;
+    std::atomic<bool> lost_{false};
+    std::mutex mutex_;  // guards watched_*, quit_
+    std::condition_variable wake_;
+    bool quit_ = false;
+    std::int64_t watched_experiment_ = 0;
+    std::string watched_job_;  // "" = none
+    std::uint64_t watch_generation_ = 0;
+    std::mutex write_mutex_;  // held while a heartbeat is written
+    std::thread thread_;
+};
 
 /// What the scheduler lends an executor: the experiment, the store and its reporting.
 struct JobContext {
@@ -74,6 +134,9 @@ struct JobContext {
     /// Progress inside the current job (fraction 0..1, a short status); the scheduler adds
     /// the plan's counts and ETA.
     std::function<void(double fraction, const std::string& status)> report;
+    /// The test hook of RunnerOptions::raise_at_step: raises options.raise_signal on this
+    /// process, with no heartbeat half-written (the pretraining calls it after that step).
+    std::function<void()> simulate_crash;
 
     /// The stop flag is set (checked between steps and jobs).
     bool stopped() const { return callbacks.stop && callbacks.stop->load(); }
@@ -123,7 +186,8 @@ class FinetuneExecutor {
 class AnalysisExecutor {
   public:
     explicit AnalysisExecutor(const JobContext& ctx) : ctx_(ctx) {}
-    /// Analysis steps of the job's variant whose index.json is not yet an artifact of run_id.
+    /// Analysis steps of the job's variant whose index.json is not yet an artifact of run_id,
+    /// and the final step when the extrapolation block's extrapolation.json is not either.
     std::vector<int64_t> pending_steps(const Job& job, int64_t run_id) const;
     /// `tupe analyze` on each pending analysis snapshot of the variant, recorded against
     /// run_id: as a child process when the runner knows the tupe executable (figures
@@ -132,6 +196,9 @@ class AnalysisExecutor {
 
   private:
     std::string analysis_dir(const Variant& v, int64_t step) const;
+    bool extrapolation_pending(const Variant& v, const std::set<std::string>& recorded) const;
+    /// `tupe extrapolate` on the final checkpoint into out_dir/extrapolation, recorded.
+    void extrapolate(const Variant& v, int64_t run_id) const;
 
     const JobContext& ctx_;
 };

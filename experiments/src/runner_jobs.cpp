@@ -1,11 +1,17 @@
 // The pieces of a job that every rank of a data-parallel job computes alike (runner_internal.h),
 // and the job loop of ranks other than 0: they pretrain or fine-tune in step with rank 0,
 // which alone writes the results store, checkpoints and files. Also the runner's one-child
-// helper (run_child), shared by the scheduler and the analysis executor.
+// helper (run_child), shared by the scheduler and the analysis executor, the thread that
+// keeps its job claims alive (ClaimKeeper), `tupe status` (experiment_status: live claims
+// told from stale ones) and the built-in tasks, prepared once however many runners ask.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <stdexcept>
 
 #include "engine/distributed.h"
@@ -107,9 +113,11 @@ engine::FinetuneConfig finetune_config(const ExperimentSpec& spec, const Variant
     return fc;
 }
 
-void run_child(std::vector<std::string> args, const std::string& what) {
+void run_child(std::vector<std::string> args, const std::string& what,
+               const std::vector<std::pair<std::string, std::string>>& env) {
     ChildSpec child;
     child.argv = std::move(args);
+    child.env = env;
     child.discard_stdout = true;
     ProcessPool pool;
     const pid_t pid = pool.spawn(child);
@@ -121,6 +129,78 @@ void run_child(std::vector<std::string> args, const std::string& what) {
                                       ? "exit status " + std::to_string(WEXITSTATUS(status))
                                       : std::string("killed by a signal")) +
                                  "; its message is above)");
+}
+
+ClaimKeeper::ClaimKeeper(ResultStore store, ClaimOwner owner, std::chrono::milliseconds interval,
+                         const std::atomic<bool>* user_stop, std::atomic<bool>& job_stop)
+    : store_(std::move(store)),
+      owner_(std::move(owner)),
+      interval_(interval),
+      user_stop_(user_stop),
+      job_stop_(job_stop) {
+    thread_ = std::thread([this] { loop(); });
+}
+
+ClaimKeeper::~ClaimKeeper() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        quit_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+}
+
+void ClaimKeeper::watch(std::int64_t experiment_id, const std::string& job) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    watched_experiment_ = experiment_id;
+    watched_job_ = job;
+    ++watch_generation_;
+    lost_ = false;
+    job_stop_ = user_stop_ && user_stop_->load();
+}
+
+void ClaimKeeper::unwatch() { watch(0, ""); }
+
+void ClaimKeeper::quietly(const std::function<void()>& action) {
+    std::lock_guard<std::mutex> lock(write_mutex_);
+    action();
+}
+
+void ClaimKeeper::loop() {
+    using Clock = std::chrono::steady_clock;
+    auto next_beat = Clock::now();  // the first heartbeat at once
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!quit_) {
+        wake_.wait_for(lock, std::chrono::milliseconds(50));
+        if (quit_) break;
+        if (user_stop_ && user_stop_->load()) job_stop_ = true;
+        if (Clock::now() < next_beat) continue;
+        next_beat = Clock::now() + interval_;
+        const std::int64_t experiment = watched_experiment_;
+        const std::string job = watched_job_;
+        const std::uint64_t generation = watch_generation_;
+        lock.unlock();
+        bool held = true;
+        try {
+            std::lock_guard<std::mutex> writing(write_mutex_);
+            const auto claims = store_.heartbeat_claims(owner_);
+            if (!job.empty()) {
+                held = false;
+                for (const auto& c : claims)
+                    if (c.experiment_id == experiment && c.job == job) held = true;
+            }
+        } catch (const std::exception&) {
+            // A heartbeat that cannot be written (database locked for long): the next one
+            // tries again; if they all fail the claims go stale, as for a hung runner.
+        }
+        lock.lock();
+        // Lost only if the job is still the one watched when the claims were read: a job
+        // unwatched, then released, meanwhile is not lost.
+        if (!held && generation == watch_generation_) {
+            lost_ = true;
+            job_stop_ = true;
+        }
+    }
 }
 
 RunSummary run_worker_job(const ExperimentSpec& spec, const RunnerOptions& options,
@@ -157,3 +237,125 @@ RunSummary run_worker_job(const ExperimentSpec& spec, const RunnerOptions& optio
 }
 
 }  // namespace experiments::detail
+
+namespace experiments {
+
+namespace fs = std::filesystem;
+using detail::seconds_between;
+
+std::string experiment_status(const ExperimentSpec& spec, double claim_timeout_seconds) {
+    const auto plan = make_plan(spec);
+    std::map<std::string, RunRecord> runs;
+    std::map<std::string, JobClaim> claims;  // held ones, by job
+    if (fs::exists(spec.database)) {
+        auto store = ResultStore::open_for_reading(spec.database);
+        if (auto e = store.find_experiment(spec.name)) {
+            auto read_claims = [&] {
+                for (auto& c : store.list_claims(e->id))
+                    if (c.held()) claims[c.job] = c;
+            };
+            read_claims();
+            for (auto& r : store.list_runs(e->id)) runs[r.name] = r;
+            // A job that started between the two reads holds its claim by now: look again
+            // before calling a running job unclaimed.
+            for (const auto& [name, r] : runs)
+                if (r.status == "running" && !claims.count(name)) {
+                    read_claims();
+                    break;
+                }
+        }
+    }
+    const double now = unix_time_now();
+    std::map<std::string, int> counts;
+    std::ostringstream os;
+    for (const auto& job : plan) {
+        auto it = runs.find(job.name);
+        std::string status = it == runs.end() ? "pending" : it->second.status;
+        std::string claim_text;
+        const auto held = claims.find(job.name);
+        if (status != "finished" && held != claims.end()) {
+            // The claim says whether the job runs now, whatever its run row last recorded.
+            const JobClaim& c = held->second;
+            const std::string age =
+                std::to_string(seconds_between(c.heartbeat_time, now)) + " s ago";
+            const ClaimHealth health = claim_health(c, claim_timeout_seconds, now);
+            if (health == ClaimHealth::kLive) {
+                status = "running";
+                claim_text = "(" + c.owner.text() + ", heartbeat " + age + ")";
+            } else {
+                status = "stale";
+                claim_text = "(owner " + c.owner.text() + ", last heartbeat " + age +
+                             (health == ClaimHealth::kOwnerGone ? ", no such process" : "") + ")";
+            }
+        } else if (status == "running") {
+            status = "stale";  // left running by a runner that is gone (or an older tupe)
+            claim_text = "(no runner holds it)";
+        }
+        ++counts[status];
+        if (job.kind == Job::Kind::kPretrain || status == "failed" || status == "running" ||
+            status == "stale") {
+            os << "  " << status << std::string(10 - std::min<size_t>(9, status.size()), ' ')
+               << job.name;
+            if (it != runs.end() && job.kind == Job::Kind::kPretrain)
+                os << "  (step " << it->second.step << ")";
+            if (!claim_text.empty()) os << "  " << claim_text;
+            if (it != runs.end() && !it->second.error_message.empty())
+                os << "  " << it->second.error_message;
+            os << "\n";
+        }
+    }
+    std::ostringstream head;
+    head << spec.name << ": " << plan.size() << " jobs (" << spec.variants.size()
+         << " pretraining, " << plan.size() - spec.variants.size() << " fine-tuning) in "
+         << spec.database << "\n ";
+    for (const auto& [status, n] : counts) head << " " << status << " " << n;
+    head << "\n";
+    return head.str() + os.str();
+}
+
+std::string prepare_builtin_tasks(const ExperimentSpec& spec) {
+    const auto& data = spec.variants.front().config.data;
+    const fs::path dir = fs::path(spec.runs_dir) / "builtin_tasks";
+    std::ostringstream stamp;
+    stamp << "corpus=" << data.corpus << " fraction=" << data.validation_fraction
+          << " train=" << spec.glue.synthetic_train << " dev=" << spec.glue.synthetic_dev << "\n";
+    const auto prepared = [&] {
+        std::ifstream in(dir / "SOURCE.txt");
+        std::stringstream have;
+        have << in.rdbuf();
+        return in && have.str() == stamp.str();
+    };
+    if (prepared()) return dir.string();
+    // Sentences of the pretraining validation documents only: fine-tuning text the model
+    // never saw during pretraining.
+    SyntheticOptions options;
+    options.train_size = spec.glue.synthetic_train;
+    options.dev_size = spec.glue.synthetic_dev;
+    options.validation_fraction = data.validation_fraction;
+    // Several processes (runners sharing the plan, parallel children) may get here at once:
+    // each writes its own copy and moves it into place with one rename, so no reader ever
+    // sees a half-written file.
+    const std::string pid = std::to_string(getpid());
+    const fs::path tmp = dir.string() + ".tmp." + pid;
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    write_synthetic_tasks(data.corpus, tmp.string(), options);
+    std::ofstream(tmp / "SOURCE.txt") << stamp.str();
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        fs::rename(tmp, dir, ec);  // fails while `dir` exists with files in it
+        if (!ec) return dir.string();
+        if (prepared()) {  // another process put the same tasks in place
+            fs::remove_all(tmp, ec);
+            return dir.string();
+        }
+        // An out-of-date copy (another corpus or sizes): move it aside, then put ours.
+        const fs::path old = dir.string() + ".old." + pid;
+        fs::remove_all(old, ec);
+        fs::rename(dir, old, ec);
+        fs::remove_all(old, ec);
+    }
+    fs::remove_all(tmp, ec);
+    throw engine::InputError(dir.string(), "cannot move the prepared tasks into place");
+}
+
+}  // namespace experiments

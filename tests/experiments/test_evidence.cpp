@@ -369,15 +369,16 @@ TEST_F(EvidenceTest, AStoreOfTheOldSchemaIsMigratedForReading) {
         h.pretrain("bert-a", 1, 6.0);
     }
     {
-        // Back to schema 1: the predictions table did not exist then.
+        // Back to schema 1: the predictions and job_claims tables did not exist then.
         auto rw = ResultStore::open(path);
         (void)rw;
     }
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "DROP TABLE predictions; PRAGMA user_version = 1;", nullptr, nullptr,
-                           nullptr),
-              SQLITE_OK);
+    ASSERT_EQ(
+        sqlite3_exec(db, "DROP TABLE predictions; DROP TABLE job_claims; PRAGMA user_version = 1;",
+                     nullptr, nullptr, nullptr),
+        SQLITE_OK);
     sqlite3_close(db);
     EXPECT_THROW(ResultStore::open(path, OpenMode::kReadOnly), StoreError);
     auto store = ResultStore::open_for_reading(path);

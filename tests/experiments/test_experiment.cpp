@@ -1,16 +1,18 @@
 // Experiment files (variants as a list or a grid, protocol, errors with positions), the plan,
 // the Table 1 report layout, and the runner end to end on a tiny study: idempotent reruns and
-// a `tupe run` child process killed with SIGKILL and resumed with nothing lost or duplicated.
+// a `tupe run` child process killed with SIGKILL mid-pretraining (by itself, at a known step)
+// and resumed from its checkpoint with nothing lost or duplicated.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
+#include <map>
 #include <set>
-#include <thread>
+#include <string>
+#include <vector>
 
 #include "experiments/config_loader.h"
 #include "experiments/experiment.h"
@@ -18,6 +20,8 @@
 #include "experiments/result_store.h"
 #include "experiments/runner.h"
 #include "support/test_support.h"
+
+extern char** environ;
 
 using namespace experiments;
 namespace fs = std::filesystem;
@@ -204,28 +208,52 @@ TEST_F(ExperimentTest, RunnerRecordsEverythingAndRerunsSkipFinishedJobs) {
 TEST_F(ExperimentTest, KilledRunnerProcessResumesWithNothingLostOrDuplicated) {
     auto path = write("t.yaml", tiny_study(40));
     const std::string tupe = TUPE_CLI;
+    // The child kills itself (SIGKILL) right after step 14 of its first job, bert-a: a crash
+    // at a known point, between its checkpoint at step 12 and the next one, with the curve
+    // points up to step 14 in the store. Built before fork(): the child only execs.
+    std::vector<std::string> vars;
+    for (char** e = environ; *e != nullptr; ++e)
+        if (std::string(*e).rfind(std::string(kRaiseAtStepEnv) + "=", 0) != 0) vars.push_back(*e);
+    vars.push_back(std::string(kRaiseAtStepEnv) + "=14:KILL");
+    std::vector<char*> envp;
+    for (auto& v : vars) envp.push_back(v.data());
+    envp.push_back(nullptr);
     const pid_t pid = fork();
     if (pid == 0) {
         int devnull = ::open("/dev/null", O_WRONLY);
         dup2(devnull, 2);
-        execl(tupe.c_str(), tupe.c_str(), "run", path.c_str(), "--quiet",
-              static_cast<char*>(nullptr));
+        execle(tupe.c_str(), tupe.c_str(), "run", path.c_str(), "--quiet",
+               static_cast<char*>(nullptr), envp.data());
         _exit(127);
     }
-    // Kill -9 once the first pretraining wrote a checkpoint and went on.
-    const auto ckpt = dir_ / "runs" / "bert-a" / "checkpoint.pt";
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (!fs::exists(ckpt) && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
-    kill(pid, SIGKILL);
     int status = 0;
     waitpid(pid, &status, 0);
-    ASSERT_TRUE(fs::exists(ckpt));
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+        << "the runner was to kill itself at step 14 (wait status " << status << ")";
 
+    // Killed mid-job: bert-a running at its checkpoint of step 12, its curve up to step 14,
+    // nothing after it started.
     auto spec = load_experiment(path.string());
+    std::map<int64_t, double> killed_run;  // train/loss step -> wall time
+    {
+        auto store = ResultStore::open(spec.database, OpenMode::kReadOnly);
+        auto exp = store.find_experiment("tiny");
+        ASSERT_TRUE(exp.has_value());
+        auto run = store.find_run(exp->id, "bert-a");
+        ASSERT_TRUE(run.has_value());
+        EXPECT_EQ(run->status, "running");
+        EXPECT_EQ(run->step, 12);
+        for (const auto& p : store.metrics(run->id, "train/loss")) killed_run[p.step] = p.wall_time;
+        ASSERT_EQ(killed_run.size(), 7u);  // every 2 steps, 2..14
+        EXPECT_EQ(killed_run.rbegin()->first, 14);
+        EXPECT_EQ(store.list_runs(exp->id).size(), 1u);
+    }
+    ASSERT_TRUE(fs::exists(dir_ / "runs" / "bert-a" / "checkpoint.pt"));
+
     auto summary = run_experiment(spec, {}, {});
     EXPECT_EQ(summary.failed, 0);
+    EXPECT_EQ(summary.skipped, 0);  // every job, bert-a included, was left to do
+    EXPECT_EQ(summary.finished, static_cast<int64_t>(make_plan(spec).size()));
     auto store = ResultStore::open(spec.database, OpenMode::kReadOnly);
     auto exp = store.find_experiment("tiny");
     auto run = store.find_run(exp->id, "bert-a");
@@ -237,5 +265,18 @@ TEST_F(ExperimentTest, KilledRunnerProcessResumesWithNothingLostOrDuplicated) {
     for (const auto& p : loss)
         EXPECT_TRUE(steps.insert(p.step).second) << "step " << p.step << " twice";
     EXPECT_EQ(loss.size(), 20u);  // every 2 steps, 2..40
+    // Resumed from step 12, not redone from scratch: the points up to 12 are the killed
+    // run's own, and the one at 14 (after its checkpoint) was dropped and logged again.
+    for (const auto& p : loss) {
+        if (p.step <= 12)
+            EXPECT_EQ(p.wall_time, killed_run.at(p.step)) << "step " << p.step << " redone";
+        else if (p.step == 14)
+            EXPECT_GT(p.wall_time, killed_run.at(14)) << "step 14 not logged again";
+    }
     for (const auto& r : store.list_runs(exp->id)) EXPECT_EQ(r.status, "finished") << r.name;
+    // The killed runner's claim was taken over (its pid is gone), and released at the end.
+    for (const auto& c : store.list_claims(exp->id)) {
+        EXPECT_FALSE(c.held()) << c.job;
+        EXPECT_EQ(c.attempts, c.job == "bert-a" ? 2 : 1) << c.job;
+    }
 }

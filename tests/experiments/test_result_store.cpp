@@ -1,9 +1,12 @@
 // Tests of the SQLite results store: create and reopen, schema migrations and refusals (newer
 // version, another program's database, a file that is not SQLite, missing and write-protected
-// files), the record round trips with their replace semantics, and concurrency: a reader in
-// another thread during batched writes, and a write against another connection's lock.
+// files), the record round trips with their replace semantics, concurrency: a reader in
+// another thread during batched writes, and a write against another connection's lock; and the
+// job claims of runners sharing a plan (claim, refuse while live, take over when stale or
+// gone, hand off, release; one winner among simultaneous claimers).
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -25,7 +28,12 @@ namespace {
 namespace fs = std::filesystem;
 using experiments::ArtifactRecord;
 using experiments::CheckpointRecord;
+using experiments::ClaimHealth;
+using experiments::ClaimOptions;
+using experiments::ClaimOwner;
+using experiments::ClaimResult;
 using experiments::GlueResultRecord;
+using experiments::JobClaim;
 using experiments::MetricPoint;
 using experiments::OpenMode;
 using experiments::ResultStore;
@@ -651,6 +659,252 @@ TEST(ResultStore, MovedStoreKeepsItsConnection) {
     first.get_or_create_experiment("e", "", "");
     ResultStore second = std::move(first);
     EXPECT_EQ(second.list_experiments().size(), 1u);
+}
+
+// ---- job claims ------------------------------------------------------------------------------
+
+using Outcome = ClaimResult::Outcome;
+
+// Owners on other hosts: only their heartbeat tells whether they live.
+const ClaimOwner kNodeA{"node-a.test", 111};
+const ClaimOwner kNodeB{"node-b.test", 222};
+
+// The job's claim row as stored (fails the test when there is none).
+JobClaim claim_row(ResultStore& store, std::int64_t experiment_id, const std::string& job) {
+    for (const auto& c : store.list_claims(experiment_id))
+        if (c.job == job) return c;
+    ADD_FAILURE() << "no claim row for " << job;
+    return {};
+}
+
+TEST(ResultStore, ClaimOwnerTextRoundTrips) {
+    const auto owner = ClaimOwner::parse("node7.example:4242");
+    ASSERT_TRUE(owner.has_value());
+    EXPECT_EQ(owner->host, "node7.example");
+    EXPECT_EQ(owner->pid, 4242);
+    EXPECT_EQ(owner->text(), "node7.example:4242");
+    for (const char* bad : {"", "node7", ":12", "node7:", "node7:0", "node7:12a", "node7:-3"})
+        EXPECT_FALSE(ClaimOwner::parse(bad).has_value()) << bad;
+    const ClaimOwner self = ClaimOwner::self();
+    EXPECT_FALSE(self.host.empty());
+    EXPECT_EQ(self.pid, static_cast<std::int64_t>(getpid()));
+}
+
+TEST(ResultStore, ClaimRefusedWhileLiveTakenOverWhenStaleAndReleased) {
+    TempDir dir;
+    const std::string path = dir.file("results.db");
+    auto store = ResultStore::open(path);
+    const auto id = store.get_or_create_experiment("e", "", "");
+
+    const ClaimResult first = store.claim_job(id, "bert-a", kNodeA);
+    ASSERT_EQ(first.outcome, Outcome::kClaimed);
+    EXPECT_FALSE(first.previous.has_value());  // the job was free
+    EXPECT_EQ(first.claim.owner, kNodeA);
+    EXPECT_EQ(first.claim.attempts, 1);
+    EXPECT_EQ(first.claim.claimed_at.size(), 24u);
+    EXPECT_NEAR(first.claim.heartbeat_time, experiments::unix_time_now(), 5.0);
+
+    // Live (heartbeat just now): refused, nothing changed.
+    const ClaimResult refused = store.claim_job(id, "bert-a", kNodeB);
+    EXPECT_EQ(refused.outcome, Outcome::kHeld);
+    ASSERT_TRUE(refused.previous.has_value());
+    EXPECT_EQ(refused.previous->owner, kNodeA);
+    EXPECT_EQ(claim_row(store, id, "bert-a").owner, kNodeA);
+    // Another job is not affected.
+    EXPECT_EQ(store.claim_job(id, "tupe-a", kNodeB).outcome, Outcome::kClaimed);
+    ASSERT_EQ(store.heartbeat_claims(kNodeA).size(), 1u);
+
+    // A's heartbeat two minutes old: stale at 60 s, still live at 300 s.
+    RawDb(path).exec(
+        "UPDATE job_claims SET heartbeat_time = heartbeat_time - 120 "
+        "WHERE job = 'bert-a'");
+    ClaimOptions patient;
+    patient.stale_after_seconds = 300;
+    EXPECT_EQ(store.claim_job(id, "bert-a", kNodeB, patient).outcome, Outcome::kHeld);
+    const ClaimResult taken = store.claim_job(id, "bert-a", kNodeB);
+    ASSERT_EQ(taken.outcome, Outcome::kClaimed);
+    ASSERT_TRUE(taken.previous.has_value());
+    EXPECT_EQ(taken.previous->owner, kNodeA);
+    EXPECT_EQ(taken.claim.attempts, 2);
+    // A finds out at its next heartbeat: the claim is no longer among its own.
+    EXPECT_TRUE(store.heartbeat_claims(kNodeA).empty());
+    const auto b_holds = store.heartbeat_claims(kNodeB);
+    ASSERT_EQ(b_holds.size(), 2u);
+    EXPECT_EQ(b_holds[0].job, "bert-a");
+
+    // Only the holder releases; the row stays, naming the last owner.
+    EXPECT_FALSE(store.release_claim(id, "bert-a", kNodeA));
+    EXPECT_TRUE(store.release_claim(id, "bert-a", kNodeB));
+    EXPECT_FALSE(store.release_claim(id, "bert-a", kNodeB));  // already released
+    const JobClaim released = claim_row(store, id, "bert-a");
+    EXPECT_FALSE(released.held());
+    EXPECT_EQ(released.owner, kNodeB);
+    EXPECT_EQ(released.attempts, 2);
+    EXPECT_EQ(store.heartbeat_claims(kNodeB).size(), 1u);  // tupe-a only
+
+    // A released job is free again: a new attempt.
+    const ClaimResult again = store.claim_job(id, "bert-a", kNodeA);
+    ASSERT_EQ(again.outcome, Outcome::kClaimed);
+    EXPECT_FALSE(again.previous.has_value());
+    EXPECT_EQ(again.claim.attempts, 3);
+    EXPECT_EQ(store.list_claims(id).size(), 2u);
+}
+
+TEST(ResultStore, ClaimOfAGoneProcessOnThisHostIsTakenOverAtOnce) {
+    TempDir dir;
+    auto store = ResultStore::open(dir.file("results.db"));
+    const auto id = store.get_or_create_experiment("e", "", "");
+    const std::string host = ClaimOwner::self().host;
+    // A pid that no process has any more: a child that exited and was reaped.
+    const pid_t child = fork();
+    if (child == 0) _exit(0);
+    ASSERT_GT(child, 0);
+    waitpid(child, nullptr, 0);
+    const ClaimOwner gone{host, child};
+    const ClaimOwner parent{host, static_cast<std::int64_t>(getppid())};  // alive
+
+    ASSERT_EQ(store.claim_job(id, "dead", gone).outcome, Outcome::kClaimed);
+    ASSERT_EQ(store.claim_job(id, "alive", parent).outcome, Outcome::kClaimed);
+    const double now = experiments::unix_time_now();
+    EXPECT_EQ(experiments::claim_health(claim_row(store, id, "dead"), 60, now),
+              ClaimHealth::kOwnerGone);
+    EXPECT_EQ(experiments::claim_health(claim_row(store, id, "alive"), 60, now),
+              ClaimHealth::kLive);
+
+    // Heartbeat fresh, but its process is gone: taken over without waiting for the timeout.
+    const ClaimResult taken = store.claim_job(id, "dead", ClaimOwner::self());
+    ASSERT_EQ(taken.outcome, Outcome::kClaimed);
+    ASSERT_TRUE(taken.previous.has_value());
+    EXPECT_EQ(taken.previous->owner, gone);
+    EXPECT_EQ(store.claim_job(id, "alive", ClaimOwner::self()).outcome, Outcome::kHeld);
+
+    // The pid is checked only on this host: elsewhere the heartbeat alone decides.
+    JobClaim remote;
+    remote.owner = {"node-z.test", child};
+    remote.heartbeat_time = now - 10;
+    EXPECT_EQ(experiments::claim_health(remote, 60, now), ClaimHealth::kLive);
+    EXPECT_EQ(experiments::claim_health(remote, 5, now), ClaimHealth::kHeartbeatStale);
+}
+
+TEST(ResultStore, ClaimRefusesAFinishedRunUnlessAsked) {
+    TempDir dir;
+    auto store = ResultStore::open(dir.file("results.db"));
+    const auto id = store.get_or_create_experiment("e", "", "");
+    auto run = make_run(id, "bert-a");
+    run.status = "failed";
+    store.upsert_run(run);
+    EXPECT_EQ(store.claim_job(id, "bert-a", kNodeA).outcome, Outcome::kClaimed);  // a retry
+    EXPECT_TRUE(store.release_claim(id, "bert-a", kNodeA));
+    run.status = "finished";
+    store.upsert_run(run);
+    EXPECT_EQ(store.claim_job(id, "bert-a", kNodeB).outcome, Outcome::kFinished);
+    EXPECT_EQ(claim_row(store, id, "bert-a").owner, kNodeA);  // untouched
+    ClaimOptions analysis;
+    analysis.allow_finished = true;  // the analysis of a finished pretraining
+    EXPECT_EQ(store.claim_job(id, "bert-a", kNodeB, analysis).outcome, Outcome::kClaimed);
+}
+
+TEST(ResultStore, HandoffAndOwnClaimCountNoAttempt) {
+    TempDir dir;
+    auto store = ResultStore::open(dir.file("results.db"));
+    const auto id = store.get_or_create_experiment("e", "", "");
+    ASSERT_EQ(store.claim_job(id, "j", kNodeA).outcome, Outcome::kClaimed);
+    // Claiming one's own claim again is a no-op success (the heartbeat is renewed).
+    const ClaimResult own = store.claim_job(id, "j", kNodeA);
+    ASSERT_EQ(own.outcome, Outcome::kClaimed);
+    EXPECT_FALSE(own.previous.has_value());
+    EXPECT_EQ(own.claim.attempts, 1);
+    // A child started by A for the job takes the live claim over; a stranger cannot.
+    ClaimOptions from_a;
+    from_a.handoff_from = kNodeA;
+    const ClaimOwner child{"node-a.test", 112};
+    ClaimOptions from_b;
+    from_b.handoff_from = kNodeB;
+    EXPECT_EQ(store.claim_job(id, "j", child, from_b).outcome, Outcome::kHeld);
+    const ClaimResult handed = store.claim_job(id, "j", child, from_a);
+    ASSERT_EQ(handed.outcome, Outcome::kClaimed);
+    ASSERT_TRUE(handed.previous.has_value());
+    EXPECT_EQ(handed.previous->owner, kNodeA);
+    EXPECT_EQ(handed.claim.attempts, 1);
+    // A's release after its child ended does nothing: the child holds the claim.
+    EXPECT_FALSE(store.release_claim(id, "j", kNodeA));
+    EXPECT_TRUE(claim_row(store, id, "j").held());
+}
+
+TEST(ResultStore, ClaimNeedsAnOwnerAndAWritableStore) {
+    TempDir dir;
+    const std::string path = dir.file("results.db");
+    auto store = ResultStore::open(path);
+    const auto id = store.get_or_create_experiment("e", "", "");
+    const ClaimOwner nobody{"", 1};
+    EXPECT_TRUE(
+        has(store_error([&] { store.claim_job(id, "j", nobody); }).what(), "a host and a pid"));
+    EXPECT_TRUE(has(store_error([&] { store.claim_job(id, "", kNodeA); }).what(), "job name"));
+    EXPECT_TRUE(
+        has(store_error([&] { store.claim_job(id + 100, "j", kNodeA); }).what(), "FOREIGN KEY"));
+    auto reader = ResultStore::open(path, OpenMode::kReadOnly);
+    EXPECT_TRUE(
+        has(store_error([&] { reader.claim_job(id, "j", kNodeA); }).what(), "opened read-only"));
+}
+
+TEST(ResultStore, SimultaneousClaimsHaveOneWinner) {
+    TempDir dir;
+    const std::string path = dir.file("results.db");
+    std::int64_t id = 0;
+    {
+        auto store = ResultStore::open(path);
+        id = store.get_or_create_experiment("e", "", "");
+    }
+    constexpr int kClaimers = 6;
+    std::atomic<bool> go{false};
+    std::atomic<int> won{0}, refused{0};
+    std::mutex failure_mutex;
+    std::string failure;
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kClaimers; ++i) {
+        threads.emplace_back([&, i] {
+            try {
+                auto store = ResultStore::open(path);  // one connection each, as processes
+                while (!go.load()) std::this_thread::yield();
+                const ClaimOwner me{"node-" + std::to_string(i) + ".test", 1000 + i};
+                const auto outcome = store.claim_job(id, "bert-a", me).outcome;
+                (outcome == Outcome::kClaimed ? won : refused)++;
+            } catch (const std::exception& e) {
+                std::lock_guard<std::mutex> lock(failure_mutex);
+                failure = e.what();
+            }
+        });
+    }
+    go = true;
+    for (auto& thread : threads) thread.join();
+    EXPECT_EQ(failure, "");
+    EXPECT_EQ(won.load(), 1);
+    EXPECT_EQ(refused.load(), kClaimers - 1);
+    auto store = ResultStore::open(path, OpenMode::kReadOnly);
+    EXPECT_EQ(claim_row(store, id, "bert-a").attempts, 1);
+}
+
+TEST(ResultStore, VersionTwoStoreGetsClaimsAndKeepsItsRuns) {
+    TempDir dir;
+    const std::string path = dir.file("v2.db");
+    const auto& steps = experiments::schema_migrations();
+    ASSERT_GE(steps.size(), 3u);
+    {
+        RawDb raw(path);
+        raw.exec(steps[0]);
+        raw.exec(steps[1]);
+        raw.exec("PRAGMA user_version = 2");
+        raw.exec(
+            "INSERT INTO experiments (id, name, created_at) VALUES (1, 'e', 'now');"
+            "INSERT INTO runs (experiment_id, kind, name, status) "
+            "VALUES (1, 'pretrain', 'bert-a', 'running');");
+    }
+    auto store = ResultStore::open(path);
+    EXPECT_EQ(store.schema_version(), ResultStore::latest_schema_version());
+    ASSERT_EQ(store.list_runs(1).size(), 1u);
+    EXPECT_EQ(store.list_runs(1)[0].status, "running");
+    EXPECT_TRUE(store.list_claims(1).empty());
+    EXPECT_EQ(store.claim_job(1, "bert-a", kNodeA).outcome, Outcome::kClaimed);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // The SQLite results store: experiments, their pretrain and finetune runs, params, metric
-// curves, GLUE scores, checkpoints and artifacts, in one file that a runner writes while the
-// desktop app reads it (WAL mode). Pure sqlite3 C API; the schema is versioned in
-// PRAGMA user_version and moved forward by schema_migrations(). Times are ISO-8601 UTC text
-// ("2024-05-01T12:34:56.789Z"), except metric wall times: seconds since the Unix epoch.
+// curves, GLUE scores, checkpoints and artifacts, and the job claims that let several runners
+// share one plan, in one file that runners write while the desktop app reads it (WAL mode).
+// Pure sqlite3 C API; the schema is versioned in PRAGMA user_version and moved forward by
+// schema_migrations(). Times are ISO-8601 UTC text ("2024-05-01T12:34:56.789Z"), except metric
+// wall times and claim heartbeats: seconds since the Unix epoch.
 #pragma once
 
 #include <chrono>
@@ -128,6 +129,75 @@ struct ArtifactRecord {
     std::string description;
 };
 
+/// A runner process, the holder of job claims: a host name and a pid on that host.
+struct ClaimOwner {
+    std::string host;
+    std::int64_t pid = 0;
+
+    /// This process: gethostname() and getpid().
+    static ClaimOwner self();
+    /// "HOST:PID", e.g. "node7:4242".
+    std::string text() const;
+    /// The owner written as text(); nullopt when `text` is not HOST:PID with a pid > 0.
+    static std::optional<ClaimOwner> parse(const std::string& text);
+    bool operator==(const ClaimOwner& other) const {
+        return host == other.host && pid == other.pid;
+    }
+    bool operator!=(const ClaimOwner& other) const { return !(*this == other); }
+};
+
+/// One row of `job_claims` (schema 3): which runner runs a job of the plan. Unique by
+/// (experiment_id, job). A claim is held from claim_job until release_claim; the row stays
+/// afterwards, naming the last owner and counting the attempts.
+struct JobClaim {
+    std::int64_t experiment_id = 0;
+    std::string job;            ///< The plan's job name, which is also its run's name.
+    ClaimOwner owner;           ///< The holder; after release, the last one.
+    std::string claimed_at;     ///< ISO-8601 UTC.
+    double heartbeat_time = 0;  ///< Seconds since the Unix epoch: the owner's last sign of life.
+    std::string released_at;    ///< ISO-8601 UTC; empty while the claim is held.
+    /// Times the job was claimed to be run: a takeover counts, a handoff to a child does not.
+    std::int64_t attempts = 0;
+
+    bool held() const { return released_at.empty(); }
+};
+
+/// Whether the owner of a held claim still works on it.
+enum class ClaimHealth {
+    kLive,            ///< Heartbeat recent, and the process exists where that can be checked.
+    kOwnerGone,       ///< The owner is on this host and no process has its pid.
+    kHeartbeatStale,  ///< The last heartbeat is older than the timeout (hung, or another host).
+};
+
+/// The health of `claim` at `now` (seconds since the Unix epoch) for a heartbeat timeout of
+/// `stale_after_seconds`. The pid is checked only for owners on this host (kill(pid, 0)).
+ClaimHealth claim_health(const JobClaim& claim, double stale_after_seconds, double now);
+
+/// How ResultStore::claim_job treats a job that is claimed or done.
+struct ClaimOptions {
+    /// A held claim whose heartbeat is older than this (or whose owner is gone) is taken over.
+    double stale_after_seconds = 60;
+    /// A claim held by this owner is taken over even when live, without counting an attempt:
+    /// a runner hands a job to the child process it starts for it.
+    std::optional<ClaimOwner> handoff_from;
+    /// Claim even when the job's run is finished (the analysis of a finished pretraining).
+    bool allow_finished = false;
+};
+
+/// What ResultStore::claim_job found and did.
+struct ClaimResult {
+    enum class Outcome {
+        kClaimed,   ///< The caller holds the claim now.
+        kHeld,      ///< Another owner holds a live claim; nothing changed.
+        kFinished,  ///< The job's run is finished (without allow_finished); nothing changed.
+    };
+    Outcome outcome = Outcome::kHeld;
+    JobClaim claim;  ///< kClaimed: the caller's new claim.
+    /// kHeld: the live claim of the other owner. kClaimed: the held claim that was taken over
+    /// (stale, gone or handed off); nullopt when the job was free.
+    std::optional<JobClaim> previous;
+};
+
 /// The results database. Every write is one transaction (BEGIN IMMEDIATE), retried with
 /// backoff while another process holds the lock, for up to StoreOptions::lock_timeout.
 /// Reads see only committed transactions, so a reader never sees half a batch.
@@ -192,6 +262,21 @@ class ResultStore {
     /// add_artifact for each, all in one transaction: a reader sees all of them or none.
     void add_artifacts(const std::vector<ArtifactRecord>& artifacts);
 
+    /// Claims job `job` of the experiment for `owner`, in one BEGIN IMMEDIATE transaction:
+    /// refused (kFinished) when its run is finished, refused (kHeld) while another owner
+    /// holds a live claim (claim_health), else taken: a free or released job, a stale claim,
+    /// a claim of a gone owner, one handed off by options.handoff_from, or the owner's own.
+    /// The new claim has heartbeat now and counts one more attempt unless handed off or the
+    /// owner's own.
+    ClaimResult claim_job(std::int64_t experiment_id, const std::string& job,
+                          const ClaimOwner& owner, const ClaimOptions& options = {});
+    /// Sets the heartbeat of every claim `owner` holds to now, in one transaction; returns
+    /// those claims (a job missing from them was taken over by another runner).
+    std::vector<JobClaim> heartbeat_claims(const ClaimOwner& owner);
+    /// Releases the job's claim if `owner` holds it (released_at = now); false when it does
+    /// not (never claimed, released, or taken over).
+    bool release_claim(std::int64_t experiment_id, const std::string& job, const ClaimOwner& owner);
+
     /// All experiments, oldest first.
     std::vector<ExperimentRecord> list_experiments();
     /// The experiment called `name`, if any.
@@ -220,6 +305,8 @@ class ResultStore {
     std::vector<CheckpointRecord> checkpoints(std::int64_t run_id);
     /// The run's artifacts in insertion order.
     std::vector<ArtifactRecord> artifacts(std::int64_t run_id);
+    /// Every claim row of the experiment (held and released), by job name.
+    std::vector<JobClaim> list_claims(std::int64_t experiment_id);
 
   private:
     struct Impl;

@@ -2,7 +2,9 @@
 // fractions), then fine-tune every task x lr x seed from every snapshot, recording curves,
 // GLUE scores and checkpoints in the results store. Idempotent and resumable: a finished job
 // is skipped, an interrupted pretraining resumes from its last checkpoint, an interrupted
-// fine-tuning job (minutes) is redone; the store is only changed in transactions.
+// fine-tuning job (minutes) is redone; the store is only changed in transactions. Several
+// runners share a plan through job claims in the store (ResultStore::claim_job): each job is
+// run by the one runner that claimed it, and a claim whose runner died or hung is taken over.
 #pragma once
 
 #include <atomic>
@@ -59,7 +61,24 @@ struct RunnerOptions {
     /// This process is one rank of a data-parallel group running only_job: rank 0 runs and
     /// records it as usual, the other ranks compute in step without touching the store.
     engine::DistributedContext* dist = nullptr;
+    /// A job claim whose heartbeat is older than this is stale and taken over by another
+    /// runner (TUPE_CLAIM_TIMEOUT). The runner refreshes its claims every timeout/12 seconds
+    /// (at most 5 s) and polls every timeout/12 (at most 2 s) while it waits for other runners.
+    double claim_timeout_seconds = 60;
+    /// "HOST:PID" of the runner that claimed only_job and started this process for it
+    /// (TUPE_CLAIM_FROM, set by the runner for its children): its claim is taken over at once.
+    std::string claim_from;
+    /// Test hook (TUPE_TEST_RAISE_AT_STEP=STEP:KILL|STOP): right after pretraining step
+    /// `raise_at_step` (its curve points stored) this process raises `raise_signal` on
+    /// itself, a crash (SIGKILL) or a hang (SIGSTOP) at a known point. 0 = off.
+    int64_t raise_at_step = 0;
+    int raise_signal = 0;
 };
+
+/// The environment variables of the options above, read by `tupe run` and `tupe status`.
+inline constexpr const char* kClaimTimeoutEnv = "TUPE_CLAIM_TIMEOUT";
+inline constexpr const char* kClaimFromEnv = "TUPE_CLAIM_FROM";
+inline constexpr const char* kRaiseAtStepEnv = "TUPE_TEST_RAISE_AT_STEP";
 
 struct RunSummary {
     int64_t finished = 0, skipped = 0, failed = 0;
@@ -68,12 +87,18 @@ struct RunSummary {
 
 /// Runs the plan. Throws StoreError / ConfigError / InputError for problems that stop the
 /// whole plan (database, configuration, data); a job that fails (e.g. diverges) is marked
-/// failed in the store with its message and the plan goes on.
+/// failed in the store with its message and the plan goes on. Every job is claimed first
+/// (see RunnerOptions::claim_timeout_seconds): a job held by another live runner is left to
+/// it, a fine-tuning job waits for its pretraining, and when every job left is held or waits,
+/// the runner polls until they finish (counted as skipped) or their claims go stale. A job
+/// another runner failed after this one started is not retried. One runner per process.
 RunSummary run_experiment(const ExperimentSpec& spec, const RunnerOptions& options,
                           const RunnerCallbacks& callbacks);
 
-/// The plan's jobs with their status in the store (pending when absent), as a text table.
-std::string experiment_status(const ExperimentSpec& spec);
+/// The plan's jobs with their status in the store (pending when absent), as a text table. A
+/// claimed job shows as running with its owner and heartbeat age, or, when the owner is gone
+/// or its heartbeat older than `claim_timeout_seconds`, as stale.
+std::string experiment_status(const ExperimentSpec& spec, double claim_timeout_seconds = 60);
 
 /// Prepares (once) the built-in synthetic tasks for the spec from held-out corpus documents
 /// (the pretraining validation documents) and returns the folder that holds them.
