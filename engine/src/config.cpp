@@ -181,6 +181,7 @@ void visit_fields(PretrainConfig& c, Visitor&& v) {
     v("train.device", t.device);
     v("train.dtype", t.dtype);
     v("train.threads", t.threads);
+    v("train.tensorboard", t.tensorboard);
     v("out_dir", c.out_dir);
 }
 

@@ -20,6 +20,7 @@
 #include "engine/distributed.h"
 #include "engine/errors.h"
 #include "engine/precision.h"
+#include "engine/tensorboard.h"
 #include "engine/threads.h"
 #include "engine/tokenizer.h"
 #include "engine/train_step.h"
@@ -34,17 +35,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Keys that may change between a run and its resume without changing what it computes so far.
-const std::set<std::string> kRunControlKeys = {"train.steps",
-                                               "train.eval_interval",
-                                               "train.eval_batches",
-                                               "train.checkpoint_interval",
-                                               "train.log_interval",
-                                               "train.device",
-                                               "train.threads",
-                                               "data.cache_dir",
-                                               "data.corpus",
-                                               "data.vocab",
-                                               "out_dir"};
+const std::set<std::string> kRunControlKeys = {
+    "train.steps",        "train.eval_interval", "train.eval_batches", "train.checkpoint_interval",
+    "train.log_interval", "train.device",        "train.threads",      "train.tensorboard",
+    "data.cache_dir",     "data.corpus",         "data.vocab",         "out_dir"};
 
 double lr_at(const TrainConfig& t, int64_t step) {
     return detail::linear_warmup_decay(t.lr, step, t.warmup_steps, t.steps);
@@ -98,6 +92,55 @@ BertForMaskedLM build_model(const PretrainConfig& config, torch::Device device) 
 void say(const TrainCallbacks& cb, const std::string& message) {
     if (cb.on_message) cb.on_message(message);
 }
+
+// metrics.tsv's rows again as TensorBoard events (engine/tensorboard.h), in a new events file
+// per process. A fresh run removes the events files of an earlier run in out_dir (as
+// MetricsLog empties metrics.tsv); a resumed run starts its file with a SessionLog START at the
+// first step after the checkpoint, so TensorBoard drops what a killed run wrote after it.
+// metrics.tsv stays the record: a failing events file is reported once through on_message and
+// dropped, and training goes on.
+class EventLog {
+  public:
+    EventLog(const std::string& out_dir, int64_t start_step, const TrainCallbacks& cb) : cb_(cb) {
+        if (start_step == 0)
+            for (const auto& f : tensorboard_event_files(out_dir)) {
+                std::error_code ignored;  // a file left behind is purged by the START below
+                fs::remove(f, ignored);
+            }
+        try {
+            writer_ = std::make_unique<TensorBoardWriter>(out_dir);
+            writer_->add_session_start(start_step == 0 ? 0 : start_step + 1, unix_wall_time());
+            writer_->flush();
+        } catch (const std::exception& e) {
+            give_up(e);
+        }
+    }
+    void add(int64_t step, const char* split, const char* metric, double value) {
+        if (!writer_) return;
+        try {
+            writer_->add_scalar(std::string(split) + "/" + metric, step, value, unix_wall_time());
+        } catch (const std::exception& e) {
+            give_up(e);
+        }
+    }
+    void flush() {
+        if (!writer_) return;
+        try {
+            writer_->flush();
+        } catch (const std::exception& e) {
+            give_up(e);
+        }
+    }
+
+  private:
+    void give_up(const std::exception& e) {
+        writer_.reset();
+        say(cb_, std::string("tensorboard: ") + e.what() +
+                     "; no more TensorBoard events for this run (metrics.tsv has every point)");
+    }
+    const TrainCallbacks& cb_;
+    std::unique_ptr<TensorBoardWriter> writer_;
+};
 
 // This process's place in a data-parallel group (alone: world 1, rank 0).
 struct Shard {
@@ -348,6 +391,8 @@ class StepLoop {
           order_(data.train.size(), t_.seed) {
         if (shard_.writer)
             metrics_ = std::make_unique<MetricsLog>(metrics_path(config_.out_dir), step_);
+        if (shard_.writer && t_.tensorboard)
+            events_ = std::make_unique<EventLog>(config_.out_dir, step_, cb_);
         if (dist_) reducer_ = std::make_unique<GradientReducer>(*dist_, model_->parameters());
         result_.checkpoint = fs::exists(ckpt_) ? ckpt_ : "";
         t0_ = Clock::now();
@@ -475,8 +520,9 @@ class StepLoop {
         rep.elapsed = elapsed();
         if (metrics_ && t_.log_interval > 0 &&
             (step_ % t_.log_interval == 0 || step_ == t_.steps)) {
-            metrics_->add(step_, "train", "loss", step_loss, rep.elapsed);
-            metrics_->add(step_, "train", "lr", lr, rep.elapsed);
+            record(step_, "train", "loss", step_loss, rep.elapsed);
+            record(step_, "train", "lr", lr, rep.elapsed);
+            if (events_) events_->flush();
         }
         if (cb_.on_step) cb_.on_step(rep);
     }
@@ -496,9 +542,16 @@ class StepLoop {
     void record_eval() {
         EvalReport r = evaluate(model_, data_, vocab_, config_, device_, step_);
         result_.evals.push_back(r);
-        metrics_->add(r.step, "validation", "loss", r.loss, elapsed());
-        metrics_->add(r.step, "validation", "accuracy", r.accuracy, elapsed());
+        record(r.step, "validation", "loss", r.loss, elapsed());
+        record(r.step, "validation", "accuracy", r.accuracy, elapsed());
+        if (events_) events_->flush();
         if (cb_.on_eval) cb_.on_eval(r);
+    }
+
+    // One metric row: metrics.tsv and, when on, the TensorBoard events (tag "split/metric").
+    void record(int64_t step, const char* split, const char* metric, double value, double seconds) {
+        metrics_->add(step, split, metric, value, seconds);
+        if (events_) events_->add(step, split, metric, value);
     }
 
     void write_checkpoint() {
@@ -533,6 +586,7 @@ class StepLoop {
     const int64_t micro_;  // samples per micro-batch
     SampleOrder order_;
     std::unique_ptr<MetricsLog> metrics_;
+    std::unique_ptr<EventLog> events_;  // null: train.tensorboard off, or the writer failed
     std::unique_ptr<GradientReducer> reducer_;
     Clock::time_point t0_;
     int64_t checkpoint_step_ = -1;

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <sstream>
 
 #include "engine/distributed.h"
 #include "engine/errors.h"
+#include "engine/tensorboard.h"
 #include "engine/tokenizer.h"
 #include "runner_internal.h"
 
@@ -70,6 +72,23 @@ bool FinetuneExecutor::run(const Job& job, int64_t run_id) {
     const engine::FinetuneConfig fc = finetune_config(spec, v, job, data.info, options.threads);
 
     store.delete_metrics_after(run_id, 0);  // a redone job starts its curves afresh
+    // TensorBoard: the same points as events under out_dir/finetune/<job>/ (a redone job
+    // starts a fresh folder too). The store stays the record: a write failure is said once and
+    // ends the events, never the job.
+    std::unique_ptr<engine::TensorBoardWriter> events;
+    if (v.config.train.tensorboard && (!options.dist || options.dist->rank() == 0)) {
+        std::string folder = job.name;  // e.g. tupe-a/step3000/syn-rte/lr0.001/seed1
+        for (char& ch : folder)
+            if (ch == '/') ch = '_';
+        const fs::path dir = fs::path(v.config.out_dir) / "finetune" / folder;
+        try {
+            std::error_code ec;
+            for (const auto& f : engine::tensorboard_event_files(dir.string())) fs::remove(f, ec);
+            events = std::make_unique<engine::TensorBoardWriter>(dir.string());
+        } catch (const std::exception& e) {
+            ctx_.say(std::string("TensorBoard events off for this job: ") + e.what());
+        }
+    }
 
     const analysis::MetricKind kind = data.info.metric;
     // Best epoch by the paper's selection metric on the first dev split (MNLI: matched).
@@ -97,6 +116,16 @@ bool FinetuneExecutor::run(const Job& job, int64_t run_id) {
                 points.push_back({data.dev_names[i] + "/" + metric, e.epoch, value, now});
         }
         store.add_metrics(run_id, points);
+        if (events) {
+            try {
+                for (const auto& p : points)
+                    events->add_scalar(p.key, p.step, p.value, p.wall_time);
+                events->flush();
+            } catch (const std::exception& ex) {
+                ctx_.say(std::string("TensorBoard events stopped: ") + ex.what());
+                events.reset();
+            }
+        }
         const double primary = analysis::primary_metric(kind, scores.front());
         if (primary > best) {
             best = primary;

@@ -93,6 +93,8 @@ struct TrainConfig {
     std::string device = "auto";  ///< cpu, cuda, cuda:N or auto.
     std::string dtype = "fp32";   ///< fp32, bf16 (autocast), auto (precision.h); fp16: CUDA.
     int64_t threads = 0;          ///< Intra-op threads, 0 = the CPUs available (threads.h).
+    /// metrics.tsv's scalars also as TensorBoard events in out_dir (engine/tensorboard.h).
+    bool tensorboard = true;
 };
 
 /// Everything `tupe pretrain` needs.
