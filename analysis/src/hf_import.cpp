@@ -1,9 +1,11 @@
-// HF BertForMaskedLM folders (transformers' modeling_bert names), both ways. Import: config.json
-// into a ModelConfig, the weights from model.safetensors or pytorch_model.bin (read by
-// analysis/safetensors and analysis/torch_pickle), and vocab.txt, so the microscope can look at
-// published BERT weights. Export: any engine model as config.json + model.safetensors + vocab.txt;
-// a variant that transformers cannot represent gets model_type "tupe" and a "tupe_workbench" block
-// that only this importer reads. Every error is an engine::CheckpointError naming the file.
+// HF BERT folders (transformers' modeling_bert names), both ways. Import: config.json into a
+// ModelConfig, the weights from model.safetensors, pytorch_model.bin or their sharded form
+// (*.index.json + shards; read by analysis/safetensors and analysis/torch_pickle), and vocab.txt,
+// so the microscope can look at published BERT weights: BertForMaskedLM, and the encoder of a
+// BertModel or BertForSequenceClassification (MLM head then freshly initialised). Export: any
+// engine model as config.json + model.safetensors + vocab.txt; a variant that transformers cannot
+// represent gets model_type "tupe" and a "tupe_workbench" block that only this importer reads.
+// Every error is an engine::CheckpointError naming the file.
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -266,43 +268,134 @@ engine::ModelConfig read_hf_bert_config(const std::string& path) {
     return c;
 }
 
-NamedTensors read_hf_state_dict(const std::string& dir) {
+namespace {
+
+/// A folder's weights and the file that errors about them name (the index for sharded ones).
+struct HfWeights {
+    NamedTensors tensors;
+    std::string file;
+};
+
+/// transformers' sharded layout: index.json {"metadata": {...}, "weight_map": {tensor: shard}}
+/// beside the shards; each shard is read once, in the order the weight map first names it,
+/// with `read_shard`, and every tensor of the weight map must be in the shard it names.
+HfWeights read_sharded(const fs::path& index, NamedTensors (*read_shard)(const std::string&)) {
+    const std::string path = index.string();
+    const std::string bytes = read_text(path);
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(bytes.begin(), bytes.end());
+    } catch (const nlohmann::json::exception& e) {
+        throw engine::CheckpointError(path, std::string("malformed JSON: ") + e.what());
+    }
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object() ||
+        j["weight_map"].empty())
+        throw engine::CheckpointError(path, "no \"weight_map\" object of tensor -> shard file");
+    std::vector<std::string> shards;
+    std::unordered_map<std::string, std::vector<std::string>> wanted;  // shard -> tensors
+    for (const auto& [tensor, shard] : j["weight_map"].items()) {
+        if (!shard.is_string())
+            throw engine::CheckpointError(
+                path, "weight_map['" + tensor + "'] must be a file name, got " + shard.dump());
+        const std::string file = shard.get<std::string>();
+        bool outside = file.empty() || fs::path(file).is_absolute();
+        for (const auto& part : fs::path(file)) outside = outside || part == "..";
+        if (outside)
+            throw engine::CheckpointError(path, "weight_map['" + tensor + "'] = \"" + file +
+                                                    "\" is not a file in the folder");
+        auto [it, fresh] = wanted.try_emplace(file);
+        if (fresh) shards.push_back(file);
+        it->second.push_back(tensor);
+    }
+    HfWeights out{{}, path};
+    for (const auto& shard : shards) {
+        const fs::path shard_path = index.parent_path() / shard;
+        std::error_code ec;
+        if (!fs::is_regular_file(shard_path, ec))
+            throw engine::CheckpointError(
+                path, "shard '" + shard + "' (holding '" + wanted[shard].front() + "' and " +
+                          std::to_string(wanted[shard].size() - 1) + " more) not found");
+        NamedTensors part = read_shard(shard_path.string());
+        std::set<std::string> present;
+        for (const auto& item : part) present.insert(item.first);
+        for (const auto& tensor : wanted[shard])
+            if (!present.count(tensor))
+                throw engine::CheckpointError(shard_path.string(),
+                                              "no tensor '" + tensor + "', which " +
+                                                  index.filename().string() + " places here");
+        for (auto& item : part) out.tensors.push_back(std::move(item));
+    }
+    return out;
+}
+
+constexpr const char* kStIndex = "model.safetensors.index.json";
+constexpr const char* kBinIndex = "pytorch_model.bin.index.json";
+
+HfWeights read_hf_weights(const std::string& dir) {
     const fs::path d(dir);
     std::error_code ec;
     if (fs::exists(d / "model.safetensors", ec))
-        return read_safetensors((d / "model.safetensors").string());
+        return {read_safetensors((d / "model.safetensors").string()),
+                (d / "model.safetensors").string()};
     if (fs::exists(d / "pytorch_model.bin", ec))
-        return read_torch_state_dict((d / "pytorch_model.bin").string());
-    if (fs::exists(d / "model.safetensors.index.json", ec) ||
-        fs::exists(d / "pytorch_model.bin.index.json", ec))
-        throw engine::CheckpointError(dir,
-                                      "sharded checkpoints are not supported; merge the shards");
-    throw engine::CheckpointError(dir, "neither model.safetensors nor pytorch_model.bin found");
+        return {read_torch_state_dict((d / "pytorch_model.bin").string()),
+                (d / "pytorch_model.bin").string()};
+    if (fs::exists(d / kStIndex, ec)) return read_sharded(d / kStIndex, read_safetensors);
+    if (fs::exists(d / kBinIndex, ec)) return read_sharded(d / kBinIndex, read_torch_state_dict);
+    throw engine::CheckpointError(
+        dir, std::string("neither model.safetensors, pytorch_model.bin, ") + kStIndex + " nor " +
+                 kBinIndex + " found");
 }
 
-engine::BertForMaskedLM import_hf_bert(const std::string& dir) {
+/// transformers' BertForSequenceClassification head, which analysis has no use for.
+bool classifier_name(const std::string& name) {
+    return name == "classifier.weight" || name == "classifier.bias";
+}
+
+}  // namespace
+
+NamedTensors read_hf_state_dict(const std::string& dir) { return read_hf_weights(dir).tensors; }
+
+engine::BertForMaskedLM import_hf_bert(const std::string& dir, std::vector<std::string>* notes) {
     const fs::path d(dir);
     const engine::ModelConfig config = read_hf_bert_config((d / "config.json").string());
-    std::error_code ec;
-    const std::string weights_file = fs::exists(d / "model.safetensors", ec)
-                                         ? (d / "model.safetensors").string()
-                                         : (d / "pytorch_model.bin").string();
-    NamedTensors state = read_hf_state_dict(dir);
+    HfWeights weights = read_hf_weights(dir);
+    const std::string& weights_file = weights.file;
 
-    std::unordered_map<std::string, torch::Tensor> by_name;
-    bool has_bert_prefix = false;
-    for (auto& [raw, tensor] : state) {
-        const std::string name = canonical_hf_name(raw);
+    // BertForMaskedLM / BertForSequenceClassification save the encoder under "bert."; a bare
+    // BertModel saves it unprefixed (embeddings.*, encoder.*, pooler.*).
+    bool has_bert_prefix = false, has_bare_encoder = false;
+    for (const auto& item : weights.tensors) {
+        const std::string name = canonical_hf_name(item.first);
         has_bert_prefix = has_bert_prefix || starts_with(name, "bert.");
+        has_bare_encoder = has_bare_encoder || name == "embeddings.word_embeddings.weight";
+    }
+    if (!has_bert_prefix && !has_bare_encoder) {
+        throw engine::CheckpointError(
+            weights_file,
+            "neither 'bert.*' nor 'embeddings.word_embeddings.weight': not a BertForMaskedLM, "
+            "BertForSequenceClassification or BertModel checkpoint");
+    }
+    std::unordered_map<std::string, torch::Tensor> by_name;
+    bool has_head = false, has_classifier = false;
+    for (auto& [raw, tensor] : weights.tensors) {
+        std::string name = canonical_hf_name(raw);
+        if (!has_bert_prefix && !starts_with(name, "cls.") && !classifier_name(name))
+            name = "bert." + name;
+        has_head = has_head || starts_with(name, "cls.predictions.");
+        has_classifier = has_classifier || classifier_name(name);
         if (!by_name.emplace(name, tensor).second)
             throw engine::CheckpointError(weights_file, "tensor '" + name + "' appears twice");
     }
-    if (!has_bert_prefix) {
-        throw engine::CheckpointError(
-            weights_file,
-            "no 'bert.*' tensors: not a BertForMaskedLM checkpoint (a bare "
-            "BertModel has no MLM head to import)");
-    }
+    auto note = [&](const std::string& text) {
+        if (notes) notes->push_back(weights_file + ": " + text);
+    };
+    if (!has_bert_prefix) note("a bare BertModel (no 'bert.' prefix): encoder imported");
+    if (has_classifier) note("classifier.* (sequence classification head) ignored");
+    if (!has_head)
+        note(
+            "no MLM head (cls.predictions.*): the head is freshly initialised, its decoder tied "
+            "to the imported word embeddings; MLM outputs are not the checkpoint's");
 
     engine::BertForMaskedLM model(config);
     torch::NoGradGuard no_grad;
@@ -310,6 +403,7 @@ engine::BertForMaskedLM import_hf_bert(const std::string& dir) {
     for (auto& item : model->named_parameters(/*recurse=*/true)) {
         const std::string name = to_hf_name(item.key());
         auto found = by_name.find(name);
+        if (found == by_name.end() && !has_head && starts_with(name, "cls.")) continue;
         if (found == by_name.end()) {
             throw engine::CheckpointError(
                 weights_file, "missing tensor '" + name + "' (config.json says " +
@@ -331,7 +425,7 @@ engine::BertForMaskedLM import_hf_bert(const std::string& dir) {
         if (used.count(name)) continue;
         // HF keeps an (unused) absolute table beside relative_key attention.
         if (no_input_table && name == "bert.embeddings.position_embeddings.weight") continue;
-        if (!ignored_hf_name(name)) {
+        if (!ignored_hf_name(name) && !classifier_name(name)) {
             throw engine::CheckpointError(
                 weights_file,
                 "unexpected tensor '" + name + "' (does config.json fit this checkpoint?)");

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <unordered_map>
@@ -345,10 +346,33 @@ class StateDictUnpickler {
     std::unordered_map<uint64_t, PyRef> memo_;
     std::unordered_map<std::string, PyRef> storages_;
 };
+/// True for torch.save's legacy (pre-1.6, _use_new_zipfile_serialization=False) format: a
+/// pickle stream that opens with torch's magic number 0x1950a86a20f9469cfc6c as a LONG1
+/// (torch/serialization.py, MAGIC_NUMBER), possibly after a protocol 4+ FRAME.
+bool legacy_torch_save(const std::string& path) {
+    static const unsigned char kMagic[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
+                                           0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+    std::ifstream in(path, std::ios::binary);
+    unsigned char head[32] = {};
+    in.read(reinterpret_cast<char*>(head), sizeof head);
+    const auto n = static_cast<size_t>(in.gcount());
+    if (n < 2 + sizeof kMagic || head[0] != 0x80) return false;  // PROTO opcode
+    for (size_t at = 2; at + sizeof kMagic <= n && at <= 11; ++at)
+        if (std::memcmp(head + at, kMagic, sizeof kMagic) == 0) return true;
+    return false;
+}
+
 }  // namespace
 
 NamedTensors read_torch_state_dict(const std::string& path) {
     if (!fs::is_regular_file(path)) throw engine::CheckpointError(path, "no such file");
+    if (legacy_torch_save(path)) {
+        throw engine::CheckpointError(
+            path,
+            "legacy (pre-1.6, non-zip) torch.save format, which LibTorch cannot read; convert it "
+            "once with python -c \"import torch; torch.save(torch.load('" +
+                path + "'), '" + path + "', _use_new_zipfile_serialization=True)\"");
+    }
     PyRef root;
     try {
         caffe2::serialize::PyTorchStreamReader zip(path);

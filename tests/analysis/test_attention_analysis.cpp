@@ -1,8 +1,9 @@
 // Tests of the microscope (analysis/attention_analysis.h) and the HF import
 // (analysis/safetensors.h): the layer-0 terms add up to the model's own logits, hand-set weights
 // give known terms, hand-made attention maps (identity, uniform, band) give known statistics and
-// patterns, and tiny HF checkpoints round-trip (safetensors always, pytorch_model.bin when
-// /usr/bin/python3 has torch). Tiny configs, fixed seeds.
+// patterns, and tiny HF checkpoints round-trip (safetensors, sharded safetensors, bare BertModel
+// and sequence-classification saves always, pytorch_model.bin when /usr/bin/python3 has torch).
+// Tiny configs, fixed seeds.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -729,13 +730,10 @@ TEST(HfImport, ClearErrorsForCheckpointsThatDoNotFit) {
     j = hf_config_json(fx.config);
     write_file(fx.dir / "config.json", j.dump());
 
-    // A bare BertModel (no MLM head) and an untied decoder.
-    NamedTensors bare;
-    for (const auto& [name, tensor] : fx.tensors)
-        if (name.rfind("bert.", 0) == 0) bare.emplace_back(name.substr(5), tensor);
-    fx.write(bare);
+    // Not a BERT checkpoint at all, and an untied decoder.
+    fx.write({{"roberta.embeddings.word_embeddings.weight", torch::randn({kVocab, 16})}});
     msg = checkpoint_error([&] { import_hf_bert(fx.dir.string()); });
-    EXPECT_TRUE(has(msg, "bare")) << msg;
+    EXPECT_TRUE(has(msg, st) && has(msg, "not a BertForMaskedLM")) << msg;
     t = fx.tensors;
     t.emplace_back("cls.predictions.decoder.weight", torch::randn({kVocab, 16}));
     fx.write(t);
@@ -811,6 +809,154 @@ TEST(HfImport, ReadsLibTorchPickleSaveArchives) {
     ASSERT_EQ(state.size(), fx.tensors.size());
     auto imported = import_hf_bert(fx.dir.string());
     EXPECT_TRUE(torch::equal(mlm_logits(imported), mlm_logits(fx.model)));
+}
+
+namespace {
+
+/// The encoder of `a` and `b` on a fixed batch: the same hidden states and attention logits.
+void expect_same_encoder(engine::BertForMaskedLM& a, engine::BertForMaskedLM& b) {
+    auto batch = make_batch(12);
+    torch::NoGradGuard no_grad;
+    a->eval();
+    b->eval();
+    auto x = a->bert->forward(batch.ids, batch.mask, {}, /*output_attentions=*/true);
+    auto y = b->bert->forward(batch.ids, batch.mask, {}, /*output_attentions=*/true);
+    EXPECT_TRUE(torch::equal(x.last_hidden_state, y.last_hidden_state));
+    ASSERT_EQ(x.attention_logits.size(), y.attention_logits.size());
+    for (size_t i = 0; i < x.attention_logits.size(); ++i)
+        EXPECT_TRUE(torch::equal(x.attention_logits[i], y.attention_logits[i])) << "layer " << i;
+}
+
+bool any_has(const std::vector<std::string>& lines, const std::string& part) {
+    for (const auto& line : lines)
+        if (has(line, part)) return true;
+    return false;
+}
+
+/// fx.model as transformers' BertModel saves it: no "bert." prefix, no cls.* head.
+NamedTensors bare_bert_model(const HfFixture& fx) {
+    NamedTensors bare;
+    for (const auto& [name, tensor] : fx.tensors)
+        if (name.rfind("bert.", 0) == 0) bare.emplace_back(name.substr(5), tensor);
+    return bare;
+}
+
+}  // namespace
+
+TEST(HfImport, BareBertModelImportsTheEncoderWithAFreshTiedHead) {
+    HfFixture fx("hf_bare");
+    fx.write(bare_bert_model(fx));
+    std::vector<std::string> notes;
+    auto imported = import_hf_bert(fx.dir.string(), &notes);
+    EXPECT_FALSE(imported->is_training());
+    expect_same_encoder(imported, fx.model);
+    EXPECT_TRUE(any_has(notes, "bare BertModel")) << notes.size();
+    EXPECT_TRUE(any_has(notes, "no MLM head")) << notes.size();
+    // The head is the fresh one, not the fixture's; its decoder is the imported word table.
+    auto params = imported->named_parameters();
+    EXPECT_FALSE(
+        torch::equal(params["cls.predictions.transform.dense.weight"],
+                     fx.model->named_parameters()["cls.predictions.transform.dense.weight"]));
+    EXPECT_TRUE(torch::isfinite(mlm_logits(imported)).all().item<bool>());
+    // Without a notes vector the same import is silent and identical.
+    auto again = import_hf_bert(fx.dir.string());
+    expect_same_encoder(again, fx.model);
+}
+
+TEST(HfImport, SequenceClassificationImportsTheEncoderAndIgnoresTheClassifier) {
+    HfFixture fx("hf_seqcls");
+    NamedTensors t;
+    for (const auto& item : fx.tensors)
+        if (item.first.rfind("cls.", 0) != 0) t.push_back(item);
+    t.emplace_back("classifier.weight", torch::randn({3, 16}));
+    t.emplace_back("classifier.bias", torch::randn({3}));
+    fx.write(t);
+    std::vector<std::string> notes;
+    auto imported = import_hf_bert(fx.dir.string(), &notes);
+    expect_same_encoder(imported, fx.model);
+    EXPECT_TRUE(any_has(notes, "classifier")) << notes.size();
+    EXPECT_TRUE(any_has(notes, "no MLM head")) << notes.size();
+    EXPECT_FALSE(any_has(notes, "bare"));
+
+    // A partial MLM head is an error, not a silent re-initialisation.
+    t.emplace_back("cls.predictions.bias", torch::zeros({kVocab}));
+    fx.write(t);
+    auto msg = checkpoint_error([&] { import_hf_bert(fx.dir.string()); });
+    EXPECT_TRUE(has(msg, "missing tensor 'cls.predictions.transform.")) << msg;
+}
+
+TEST(HfImport, ShardedSafetensorsReadsEveryShard) {
+    HfFixture fx("hf_sharded");
+    const fs::path out = fx.dir / "export";
+    export_hf_bert(fx.model, (fx.dir / "vocab.txt").string(), true, out.string());
+    const auto all = read_safetensors((out / "model.safetensors").string());
+    ASSERT_GT(all.size(), 2u);
+    fs::remove(out / "model.safetensors");
+    const std::string shard1 = "model-00001-of-00002.safetensors";
+    const std::string shard2 = "model-00002-of-00002.safetensors";
+    NamedTensors first(all.begin(), all.begin() + all.size() / 2);
+    NamedTensors second(all.begin() + all.size() / 2, all.end());
+    write_safetensors((out / shard1).string(), first, {{"format", "pt"}});
+    write_safetensors((out / shard2).string(), second, {{"format", "pt"}});
+    nlohmann::json index = {{"metadata", {{"total_size", 0}}},
+                            {"weight_map", nlohmann::json::object()}};
+    for (const auto& item : first) index["weight_map"][item.first] = shard1;
+    for (const auto& item : second) index["weight_map"][item.first] = shard2;
+    const fs::path index_path = out / "model.safetensors.index.json";
+    write_file(index_path, index.dump(2));
+
+    EXPECT_EQ(read_hf_state_dict(out.string()).size(), all.size());
+    auto imported = import_hf_bert(out.string());
+    expect_same_encoder(imported, fx.model);
+    EXPECT_TRUE(torch::equal(mlm_logits(imported), mlm_logits(fx.model)));
+
+    // A tensor the index places in a shard that lacks it: the shard and the tensor are named.
+    auto moved = index;
+    moved["weight_map"][first.front().first] = shard2;
+    write_file(index_path, moved.dump());
+    auto msg = checkpoint_error([&] { import_hf_bert(out.string()); });
+    EXPECT_TRUE(has(msg, shard2) && has(msg, "'" + first.front().first + "'")) << msg;
+
+    // A missing shard file: the index and the shard are named.
+    fs::remove(out / shard2);
+    write_file(index_path, index.dump());
+    msg = checkpoint_error([&] { import_hf_bert(out.string()); });
+    EXPECT_TRUE(has(msg, index_path.string()) && has(msg, shard2) && has(msg, "not found")) << msg;
+
+    // A malformed index, and one without a weight map.
+    write_file(index_path, "{\"weight_map\": {");
+    msg = checkpoint_error([&] { import_hf_bert(out.string()); });
+    EXPECT_TRUE(has(msg, index_path.string()) && has(msg, "malformed JSON")) << msg;
+    write_file(index_path, "{\"metadata\": {}}");
+    msg = checkpoint_error([&] { import_hf_bert(out.string()); });
+    EXPECT_TRUE(has(msg, index_path.string()) && has(msg, "weight_map")) << msg;
+    write_file(index_path, "{\"weight_map\": {\"a\": \"../x.safetensors\"}}");
+    msg = checkpoint_error([&] { import_hf_bert(out.string()); });
+    EXPECT_TRUE(has(msg, index_path.string()) && has(msg, "not a file in the folder")) << msg;
+}
+
+TEST(HfImport, LegacyTorchSaveNamesTheFileAndTheConversion) {
+    HfFixture fx("hf_legacy");
+    const fs::path bin = fx.dir / "pytorch_model.bin";
+    // What torch.save(..., _use_new_zipfile_serialization=False) writes first: PROTO 2 and the
+    // magic number 0x1950a86a20f9469cfc6c as a LONG1 (torch/serialization.py).
+    write_file(bin, std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.", 15) +
+                        std::string(64, '\0'));
+    auto check = [&](const std::string& msg) {
+        EXPECT_TRUE(has(msg, bin.string()) && has(msg, "legacy") &&
+                    has(msg, "_use_new_zipfile_serialization=True") && !has(msg, "\n"))
+            << msg;
+    };
+    check(checkpoint_error([&] { import_hf_bert(fx.dir.string()); }));
+    check(checkpoint_error([&] { read_torch_state_dict(bin.string()); }));
+    // A real legacy file, when /usr/bin/python3 has torch.
+    if (std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") == 0) {
+        const std::string cmd =
+            "/usr/bin/python3 -c \"import torch; torch.save({'a': torch.ones(2)}, '" +
+            bin.string() + "', _use_new_zipfile_serialization=False)\"";
+        ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+        check(checkpoint_error([&] { read_torch_state_dict(bin.string()); }));
+    }
 }
 
 // ---- HF export (tupe export DIR) ------------------------------------------------------------

@@ -241,18 +241,29 @@ double mean_attention_distance(const torch::Tensor& probs);
 engine::ModelConfig read_hf_bert_config(const std::string& path);
 
 /// The state dict of an HF directory: model.safetensors when present, else pytorch_model.bin
-/// (read_torch_state_dict). Tensors as stored (any float dtype).
-/// Throws engine::CheckpointError naming the file.
+/// (read_torch_state_dict), else the shards that model.safetensors.index.json (or
+/// pytorch_model.bin.index.json) lists in its "weight_map" {tensor: shard file}: every shard is
+/// read, and every tensor of the weight map must be in the shard it names. Tensors as stored
+/// (any float dtype). Throws engine::CheckpointError naming the file: the index for a malformed
+/// index or a missing shard file (the shard named in the message), the shard for a tensor it
+/// lacks, the .bin for a legacy (pre-1.6, non-zip) torch.save file, with the command to convert.
 NamedTensors read_hf_state_dict(const std::string& dir);
 
-/// Imports an HF BertForMaskedLM directory into engine::BertForMaskedLM (eval mode, float32).
-/// HF names map one to one (bert.embeddings.*, bert.encoder.layer.N.*, cls.predictions.*); old
-/// LayerNorm.gamma/beta names are accepted; a checkpoint of a bare BertModel (no "bert." prefix)
-/// is refused because it has no MLM head. cls.predictions.decoder.weight must equal the word
-/// embeddings (the engine ties them); the pooler, seq_relationship and position_ids are
-/// ignored. Throws engine::CheckpointError naming the file for a missing, unexpected or
-/// mis-shaped tensor and for a config the engine cannot represent.
-engine::BertForMaskedLM import_hf_bert(const std::string& dir);
+/// Imports an HF BERT directory into engine::BertForMaskedLM (eval mode, float32). Accepted:
+/// - BertForMaskedLM: HF names map one to one (bert.embeddings.*, bert.encoder.layer.N.*,
+///   cls.predictions.*); cls.predictions.decoder.weight must equal the word embeddings (the
+///   engine ties them).
+/// - BertForSequenceClassification: bert.* as above; classifier.{weight,bias} are ignored.
+/// - A bare BertModel: the same names without the "bert." prefix (embeddings.*, encoder.*).
+/// Without any cls.predictions.* tensor (the last two kinds) the MLM head keeps its fresh
+/// initialisation, its decoder tied to the imported word embeddings: the encoder (hidden
+/// states, attention logits) is the checkpoint's, MLM logits are not. A partial head is an
+/// error. Old LayerNorm.gamma/beta names are accepted; the pooler, seq_relationship and
+/// position_ids are ignored. When `notes` is given, one line per such decision is appended
+/// (file: what was ignored or initialised). Throws engine::CheckpointError naming the file for
+/// a missing, unexpected or mis-shaped tensor and for a config the engine cannot represent.
+engine::BertForMaskedLM import_hf_bert(const std::string& dir,
+                                       std::vector<std::string>* notes = nullptr);
 
 /// The config.json text that export_hf_bert writes for `config`: HF BertConfig keys, plus a
 /// "tupe_workbench" block with the variant's positional fields (preset, size,

@@ -19,8 +19,10 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 /// a dict or OrderedDict of tensors (pickle protocols 2 to 5 without out-of-band buffers; BUILD
 /// state such as _metadata is ignored; tied tensors share their storage), also the archives that
 /// LibTorch's torch::pickle_save writes for a c10::Dict. Tensors keep their stored
-/// dtype. Throws engine::CheckpointError(path, ...) for a missing file, a legacy (pre-1.6) or
-/// non-zip file, an unsupported pickle construct, or an entry that is not a tensor.
+/// dtype. Throws engine::CheckpointError(path, ...) for a missing file, a non-zip file, an
+/// unsupported pickle construct, or an entry that is not a tensor; a legacy (pre-1.6) torch.save
+/// file is recognised by its magic number and refused with the one-line python command that
+/// rewrites it in the zip format.
 NamedTensors read_torch_state_dict(const std::string& path);
 
 }  // namespace analysis
