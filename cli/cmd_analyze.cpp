@@ -9,8 +9,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
+#include <map>
 #include <optional>
+#include <sstream>
 
 #include "analysis/analyze.h"
 #include "analysis/attention_analysis.h"
@@ -45,6 +48,8 @@ struct LoadedModel {
     engine::BertForMaskedLM model{nullptr};
     std::unique_ptr<engine::WordPieceTokenizer> tokenizer;
     std::string name;
+    int64_t train_length = 0;        ///< data.max_seq_len of a pretraining checkpoint, else 0
+    std::vector<std::string> notes;  ///< what the HF import did (e.g. no MLM head)
 };
 
 engine::Vocab load_vocab_checked(const std::string& path, int64_t model_vocab) {
@@ -80,7 +85,7 @@ LoadedModel load_model(const std::string& spec, const std::string& vocab_flag, b
         return out;
     }
     if (fs::is_directory(spec)) {
-        out.model = analysis::import_hf_bert(spec);
+        out.model = analysis::import_hf_bert(spec, &out.notes);
         engine::Vocab vocab = primary && !vocab_flag.empty()
                                   ? load_vocab_checked(vocab_flag, out.model->config().vocab_size)
                                   : analysis::import_hf_vocab(spec, out.model->config());
@@ -98,6 +103,7 @@ LoadedModel load_model(const std::string& spec, const std::string& vocab_flag, b
                         : !vocab_flag.empty()          ? vocab_flag
                                                        : ckpt.config.data.vocab;
     out.model = ckpt.model;
+    out.train_length = ckpt.config.data.max_seq_len;
     out.tokenizer = std::make_unique<engine::WordPieceTokenizer>(
         load_vocab_checked(vocab, ckpt.config.model.vocab_size),
         ckpt.config.data.lower_case && !cased);
@@ -456,8 +462,13 @@ analysis::AnalysisOutput analyze_one(const std::string& spec, const Args& args,
                                      std::vector<analysis::IndexEntry>& entries) {
     LoadedModel m = load_model(spec, args.get("vocab"), args.has("cased"), primary);
     auto t0 = Clock::now();
-    analysis::AnalysisOutput out =
-        analysis::analyze_model(m.model, *m.tokenizer, sentences, options);
+    // The probes run at the length the model was trained at, unless told otherwise.
+    analysis::AnalyzeOptions own = options;
+    if (own.property_options.length == 0 && m.train_length > 0)
+        own.property_options.length =
+            std::min<int64_t>(m.train_length, m.model->config().max_position_embeddings);
+    analysis::AnalysisOutput out = analysis::analyze_model(m.model, *m.tokenizer, sentences, own);
+    out.notes.insert(out.notes.begin(), m.notes.begin(), m.notes.end());
     out.model_name = m.name;
     timing.analysis += seconds_since(t0);
     // Checked before anything is written: the head of the single-head Fig. 2 figure.
@@ -479,6 +490,50 @@ analysis::AnalysisOutput analyze_one(const std::string& spec, const Args& args,
     return out;
 }
 
+std::string cell(double x, int precision = 3) {
+    if (std::isnan(x)) return "-";
+    std::ostringstream os;
+    os << std::fixed << std::setprecision(precision) << x;
+    return os.str();
+}
+
+/// Per layer, the head means of the main properties; the per-head numbers are in the files.
+void print_properties(const analysis::PropertiesReport& p) {
+    std::cout << "properties (" << p.windows << " window(s) x " << p.length
+              << " tokens; Delta_pos = logit at the true positions minus with all positions "
+                 "equal; per-head values in properties/properties.csv):\n";
+    std::cout << "  layer  pos.share  static  mono.L  mono.R  toeplitz  symmetry  rank90  "
+                 "locality  distance  entropy  patterns\n";
+    for (size_t l = 0; l < p.layers.size(); ++l) {
+        const auto& m = p.layers[l].mean;
+        std::map<std::string, int> patterns;
+        for (const auto& h : p.layers[l].heads) ++patterns[analysis::to_string(h.pattern)];
+        std::string pat;
+        for (const auto& [name, count] : patterns)
+            pat += (pat.empty() ? "" : " ") + std::to_string(count) + " " + name;
+        std::cout << "  " << std::setw(5) << l << "  " << std::setw(9) << cell(m.positional_share)
+                  << "  " << std::setw(6) << cell(m.static_share) << "  " << std::setw(6)
+                  << cell(m.monotonicity_left, 2) << "  " << std::setw(6)
+                  << cell(m.monotonicity_right, 2) << "  " << std::setw(8)
+                  << cell(m.translation_invariance) << "  " << std::setw(8) << cell(m.symmetry)
+                  << "  " << std::setw(6) << cell(m.rank90, 1) << "  " << std::setw(8)
+                  << cell(m.locality) << "  " << std::setw(8) << cell(m.mean_distance) << "  "
+                  << std::setw(7) << cell(m.entropy) << "  " << pat << "\n";
+    }
+}
+
+void print_order_probe(const analysis::OrderProbeReport& r) {
+    std::cout << "order probe (" << r.masked << " masked tokens in " << r.windows << " window(s) x "
+              << r.length << "): unperturbed loss " << cell(r.loss, 4) << " nats; change with\n ";
+    for (const auto& row : r.rows)
+        std::cout << " "
+                  << (row.kind == "ngram_shuffle"
+                          ? std::string("shuffled ") + std::to_string(row.n) + "-grams"
+                          : std::to_string(row.n) + " swaps")
+                  << " " << (row.change >= 0 ? "+" : "") << cell(row.change, 4) << ";";
+    std::cout << "\n";
+}
+
 void print_summary(const analysis::AnalysisOutput& out, const fs::path& dir,
                    const std::vector<analysis::IndexEntry>& entries) {
     size_t figures = 0;
@@ -490,6 +545,8 @@ void print_summary(const analysis::AnalysisOutput& out, const fs::path& dir,
     for (const auto& note : out.notes) std::cout << "  note: " << note << "\n";
     for (const auto& s : out.skipped)
         std::cout << "  skipped " << s.what << ": " << s.reason << "\n";
+    if (out.properties) print_properties(*out.properties);
+    if (out.order) print_order_probe(*out.order);
 }
 
 }  // namespace
@@ -497,8 +554,8 @@ void print_summary(const analysis::AnalysisOutput& out, const fs::path& dir,
 int cmd_analyze(const Argv& argv) {
     Args args(argv,
               {"text", "corpus", "sentences", "compare", "vocab", "out", "batch", "head", "threads",
-               "max-tokens", "db", "experiment", "run"},
-              {"cased", "no-figures"});
+               "max-tokens", "db", "experiment", "run", "probe-length", "probe-windows"},
+              {"cased", "no-figures", "no-properties", "order-probe"});
     if (args.positionals().size() != 1) throw UsageError("expected one CHECKPOINT");
     const std::string spec = args.positionals()[0];
     const fs::path dir = args.required("out");
@@ -526,6 +583,14 @@ int cmd_analyze(const Argv& argv) {
     options.max_tokens = args.get_int("max-tokens", 0);
     if (options.max_tokens < 0 || (args.has("max-tokens") && options.max_tokens < 2))
         throw UsageError("--max-tokens must be >= 2 ([CLS] and [SEP])");
+    options.properties = !args.has("no-properties");
+    options.order_probe = args.has("order-probe");
+    options.property_options.length = args.get_int("probe-length", 0);
+    if (args.has("probe-length") && options.property_options.length < 4)
+        throw UsageError("--probe-length must be >= 4 tokens ([CLS], [SEP] and two more)");
+    options.property_options.windows = args.get_int("probe-windows", 16);
+    if (options.property_options.windows < 1) throw UsageError("--probe-windows must be >= 1");
+    options.order_options.windows = options.property_options.windows;
     std::vector<std::string> sentences;
     if (args.has("text")) {
         sentences = {args.get("text")};

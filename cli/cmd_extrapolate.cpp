@@ -18,6 +18,9 @@
 #include "commands.h"
 #include "engine/errors.h"
 #include "engine/trainer.h"
+#if TUPE_WITH_QT
+#include "plotting/plotting.h"
+#endif
 
 namespace cli {
 
@@ -89,6 +92,11 @@ nlohmann::json row_json(const analysis::ExtrapolationRow& r) {
     j["masked"] = r.masked;
     j["masked_within"] = r.masked_within;
     j["masked_beyond"] = r.masked_beyond;
+    j["mean_attention_distance"] = loss_json(r.mean_distance());
+    j["mean_attention_entropy"] = loss_json(r.mean_entropy());
+    j["heads"] = r.heads;
+    j["attention_distance"] = r.distance;  // [layer * heads + head], tokens
+    j["attention_entropy"] = r.entropy;    // nats
     return j;
 }
 
@@ -123,7 +131,7 @@ std::string render_csv(const std::vector<Evaluated>& results) {
     std::ostringstream os;
     os << "variant,checkpoint,kind,factor,length,offset,available,loss,loss_within,loss_beyond,"
           "masked,masked_within,masked_beyond,windows,train_length,stream_tokens,unigram_floor,"
-          "note\n";
+          "mean_attention_distance,mean_attention_entropy,note\n";
     for (const auto& e : results) {
         auto emit = [&](const char* kind, const analysis::ExtrapolationRow& row) {
             os << csv_field(e.variant) << "," << csv_field(e.path) << "," << kind << ","
@@ -132,7 +140,8 @@ std::string render_csv(const std::vector<Evaluated>& results) {
                << exact(row.loss_within) << "," << exact(row.loss_beyond) << "," << row.masked
                << "," << row.masked_within << "," << row.masked_beyond << "," << row.windows << ","
                << e.report.train_length << "," << e.report.stream_tokens << ","
-               << exact(e.report.unigram_floor) << "," << csv_field(row.note) << "\n";
+               << exact(e.report.unigram_floor) << "," << exact(row.mean_distance()) << ","
+               << exact(row.mean_entropy()) << "," << csv_field(row.note) << "\n";
         };
         for (const auto& row : e.report.lengths) emit("length", row);
         for (const auto& row : e.report.shifts) emit("shift", row);
@@ -144,7 +153,7 @@ std::vector<std::string> table_row(const std::string& label, const analysis::Ext
     const std::string span =
         std::to_string(r.offset) + "-" + std::to_string(r.offset + r.length - 1);
     if (!r.available)
-        return {label, std::to_string(r.length), span, "-", "-", "-", "-", "-", r.note};
+        return {label, std::to_string(r.length), span, "-", "-", "-", "-", "-", "-", "-", r.note};
     return {label,
             std::to_string(r.length),
             span,
@@ -152,7 +161,9 @@ std::vector<std::string> table_row(const std::string& label, const analysis::Ext
             fixed(r.loss_within),
             fixed(r.loss_beyond),
             format_count(static_cast<double>(r.masked)),
-            format_count(static_cast<double>(r.masked_beyond))};
+            format_count(static_cast<double>(r.masked_beyond)),
+            fixed(r.mean_distance()),
+            fixed(r.mean_entropy())};
 }
 
 std::string render_table(const std::vector<Evaluated>& results) {
@@ -172,9 +183,9 @@ std::string render_table(const std::vector<Evaluated>& results) {
            << format_count(static_cast<double>(r.masked_tokens)) << " masked (seed " << r.seed
            << ", p = " << shortest(r.mask_prob) << ")\n\n";
         const std::string L = std::to_string(r.train_length);
-        std::vector<std::vector<std::string>> rows = {{"length", "tokens", "positions", "loss all",
-                                                       "loss < " + L, "loss >= " + L, "masked",
-                                                       "masked >= " + L}};
+        std::vector<std::vector<std::string>> rows = {
+            {"length", "tokens", "positions", "loss all", "loss < " + L, "loss >= " + L, "masked",
+             "masked >= " + L, "attn dist", "attn entropy"}};
         for (const auto& row : r.lengths)
             rows.push_back(table_row(shortest(row.factor) + "x", row));
         for (const auto& row : r.shifts)
@@ -182,10 +193,51 @@ std::string render_table(const std::vector<Evaluated>& results) {
         os << format_table(rows);
         os << "floor: unigram " << fixed(r.unigram_floor) << " nats on the same "
            << format_count(static_cast<double>(r.masked_tokens))
-           << " masked targets (their own add-1/2 frequencies in the stream)\n";
+           << " masked targets (their own add-1/2 frequencies in the stream); attn dist / "
+              "entropy: mean over layers, heads and queries of sum_j p_ij |i - j| (tokens) and "
+              "-sum_j p_ij ln p_ij (nats)\n";
     }
     return os.str();
 }
+
+#if TUPE_WITH_QT
+/// extrapolation.png: loss against L_eval / L, one line per checkpoint (n/a rows left out),
+/// with the unigram floor of the first checkpoint dashed, and loss beyond L beside it.
+void save_figure(const std::vector<Evaluated>& results, const fs::path& path) {
+    plotting::OffscreenSession session;
+    plotting::LinePlot all, beyond;
+    all.title = "masked-token loss at L_eval = f x L (all tokens)";
+    beyond.title = "masked-token loss at positions >= L (never seen in training)";
+    for (auto* p : {&all, &beyond}) {
+        p->x_label = "f = L_eval / L";
+        p->y_label = "cross-entropy (nats)";
+    }
+    double fmin = 1e300, fmax = -1e300;
+    for (const auto& e : results) {
+        plotting::Series a, b;
+        a.name = b.name = e.variant;
+        for (const auto& row : e.report.lengths) {
+            fmin = std::min(fmin, row.factor), fmax = std::max(fmax, row.factor);
+            if (!row.available || !std::isfinite(row.loss)) continue;
+            a.x.push_back(row.factor), a.y.push_back(row.loss);
+            if (std::isfinite(row.loss_beyond))
+                b.x.push_back(row.factor), b.y.push_back(row.loss_beyond);
+        }
+        all.series.push_back(a);
+        beyond.series.push_back(b);
+    }
+    if (!results.empty() && std::isfinite(results[0].report.unigram_floor) && fmax >= fmin) {
+        plotting::Series floor;
+        floor.name = "unigram floor";
+        floor.dashed = true;
+        floor.x = {fmin, fmax};
+        floor.y = {results[0].report.unigram_floor, results[0].report.unigram_floor};
+        all.series.push_back(floor);
+        beyond.series.push_back(floor);
+    }
+    plotting::save_line_plot_grid_png({all, beyond}, 2, path.string());
+}
+#endif
 
 void write_text(const fs::path& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
@@ -266,6 +318,10 @@ int cmd_extrapolate(const Argv& argv) {
         // stderr, so that stdout stays one document in the chosen format.
         std::cerr << "wrote " << (out / "extrapolation.json").string() << " and "
                   << (out / "extrapolation.csv").string() << "\n";
+#if TUPE_WITH_QT
+        save_figure(results, out / "extrapolation.png");
+        std::cerr << "wrote " << (out / "extrapolation.png").string() << "\n";
+#endif
     }
     return 0;
 }

@@ -260,6 +260,52 @@ std::vector<std::string> read_sentences(const std::string& path, int64_t n) {
     return out;
 }
 
+namespace {
+
+// The properties and order probes on the sentences as one stream: windows of T tokens, T the
+// asked length (0: min(128, the position table)), shortened to the stream when it is shorter.
+void probe_stream(engine::BertForMaskedLM& model, const engine::WordPieceTokenizer& tokenizer,
+                  const std::vector<std::string>& sentences, const AnalyzeOptions& options,
+                  AnalysisOutput& out) {
+    const engine::ModelConfig& config = model->config();
+    PropertiesOptions po = options.property_options;
+    int64_t T = po.length > 0 ? po.length : std::min<int64_t>(128, config.max_position_embeddings);
+    const int64_t needed = std::max<int64_t>(po.windows, options.order_options.windows) * (T - 2);
+    const auto stream = sentences_stream(sentences, tokenizer, needed);
+    const auto S = static_cast<int64_t>(stream.size());
+    if (S + 2 < T) {
+        if (S + 2 < 4) {
+            out.skipped.push_back({"properties and order probe",
+                                   "the sentences hold " + std::to_string(S) +
+                                       " tokens; the probes need windows of at least 4 tokens"});
+            return;
+        }
+        out.notes.push_back("the sentences hold " + std::to_string(S) +
+                            " tokens, fewer than one probe window of " + std::to_string(T) +
+                            ": properties and the order probe use one window of " +
+                            std::to_string(S + 2) + " tokens");
+        T = S + 2;
+    }
+    po.length = T;
+    po.source = options.source;
+    po.thresholds = options.thresholds;
+    if (options.properties) {
+        out.properties = measure_properties(model, stream, tokenizer.vocab(), po);
+        if (out.properties->windows < po.windows)
+            out.notes.push_back("properties: " + std::to_string(out.properties->windows) +
+                                " window(s) of " + std::to_string(T) + " tokens (asked for " +
+                                std::to_string(po.windows) + "; give more --sentences for more)");
+    }
+    if (options.order_probe) {
+        OrderProbeOptions oo = options.order_options;
+        oo.length = T;
+        oo.source = options.source;
+        out.order = order_probe(model, stream, tokenizer.vocab(), oo);
+    }
+}
+
+}  // namespace
+
 AnalysisOutput analyze_model(engine::BertForMaskedLM& model,
                              const engine::WordPieceTokenizer& tokenizer,
                              const std::vector<std::string>& sentences,
@@ -387,6 +433,8 @@ AnalysisOutput analyze_model(engine::BertForMaskedLM& model,
         }
         out.tupe = std::move(tupe);
     }
+    if (options.properties || options.order_probe)
+        probe_stream(model, tokenizer, sentences, options, out);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return out;
 }

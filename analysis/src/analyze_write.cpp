@@ -317,6 +317,104 @@ void write_cls(Writer& w, const ClsAttention& cls) {
             describe("token_count", "sentences with a token at each position, (T)"));
 }
 
+std::string csv_number(double x) {
+    if (std::isnan(x)) return "";
+    std::ostringstream os;
+    os.precision(9);
+    os << x;
+    return os.str();
+}
+
+std::string property_meaning(const PropertiesReport& p) {
+    return "positional properties of the attention logits (properties.h), probe of " +
+           std::to_string(p.windows) + " window(s) x " + std::to_string(p.length) +
+           " tokens, [CLS] row and column left out; Delta_pos = logit at the true positions "
+           "minus logit with every position equal";
+}
+
+void write_properties(Writer& w, const PropertiesReport& p) {
+    const auto& names = property_names();
+    std::ostringstream csv;
+    csv << "layer,head,pattern";
+    for (const auto& n : names) csv << "," << n;
+    csv << "\n";
+    for (size_t l = 0; l < p.layers.size(); ++l) {
+        const auto& layer = p.layers[l];
+        for (size_t h = 0; h <= layer.heads.size(); ++h) {
+            const bool mean = h == layer.heads.size();
+            const HeadProperties& hp = mean ? layer.mean : layer.heads[h];
+            csv << l << "," << (mean ? std::string("mean") : std::to_string(h)) << ","
+                << (mean ? "" : to_string(hp.pattern));
+            for (const auto& n : names) csv << "," << csv_number(property_value(hp, n));
+            csv << "\n";
+        }
+    }
+    IndexEntry table = describe("properties_table", property_meaning(p) +
+                                                        "; one row per layer and head, 'mean' "
+                                                        "rows average the heads");
+    w.text("properties/properties.csv", csv.str(), table);
+    for (size_t l = 0; l < p.layers.size(); ++l) {
+        const auto& layer = p.layers[l];
+        const auto L = static_cast<int64_t>(l);
+        for (size_t h = 0; h <= layer.heads.size(); ++h) {
+            const bool mean = h == layer.heads.size();
+            const HeadProperties& hp = mean ? layer.mean : layer.heads[h];
+            IndexEntry e =
+                describe("property", property_meaning(p), L, mean ? -1 : static_cast<int64_t>(h));
+            e.file = "properties/properties.csv";
+            for (const auto& n : names) e.statistics.emplace_back(n, property_value(hp, n));
+            if (!mean) e.label = to_string(hp.pattern);
+            w.entries.push_back(std::move(e));
+        }
+        const std::string ls = std::to_string(l);
+        for (int64_t h = 0; h < layer.delta.size(0); ++h) {
+            const std::string hs = std::to_string(h);
+            w.array("properties/delta_l" + ls + "_h" + hs, layer.delta[h],
+                    describe("delta_pos",
+                             "Delta_pos (T-1, T-1), mean over the probe windows: layer " + ls +
+                                 " head " + hs +
+                                 "'s logits at the true positions minus with "
+                                 "every position equal; rows = query 1.., columns = key 1..",
+                             L, h));
+            if (layer.static_term.defined())
+                w.array("properties/static_l" + ls + "_h" + hs, layer.static_term[h],
+                        describe("static_pos",
+                                 "the exact input-independent positional logit (" +
+                                     p.static_source + "), (T-1, T-1) without [CLS]",
+                                 L, h));
+        }
+        w.array("properties/spectrum_l" + ls, layer.spectrum,
+                describe("spectrum",
+                         "(H, 3, T-1): singular values of each head's Delta_pos, of its "
+                         "best Toeplitz fit, and of the residual (TUPE, Proposition 1)",
+                         L));
+    }
+    if (p.table_similarity.defined())
+        w.array("properties/table_similarity", p.table_similarity,
+                describe("static_pos",
+                         "cosine similarity of the position table's rows 1..T-1 (the same for "
+                         "every layer and head)"));
+}
+
+void write_order_probe(Writer& w, const OrderProbeReport& r) {
+    std::ostringstream csv;
+    csv << "perturbation,n,loss,change\n";
+    csv << "none,0," << csv_number(r.loss) << ",0\n";
+    IndexEntry e = describe("order_probe",
+                            "order probe (order_probe.h): MLM loss of " + std::to_string(r.masked) +
+                                " masked tokens in " + std::to_string(r.windows) + " window(s) x " +
+                                std::to_string(r.length) +
+                                " tokens, unperturbed and with the order destroyed; change = "
+                                "loss - unperturbed loss (nats)");
+    e.statistics.emplace_back("loss", r.loss);
+    for (const auto& row : r.rows) {
+        csv << row.kind << "," << row.n << "," << csv_number(row.loss) << ","
+            << csv_number(row.change) << "\n";
+        e.statistics.emplace_back(row.kind + "_" + std::to_string(row.n), row.change);
+    }
+    w.text("properties/order_probe.csv", csv.str(), e);
+}
+
 }  // namespace
 
 std::vector<IndexEntry> write_analysis(const AnalysisOutput& output, const std::string& dir) {
@@ -342,6 +440,8 @@ std::vector<IndexEntry> write_analysis(const AnalysisOutput& output, const std::
     write_scheme_terms(w, output.scheme_terms);
     if (output.tupe) write_tupe(w, *output.tupe);
     write_cls(w, output.cls);
+    if (output.properties) write_properties(w, *output.properties);
+    if (output.order) write_order_probe(w, *output.order);
     write_analysis_index(output, dir, w.entries);
     return w.entries;
 }

@@ -62,6 +62,30 @@ std::vector<Window> tile(int64_t S, int64_t W) {
     return out;
 }
 
+// Adds each window's per-head mean distance and entropy (summed over windows; run_row divides
+// by the window count). probs: per layer (B, H, T, T).
+void add_drift(const std::vector<torch::Tensor>& probs, ExtrapolationRow& row) {
+    if (probs.empty()) return;
+    const int64_t H = probs[0].size(1), T = probs[0].size(-1);
+    if (row.distance.empty()) {
+        row.heads = H;
+        row.distance.assign(probs.size() * static_cast<size_t>(H), 0.0);
+        row.entropy.assign(row.distance.size(), 0.0);
+    }
+    auto idx = torch::arange(T, torch::kDouble);
+    auto dist = (idx.view({T, 1}) - idx.view({1, T})).abs();
+    for (size_t l = 0; l < probs.size(); ++l) {
+        auto p = probs[l].detach().to(torch::kCPU, torch::kDouble);  // (B, H, T, T)
+        auto d = (p * dist).sum(-1).mean(-1).sum(0);                 // (H): sum over windows
+        auto e = (-torch::xlogy(p, p).sum(-1)).mean(-1).sum(0);
+        for (int64_t h = 0; h < H; ++h) {
+            row.distance[l * static_cast<size_t>(H) + static_cast<size_t>(h)] +=
+                d[h].item<double>();
+            row.entropy[l * static_cast<size_t>(H) + static_cast<size_t>(h)] += e[h].item<double>();
+        }
+    }
+}
+
 // What a row needs besides its length and offset.
 struct RowContext {
     engine::BertForMaskedLM* model;
@@ -82,6 +106,7 @@ void run_row(const RowContext& c, ExtrapolationRow& row) {
     const auto& stream = *c.stream;
     const auto& masked = *c.masked;
     double sum = 0, sum_within = 0, sum_beyond = 0;
+    int64_t drift_windows = 0;  // windows whose attention went into distance and entropy
     for (size_t b0 = 0; b0 < windows.size(); b0 += static_cast<size_t>(per_batch)) {
         const size_t b1 = std::min(windows.size(), b0 + static_cast<size_t>(per_batch));
         const auto B = static_cast<int64_t>(b1 - b0);
@@ -109,7 +134,10 @@ void run_row(const RowContext& c, ExtrapolationRow& row) {
         auto target_grid = torch::tensor(labels, opts).view({B, Le}).to(c.device);
         // The model's own head picks the masked rows in flat order (labels != -100), the order
         // scored_positions was filled in.
-        engine::MlmOutput out = (*c.model)->forward(input, {}, target_grid);
+        engine::MlmOutput out = (*c.model)->forward(input, {}, target_grid, false,
+                                                    /*output_attentions=*/true);
+        add_drift(out.encoder.attention_probs, row);
+        drift_windows += B;
         TORCH_CHECK(out.num_masked == static_cast<int64_t>(scored_positions.size()),
                     "extrapolation: the model scored ", out.num_masked, " tokens, expected ",
                     scored_positions.size());
@@ -136,6 +164,8 @@ void run_row(const RowContext& c, ExtrapolationRow& row) {
         }
         row.masked += static_cast<int64_t>(scored_positions.size());
     }
+    for (double& v : row.distance) v /= static_cast<double>(std::max<int64_t>(1, drift_windows));
+    for (double& v : row.entropy) v /= static_cast<double>(std::max<int64_t>(1, drift_windows));
     auto mean = [](double s, int64_t n) { return n > 0 ? s / static_cast<double>(n) : kNoLoss; };
     row.loss = mean(sum, row.masked);
     row.loss_within = mean(sum_within, row.masked_within);
@@ -143,6 +173,18 @@ void run_row(const RowContext& c, ExtrapolationRow& row) {
 }
 
 }  // namespace
+
+namespace {
+double mean_of(const std::vector<double>& v) {
+    if (v.empty()) return kNoLoss;
+    double s = 0;
+    for (double x : v) s += x;
+    return s / static_cast<double>(v.size());
+}
+}  // namespace
+
+double ExtrapolationRow::mean_distance() const { return mean_of(distance); }
+double ExtrapolationRow::mean_entropy() const { return mean_of(entropy); }
 
 std::vector<double> parse_length_factors(const std::string& text) {
     std::vector<double> out;

@@ -251,6 +251,9 @@ PositionProjection PositionEncodingImpl::projection(int64_t group) {
 }
 
 torch::Tensor PositionEncodingImpl::positions(int64_t seq_len, const torch::Device& device) const {
+    if (constant_positions_)
+        return torch::full({seq_len}, position_offset_,
+                           torch::TensorOptions().dtype(torch::kLong).device(device));
     return torch::arange(position_offset_, position_offset_ + seq_len,
                          torch::TensorOptions().dtype(torch::kLong).device(device));
 }

@@ -2,9 +2,16 @@
 // of a pretraining run (analysis.checkpoints), as a child process when the runner knows the
 // tupe executable, else in this process (data files only); the files are recorded as
 // artifacts of the pretrain run, so a snapshot whose index.json is recorded is not redone.
+// Each snapshot's properties (head means per layer) become metrics of the run at the
+// snapshot's step, so they are curves over training. With an `extrapolation:` block,
+// `tupe extrapolate` on the final checkpoint, its files recorded the same way.
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <map>
 #include <set>
 
+#include "analysis/analysis_index.h"
 #include "analysis/analyze.h"
 #include "engine/errors.h"
 #include "engine/tokenizer.h"
@@ -15,21 +22,58 @@ namespace experiments::detail {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+std::string extrapolation_dir(const Variant& v) {
+    return (fs::path(v.config.out_dir) / "extrapolation").string();
+}
+
+// The head means of every layer's properties (index.json "property" entries with head -1) as
+// metrics at `step`: "property/<name>/L<l>" per layer and "property/<name>" over the layers.
+std::vector<MetricPoint> property_metrics(const std::string& dir, int64_t step) {
+    const auto index = analysis::read_index_json((fs::path(dir) / "index.json").string());
+    std::map<std::string, std::pair<double, int>> overall;
+    std::vector<MetricPoint> points;
+    const double now = unix_time_now();
+    for (const auto& f : index.files) {
+        if (f.what != "property" || f.head != -1 || f.layer < 0) continue;
+        for (const auto& [name, value] : f.statistics) {
+            if (!std::isfinite(value)) continue;
+            points.push_back(
+                {"property/" + name + "/L" + std::to_string(f.layer), step, value, now});
+            auto& o = overall[name];
+            o.first += value, o.second += 1;
+        }
+    }
+    for (const auto& [name, sum] : overall)
+        points.push_back({"property/" + name, step, sum.first / sum.second, now});
+    return points;
+}
+
+}  // namespace
+
 std::string AnalysisExecutor::analysis_dir(const Variant& v, int64_t step) const {
     return (fs::path(v.config.out_dir) / "analysis" / ("step" + std::to_string(step))).string();
+}
+
+bool AnalysisExecutor::extrapolation_pending(const Variant& v,
+                                             const std::set<std::string>& recorded) const {
+    // Needs the tupe executable (the renderers and the figure live in the CLI).
+    return ctx_.spec.extrapolation.enabled && !ctx_.options.self_exe.empty() &&
+           !recorded.count((fs::path(extrapolation_dir(v)) / "extrapolation.json").string());
 }
 
 std::vector<int64_t> AnalysisExecutor::pending_steps(const Job& job, int64_t run_id) const {
     const Variant& v = variant_named(ctx_.spec, job.variant);
     const auto steps = ctx_.spec.analysis_steps(v);
-    if (steps.empty()) return {};
     std::set<std::string> recorded;
     for (const auto& a : ctx_.store.artifacts(run_id)) recorded.insert(a.path);
-    std::vector<int64_t> pending;
+    std::set<int64_t> pending;
     for (int64_t step : steps)
         if (!recorded.count((fs::path(analysis_dir(v, step)) / "index.json").string()))
-            pending.push_back(step);
-    return pending;
+            pending.insert(step);
+    if (extrapolation_pending(v, recorded)) pending.insert(v.config.train.steps);
+    return {pending.begin(), pending.end()};
 }
 
 void AnalysisExecutor::run(const Job& job, int64_t run_id) const {
@@ -37,8 +81,15 @@ void AnalysisExecutor::run(const Job& job, int64_t run_id) const {
     const RunnerOptions& options = ctx_.options;
     const Variant& v = variant_named(spec, job.variant);
     const AnalysisSpec& a = spec.analysis;
+    const auto analysed = spec.analysis_steps(v);
     for (int64_t step : pending_steps(job, run_id)) {
         if (ctx_.stopped()) return;
+        if (step == v.config.train.steps) {
+            std::set<std::string> recorded;
+            for (const auto& art : ctx_.store.artifacts(run_id)) recorded.insert(art.path);
+            if (extrapolation_pending(v, recorded)) extrapolate(v, run_id);
+        }
+        if (std::find(analysed.begin(), analysed.end(), step) == analysed.end()) continue;
         const std::string snapshot = snapshot_path(v, step);
         if (!fs::exists(snapshot))
             throw engine::CheckpointError(
@@ -75,6 +126,8 @@ void AnalysisExecutor::run(const Job& job, int64_t run_id) const {
             if (a.max_tokens > 0)
                 args.insert(args.end(), {"--max-tokens", std::to_string(a.max_tokens)});
             if (!a.figures) args.push_back("--no-figures");
+            if (a.order_probe) args.push_back("--order-probe");
+            args.insert(args.end(), {"--probe-windows", std::to_string(a.probe_windows)});
             if (options.threads > 0)
                 args.insert(args.end(), {"--threads", std::to_string(options.threads)});
             run_child(args, "analysis of " + snapshot);
@@ -83,6 +136,11 @@ void AnalysisExecutor::run(const Job& job, int64_t run_id) const {
             engine::WordPieceTokenizer tokenizer(engine::Vocab::load(vocab),
                                                  v.config.data.lower_case);
             analysis::AnalyzeOptions analyze_options;
+            analyze_options.property_options.length = std::min<int64_t>(
+                v.config.data.max_seq_len, ckpt.model->config().max_position_embeddings);
+            analyze_options.property_options.windows = a.probe_windows;
+            analyze_options.order_options.windows = a.probe_windows;
+            analyze_options.order_probe = a.order_probe;
             analyze_options.batch_size = a.batch_size;
             analyze_options.max_tokens = a.max_tokens;
             std::vector<std::string> sentences;
@@ -103,8 +161,56 @@ void AnalysisExecutor::run(const Job& job, int64_t run_id) const {
             analysis::write_analysis(out, dir);
             record_analysis_artifacts(ctx_.store, run_id, dir);
         }
+        const auto points = property_metrics(dir, step);
+        if (!points.empty()) ctx_.store.add_metrics(run_id, points);
         ctx_.say("analysed " + v.name + " at step " + std::to_string(step) + ": " + dir);
     }
+}
+
+void AnalysisExecutor::extrapolate(const Variant& v, int64_t run_id) const {
+    const ExtrapolationSpec& x = ctx_.spec.extrapolation;
+    const int64_t step = v.config.train.steps;
+    std::string checkpoint = snapshot_path(v, step);
+    if (!fs::exists(checkpoint))
+        checkpoint = (fs::path(v.config.out_dir) / "checkpoint.pt").string();
+    if (!fs::exists(checkpoint))
+        throw engine::CheckpointError(checkpoint, "missing: the extrapolation block needs '" +
+                                                      v.name + "''s final checkpoint");
+    const std::string dir = extrapolation_dir(v);
+    const std::string corpus = x.corpus.empty() ? v.config.data.corpus : x.corpus;
+    ctx_.report(1, "extrapolating");
+    std::vector<std::string> args = {ctx_.options.self_exe,
+                                     "extrapolate",
+                                     checkpoint,
+                                     "--corpus",
+                                     corpus,
+                                     "--vocab",
+                                     (fs::path(v.config.out_dir) / "vocab.txt").string(),
+                                     "--lengths",
+                                     x.lengths,
+                                     "--max-tokens",
+                                     std::to_string(x.max_tokens),
+                                     "--format",
+                                     "csv",
+                                     "--out",
+                                     dir};
+    run_child(args, "extrapolation of " + checkpoint);
+    std::vector<ArtifactRecord> records;
+    for (const char* name : {"extrapolation.csv", "extrapolation.png", "extrapolation.json"}) {
+        const fs::path path = fs::path(dir) / name;
+        if (!fs::exists(path)) continue;  // no PNG from a build without Qt
+        ArtifactRecord r;
+        r.run_id = run_id;
+        r.kind = std::string("extrapolation-") + (path.extension().string().substr(1));
+        r.path = path.string();
+        r.size = static_cast<std::int64_t>(fs::file_size(path));
+        r.hash = file_hash(r.path);
+        r.description = "tupe extrapolate (lengths " + x.lengths + ") of " + checkpoint;
+        records.push_back(std::move(r));
+    }
+    // The json last: its row is what marks the extrapolation as done.
+    ctx_.store.add_artifacts(records);
+    ctx_.say("extrapolated " + v.name + ": " + dir);
 }
 
 }  // namespace experiments::detail

@@ -21,10 +21,12 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::vector<std::string> kExperimentKeys = {
-    "name",     "variants", "grid", "checkpoints", "glue",          "finetune",
-    "database", "runs_dir", "jobs", "analysis",    "pretrain_seeds"};
-const std::vector<std::string> kAnalysisKeys = {"checkpoints", "corpus",     "sentences", "text",
-                                                "max_tokens",  "batch_size", "figures"};
+    "name",     "variants", "grid", "checkpoints", "glue",           "finetune",
+    "database", "runs_dir", "jobs", "analysis",    "pretrain_seeds", "extrapolation"};
+const std::vector<std::string> kAnalysisKeys = {"checkpoints", "corpus",        "sentences",
+                                                "text",        "max_tokens",    "batch_size",
+                                                "figures",     "probe_windows", "order_probe"};
+const std::vector<std::string> kExtrapolationKeys = {"corpus", "lengths", "max_tokens"};
 const std::vector<std::string> kGlueKeys = {"data", "tasks", "synthetic_train", "synthetic_dev"};
 const std::vector<std::string> kFinetuneKeys = {
     "lrs",          "seeds",       "batch_size",         "epochs",       "warmup_ratio",
@@ -207,6 +209,50 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
         }
         if (a["figures"])
             an.figures = r.scalar<bool>(a["figures"], "analysis.figures", "true or false");
+        if (a["probe_windows"]) {
+            an.probe_windows =
+                r.scalar<int64_t>(a["probe_windows"], "analysis.probe_windows", "an integer");
+            if (an.probe_windows < 1)
+                r.fail(a["probe_windows"], "analysis.probe_windows", "must be >= 1");
+        }
+        if (a["order_probe"])
+            an.order_probe =
+                r.scalar<bool>(a["order_probe"], "analysis.order_probe", "true or false");
+    }
+    if (const auto x = root["extrapolation"]) {
+        r.check_keys(x, "extrapolation", kExtrapolationKeys);
+        auto& ex = spec.extrapolation;
+        ex.enabled = true;
+        if (x["corpus"])
+            ex.corpus = r.scalar<std::string>(x["corpus"], "extrapolation.corpus", "a path");
+        if (x["lengths"]) {
+            ex.lengths = r.scalar<std::string>(x["lengths"], "extrapolation.lengths",
+                                               "factors such as 1,1.5,2,4");
+            // The same rule as `tupe extrapolate --lengths`: numbers > 0, comma-separated.
+            std::istringstream in(ex.lengths);
+            std::string item;
+            bool ok = !ex.lengths.empty() && ex.lengths.back() != ',';
+            while (ok && std::getline(in, item, ',')) {
+                size_t used = 0;
+                double f = 0;
+                try {
+                    f = std::stod(item, &used);
+                } catch (const std::exception&) {
+                    used = 0;
+                }
+                while (used < item.size() && item[used] == ' ') ++used;
+                ok = used > 0 && used == item.size() && std::isfinite(f) && f > 0;
+            }
+            if (!ok)
+                r.fail(x["lengths"], "extrapolation.lengths",
+                       "expected factors > 0 of the training length, e.g. 1,1.5,2,4");
+        }
+        if (x["max_tokens"]) {
+            ex.max_tokens =
+                r.scalar<int64_t>(x["max_tokens"], "extrapolation.max_tokens", "an integer");
+            if (ex.max_tokens < 1)
+                r.fail(x["max_tokens"], "extrapolation.max_tokens", "must be >= 1");
+        }
     }
     if (const auto f = root["finetune"]) {
         r.check_keys(f, "finetune", kFinetuneKeys);

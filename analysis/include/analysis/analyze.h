@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "analysis/attention_analysis.h"
+#include "analysis/order_probe.h"
+#include "analysis/properties.h"
 #include "engine/bert.h"
 #include "engine/tokenizer.h"
 
@@ -30,6 +32,14 @@ struct AnalyzeOptions {
     /// refused with engine::InputError(source, ...) naming the limit (false, e.g. for --text).
     bool truncate = true;
     std::string source = "sentences";  ///< where the sentences came from, for notes and errors
+    /// The properties probe (properties.h) on the sentences as one token stream: windows of
+    /// property_options.length tokens (0, the default: min(128, max_position_embeddings);
+    /// shortened, with a note, when the stream holds less). Off: not computed.
+    bool properties = true;
+    PropertiesOptions property_options;
+    /// The order probe (order_probe.h) on the same stream, at the properties' length.
+    bool order_probe = false;
+    OrderProbeOptions order_options;
 };
 
 /// A map that was not computed, and why.
@@ -85,7 +95,9 @@ struct AnalysisOutput {
     std::optional<TupeMaps> tupe;   ///< untied (TUPE) models only
     SchemeTerms scheme_terms;       ///< every scheme
     ClsAttention cls;
-    double seconds = 0;  ///< wall time of analyze_model
+    std::optional<PropertiesReport> properties;  ///< AnalyzeOptions::properties
+    std::optional<OrderProbeReport> order;       ///< AnalyzeOptions::order_probe
+    double seconds = 0;                          ///< wall time of analyze_model
 };
 
 /// The first `n` non-empty lines of a text file (n <= 0: all), whitespace-trimmed. Throws

@@ -48,6 +48,14 @@ struct ExtrapolationRow {
     int64_t masked = 0;         ///< scored masked tokens (the same for every available row)
     int64_t masked_within = 0;  ///< ... at window positions 0..L-1 ([CLS] is 0)
     int64_t masked_beyond = 0;  ///< ... at window positions >= L
+    /// Attention drift: per layer and head ([l * H + h]), over every query of every window,
+    /// the mean of sum_j p_ij |i - j| (tokens) and of -sum_j p_ij ln p_ij (nats). Empty when
+    /// the row is not available.
+    std::vector<double> distance, entropy;
+    int64_t heads = 0;  ///< H, the stride of distance and entropy
+    /// distance / entropy averaged over every layer and head (NaN when empty).
+    double mean_distance() const;
+    double mean_entropy() const;
 };
 
 /// Everything evaluate_extrapolation measured for one model.

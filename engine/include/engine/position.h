@@ -103,7 +103,7 @@ class PositionEncodingImpl : public torch::nn::Module {
   public:
     explicit PositionEncodingImpl(const ModelConfig& config);
 
-    /// position_offset() + 0..T-1 on `device`.
+    /// position_offset() + 0..T-1 on `device` (T times position_offset() with constant positions).
     torch::Tensor positions(int64_t seq_len, const torch::Device& device) const;
     /// Where token 0 sits: model.position_offset until set_position_offset changes it. The
     /// override exists for shift tests at run time (analysis/extrapolate.h): the same weights
@@ -112,6 +112,13 @@ class PositionEncodingImpl : public torch::nn::Module {
     /// past max_position_embeddings. Throws std::invalid_argument for a negative offset.
     void set_position_offset(int64_t offset);
     int64_t position_offset() const { return position_offset_; }
+    /// Every token at the same position (position_offset()) until turned off: the
+    /// counterfactual "no position information" of the properties probe (analysis/properties.h),
+    /// which subtracts these logits from those at the true positions. Relative schemes then see
+    /// distance 0 everywhere, absolute ones the same row for every token. Runtime only, like
+    /// set_position_offset.
+    void set_constant_positions(bool constant) { constant_positions_ = constant; }
+    bool constant_positions() const { return constant_positions_; }
     /// Everything positional for a sequence at these positions (T) long, computed once;
     /// tables without parameters (sinusoidal, ALiBi, RoPE's angles) come in `dtype` (the word
     /// embeddings'). Throws c10::Error naming max_position_embeddings when a learned table is
@@ -156,6 +163,7 @@ class PositionEncodingImpl : public torch::nn::Module {
     torch::nn::Embedding input_table_{nullptr};
     torch::nn::Embedding word_table_{nullptr};
     int64_t position_offset_ = 0;
+    bool constant_positions_ = false;
     int64_t forward_count_ = 0;
 };
 TORCH_MODULE(PositionEncoding);

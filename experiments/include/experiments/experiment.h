@@ -61,6 +61,20 @@ struct AnalysisSpec {
     int64_t max_tokens = 0;  ///< 0 = the model's position table.
     int64_t batch_size = 32;
     bool figures = true;  ///< PNGs too (needs the `tupe` executable; else data only).
+    /// The properties probe (analysis/properties.h) runs on every snapshot; its per-layer head
+    /// means become metrics of the pretrain run ("property/<name>", "property/<name>/L<l>"),
+    /// so properties are curves over training.
+    int64_t probe_windows = 16;  ///< windows of the training length (from the sentences)
+    bool order_probe = false;    ///< also `tupe analyze --order-probe`
+};
+
+/// The optional `extrapolation:` block: `tupe extrapolate` on each variant's final
+/// checkpoint, its json/csv/png recorded as artifacts of the pretrain run. Absent: not run.
+struct ExtrapolationSpec {
+    bool enabled = false;
+    std::string corpus;                 ///< held-out text; empty = the variant's data.corpus
+    std::string lengths = "1,1.5,2,4";  ///< factors of the training length
+    int64_t max_tokens = 60000;         ///< stream tokens scored at every length
 };
 
 struct ExperimentSpec {
@@ -78,6 +92,7 @@ struct ExperimentSpec {
     std::string runs_dir;  ///< Default "runs/<name>".
     int64_t jobs = 1;      ///< Fine-tuning jobs run in parallel (child processes).
     AnalysisSpec analysis;
+    ExtrapolationSpec extrapolation;
 
     /// Pretraining steps of the analysis snapshots: as checkpoint_steps, for analysis.checkpoints
     /// (empty when analysis is off).
