@@ -23,6 +23,7 @@
 #include "views/glue_view.h"
 #include "views/launch_view.h"
 #include "views/plot_util.h"
+#include "views/properties_view.h"
 
 namespace app {
 
@@ -47,6 +48,7 @@ MainWindow::MainWindow(QWidget* parent)
     claims_ = new ClaimsView;
     auto* cls = new ClsAttentionView(analysis_);
     auto* gallery = new HeadGalleryView(analysis_);
+    properties_ = new PropertiesView;
     const std::vector<std::tuple<WorkbenchView*, QString, QString>> tabs = {
         {browser_, "Experiments", "experiments"},
         {launch_, "Launch && queue", "launch"},
@@ -55,7 +57,8 @@ MainWindow::MainWindow(QWidget* parent)
         {claims_, "Claims", "claims"},
         {maps_, "Correlation maps", "correlation-maps"},
         {cls, "[CLS] attention", "cls-attention"},
-        {gallery, "Head gallery", "head-gallery"}};
+        {gallery, "Head gallery", "head-gallery"},
+        {properties_, "Properties", "properties"}};
     for (const auto& [view, title, file] : tabs) {
         views_.push_back(view);
         tabs_->addTab(view, title);
@@ -223,13 +226,15 @@ QStringList MainWindow::renderScreenshots(const QString& dir, int waitMs) {
     resize(1500, 950);
     show();
     for (WorkbenchView* v : views_) v->prepareScreenshot();
-    // Analyses run in child processes; wait for them (the GUI keeps processing events).
+    // Analyses run in child processes and the properties on a worker thread; wait for them (the
+    // GUI keeps processing events).
     QElapsedTimer timer;
     timer.start();
     do {
         QApplication::processEvents(QEventLoop::AllEvents, 100);
         QThread::msleep(20);
-    } while ((analysis_->busy() || claims_->busy()) && timer.elapsed() < waitMs);
+    } while ((analysis_->busy() || claims_->busy() || properties_->busy()) &&
+             timer.elapsed() < waitMs);
     QStringList written;
     for (int i = 0; i < tabs_->count(); ++i) {
         tabs_->setCurrentIndex(i);

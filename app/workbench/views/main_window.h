@@ -22,6 +22,7 @@ class LaunchView;
 class GlueView;
 class CorrelationMapsView;
 class ClaimsView;
+class PropertiesView;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -60,6 +61,7 @@ class MainWindow : public QMainWindow {
     GlueView* glue_;
     CorrelationMapsView* maps_;
     ClaimsView* claims_;
+    PropertiesView* properties_;
     std::vector<WorkbenchView*> views_;
     QStringList screenshotNames_;  ///< per tab, for renderScreenshots
 };
