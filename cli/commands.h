@@ -27,5 +27,6 @@ int cmd_report(const Argv& args);
 int cmd_claims(const Argv& args);
 int cmd_score(const Argv& args);
 int cmd_glue(const Argv& args);
+int cmd_submit(const Argv& args);  // cmd_submit.cpp
 
 }  // namespace cli

@@ -61,11 +61,16 @@ const std::map<std::string, Command>& commands() {
          {cli::cmd_analyze,
           "analyze CHECKPOINT (--text TEXT | --corpus FILE [--sentences N]) --out DIR "
           "[--compare CHECKPOINT2] [--vocab FILE] [--max-tokens T] [--head H] [--batch B] "
-          "[--threads N] [--cased] [--no-figures] [--db FILE --experiment NAME --run NAME]\n  "
+          "[--threads N] [--cased] [--no-figures] [--no-properties] [--order-probe] "
+          "[--probe-length T] [--probe-windows N] [--db FILE --experiment NAME --run NAME]\n  "
           "CHECKPOINT: a checkpoint.pt (vocab.txt beside it), an HF "
-          "BERT folder, or init:PRESET[:SIZE] (fresh weights, needs --vocab)",
-          "the paper's attention maps and figures (Fig. 2 terms, TUPE Fig. 6, [CLS]) as "
-          ".npy/.csv/.png"}},
+          "BERT folder, or init:PRESET[:SIZE] (fresh weights, needs --vocab)\n  "
+          "properties (positional share, monotonicity, Toeplitz fit, symmetry, locality, "
+          "spectrum, head taxonomy) run on the sentences as one stream, windows of T tokens "
+          "(default: the training length, else 128); --order-probe adds the MLM loss change "
+          "under n-gram shuffles and adjacent swaps",
+          "the paper's attention maps and figures (Fig. 2 terms, TUPE Fig. 6, [CLS]) and the "
+          "positional properties of every scheme, as .npy/.csv/.png"}},
         {"extrapolate",
          {cli::cmd_extrapolate,
           "extrapolate CHECKPOINT [CHECKPOINT ...] --corpus FILE [--vocab FILE] [--lengths "
@@ -92,6 +97,12 @@ const std::map<std::string, Command>& commands() {
         {"score",
          {cli::cmd_score, "score --task NAME --dev FILE --predictions FILE [--format json]",
           "score a GLUE submission file against dev labels"}},
+        {"submit",
+         {cli::cmd_submit,
+          "submit --experiment NAME --variant V [--step S] --out DIR [--db FILE] "
+          "[--split dev|test]",
+          "a variant's predictions as GLUE submission files (CoLA.tsv ... AX.tsv), from the "
+          "run the report shows"}},
         {"glue",
          {cli::cmd_glue, "glue stats --dir DIR [--format table|json]",
           "examples and label distribution per GLUE task and split"}},

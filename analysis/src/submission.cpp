@@ -1,11 +1,14 @@
 // GLUE submission files (analysis/submission.h): `index<TAB>prediction` rows read with line
-// numbers, then scored with the task's metric against gold labels.
+// numbers, then scored with the task's metric against gold labels; and written from stored
+// predictions under the GLUE server's file names.
 #include "analysis/submission.h"
 
 #include <charconv>
 #include <cmath>
 #include <cstddef>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -201,6 +204,95 @@ TaskScores score_submission(const std::string& task,
                                              join(examples) + ")");
     }
     return score_task(kind, pred, gold);
+}
+
+const std::vector<std::string>& glue_submission_files() {
+    static const std::vector<std::string> files = {
+        "CoLA.tsv",    "SST-2.tsv", "MRPC.tsv", "STS-B.tsv", "QQP.tsv", "MNLI-m.tsv",
+        "MNLI-mm.tsv", "QNLI.tsv",  "RTE.tsv",  "WNLI.tsv",  "AX.tsv"};
+    return files;
+}
+
+std::string submission_file_name(const std::string& column) {
+    const TaskColumn found = resolve_task_column(column);
+    if (found.task == nullptr) {
+        throw std::invalid_argument("no task or result column named '" + column + "'");
+    }
+    if (found.split == nullptr) {
+        std::vector<std::string> columns;
+        for (const auto& d : found.task->dev) columns.push_back(d.column);
+        throw std::invalid_argument("'" + column + "' has " +
+                                    std::to_string(found.task->dev.size()) +
+                                    " dev splits; name one column: " + join(columns));
+    }
+    // MNLI's two files are named after their dev split's label (MNLI-m, MNLI-mm); every
+    // other task after its GLUE folder (the label of SST-2 is the paper's "SST").
+    const std::string stem = found.task->dev.size() > 1 ? found.split->label : found.task->name;
+    return stem + ".tsv";
+}
+
+std::vector<std::string> prediction_strings(const TaskInfo& task,
+                                            const std::vector<double>& predicted) {
+    std::vector<std::string> out;
+    out.reserve(predicted.size());
+    for (std::size_t i = 0; i < predicted.size(); ++i) {
+        const double v = predicted[i];
+        if (!std::isfinite(v)) {
+            throw std::invalid_argument(task.name + ": prediction of row " + std::to_string(i) +
+                                        " is not a finite number");
+        }
+        if (task.regression) {
+            // Shortest text that parses back to the same double: the round trip is exact.
+            char buf[64];
+            const auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v);
+            if (ec != std::errc()) {
+                throw std::invalid_argument(task.name + ": cannot format row " + std::to_string(i));
+            }
+            out.emplace_back(buf, ptr);
+            continue;
+        }
+        const double id = std::round(v);
+        if (id != v || id < 0 || id >= static_cast<double>(task.labels.size())) {
+            throw std::invalid_argument(
+                task.name + ": prediction of row " + std::to_string(i) + " is not a label id 0.." +
+                std::to_string(task.labels.size() - 1) + " (" + join(task.labels) + ")");
+        }
+        out.push_back(task.labels[static_cast<std::size_t>(id)]);
+    }
+    return out;
+}
+
+void write_submission_file(const std::string& path, const TaskInfo& task,
+                           const std::vector<double>& predicted) {
+    const auto strings = prediction_strings(task, predicted);
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    if (!out) throw engine::InputError(path, "cannot write the submission file");
+    out << "index\tprediction\n";
+    for (std::size_t i = 0; i < strings.size(); ++i) out << i << '\t' << strings[i] << '\n';
+    out.flush();
+    if (!out) throw engine::InputError(path, "write error");
+}
+
+SubmissionWritten write_submission(const std::string& dir,
+                                   const std::vector<SubmissionColumn>& columns) {
+    std::set<std::string> names;
+    for (const auto& c : columns) {
+        if (!names.insert(submission_file_name(c.column)).second) {
+            throw std::invalid_argument("write_submission: column '" + c.column + "' given twice");
+        }
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw engine::InputError(dir, "cannot create the directory: " + ec.message());
+    SubmissionWritten written;
+    for (const auto& c : columns) {
+        const TaskColumn found = resolve_task_column(c.column);
+        const std::string path =
+            (std::filesystem::path(dir) / submission_file_name(c.column)).string();
+        write_submission_file(path, *found.task, c.predicted);
+        written.files.push_back(path);
+    }
+    return written;
 }
 
 }  // namespace analysis

@@ -1,6 +1,8 @@
 // GLUE submission files (`index<TAB>prediction` with a header line, one file per task, as
 // shared/GLUE_FORMAT.md describes them): reading one, and scoring it against gold labels with
-// the task's metric (analysis/metrics.h). Errors name the file and line.
+// the task's metric (analysis/metrics.h), and writing one from stored predictions under the
+// GLUE server's file names (CoLA.tsv ... MNLI-m.tsv, MNLI-mm.tsv ... AX.tsv). Errors name the
+// file and line.
 #pragma once
 
 #include <map>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "analysis/metrics.h"
+#include "analysis/tasks.h"
 
 namespace analysis {
 
@@ -34,5 +37,48 @@ TaskScores score_submission(const std::string& task,
                             const std::map<std::string, std::string>& gold_by_index,
                             const std::vector<std::string>& labels,
                             const std::string& source = "submission");
+
+/// The GLUE server's file names in the order of its upload page: CoLA.tsv, SST-2.tsv,
+/// MRPC.tsv, STS-B.tsv, QQP.tsv, MNLI-m.tsv, MNLI-mm.tsv, QNLI.tsv, RTE.tsv, WNLI.tsv, AX.tsv.
+const std::vector<std::string>& glue_submission_files();
+
+/// The submission file name of a result column: "cola" -> "CoLA.tsv", "mnli_m" -> "MNLI-m.tsv",
+/// "mnli_mm" -> "MNLI-mm.tsv", "syn-cola" -> "SYN-CoLA.tsv" (a built-in synthetic task under its
+/// own name, not a GLUE file). Any spelling resolve_task_column accepts; a task of two dev
+/// splits ("mnli") or an unknown name throws std::invalid_argument.
+std::string submission_file_name(const std::string& column);
+
+/// The prediction strings of one dev split, row i for dev example i: the label string
+/// task.labels[id] for a classification task (the predicted value must be an integer id in
+/// range), the value in the shortest text that reads back exactly for a regression task
+/// (STS-B). Throws std::invalid_argument naming the row for a value that is not a label id or
+/// not finite.
+std::vector<std::string> prediction_strings(const TaskInfo& task,
+                                            const std::vector<double>& predicted);
+
+/// Writes `path` in the GLUE server's layout: the header `index<TAB>prediction`, then one
+/// row `i<TAB>prediction_strings(task, predicted)[i]` per example, '\n' line ends, no quoting.
+/// The index is the 0-based row of the split file (header excluded), as `tupe score` reads it.
+/// read_submission reads the file back. Throws engine::InputError(path, ...) when the file
+/// cannot be written, std::invalid_argument as prediction_strings.
+void write_submission_file(const std::string& path, const TaskInfo& task,
+                           const std::vector<double>& predicted);
+
+/// One result column's predictions for write_submission.
+struct SubmissionColumn {
+    std::string column;  ///< Result column: "cola", "mnli_m", "syn-rte" (resolve_task_column).
+    std::vector<double> predicted;  ///< Label ids or scores in split-file order.
+};
+
+/// What write_submission wrote.
+struct SubmissionWritten {
+    std::vector<std::string> files;  ///< Paths written, in the order given.
+};
+
+/// Writes dir/submission_file_name(c.column) for each column (creating dir), with
+/// write_submission_file. Errors as write_submission_file and submission_file_name; a column
+/// given twice throws std::invalid_argument.
+SubmissionWritten write_submission(const std::string& dir,
+                                   const std::vector<SubmissionColumn>& columns);
 
 }  // namespace analysis
