@@ -216,6 +216,7 @@ void save_figure(const std::vector<Evaluated>& results, const fs::path& path) {
     for (const auto& e : results) {
         plotting::Series a, b;
         a.name = b.name = e.variant;
+        a.markers = b.markers = true;
         for (const auto& row : e.report.lengths) {
             fmin = std::min(fmin, row.factor), fmax = std::max(fmax, row.factor);
             if (!row.available || !std::isfinite(row.loss)) continue;

@@ -201,6 +201,7 @@ QPixmap render_line_plot(const LinePlot& p, int width, int height) {
         QPen pen(color, s.dashed ? 1.2 : 1.6);
         if (s.dashed) pen.setStyle(s.dotted ? Qt::DotLine : Qt::DashLine);
         g->setPen(pen);
+        if (s.markers) g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 6));
         g->setName(qs(s.name));
         if (!s.name.empty()) ++named;
         for (size_t k = 0; k < s.x.size(); ++k) {
