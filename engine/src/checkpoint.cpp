@@ -2,6 +2,11 @@
 // torch::serialize archive holding the format tag, the resolved config as text, step, tokens
 // seen, the validation history, the CPU RNG state and the model's and AdamW's own archives.
 // Written atomically; read only after its zip CRCs check out (zip_integrity.h).
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <sstream>
@@ -57,8 +62,29 @@ void save_checkpoint(const std::string& path, const PretrainConfig& config, Bert
     archive.write("model", model_archive);
     archive.write("optimizer", optimizer_archive);
     // Atomic: a reader (or a resume after kill -9) sees the old file or the new one, never half.
+    // LibTorch's file writer finishes the zip in its destructor, where a full disk becomes
+    // std::terminate; so the archive goes through our own sink, which never fails inside
+    // LibTorch and reports the first write error afterwards, with the old file still in place.
     const std::string tmp = path + ".tmp";
-    archive.save_to(tmp);
+    std::FILE* file = std::fopen(tmp.c_str(), "wb");
+    if (!file)
+        throw CheckpointError(path, "cannot write " + tmp + ": " + std::strerror(errno) +
+                                        "; the previous checkpoint is kept");
+    int error = 0;
+    archive.save_to([&](const void* data, size_t size) -> size_t {
+        if (error == 0 && size > 0 && std::fwrite(data, 1, size, file) != size)
+            error = errno != 0 ? errno : EIO;
+        return size;
+    });
+    if (error == 0 && std::fflush(file) != 0) error = errno != 0 ? errno : EIO;
+    if (error == 0 && ::fsync(::fileno(file)) != 0) error = errno;
+    if (std::fclose(file) != 0 && error == 0) error = errno != 0 ? errno : EIO;
+    if (error != 0) {
+        std::error_code ec;
+        fs::remove(tmp, ec);
+        throw CheckpointError(path, std::string("cannot write the checkpoint: ") +
+                                        std::strerror(error) + "; the previous checkpoint is kept");
+    }
     fs::rename(tmp, path);
 }
 
@@ -125,8 +151,15 @@ void restore_checkpoint(const std::string& path, RawCheckpoint& raw, BertForMask
 }
 
 void copy_checkpoint(const std::string& from, const std::string& to) {
-    fs::copy_file(from, to + ".tmp", fs::copy_options::overwrite_existing);
-    fs::rename(to + ".tmp", to);
+    std::error_code ec;
+    fs::copy_file(from, to + ".tmp", fs::copy_options::overwrite_existing, ec);
+    if (!ec) fs::rename(to + ".tmp", to, ec);
+    if (ec) {
+        std::error_code ignored;
+        fs::remove(to + ".tmp", ignored);
+        throw CheckpointError(to,
+                              "cannot write the snapshot (copy of " + from + "): " + ec.message());
+    }
 }
 
 }  // namespace detail
