@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "analysis/analysis_index.h"
 #include "engine/errors.h"
+#include "engine/sha256.h"
 
 namespace experiments {
 
@@ -72,25 +74,39 @@ void add_directory(std::int64_t run_id, const fs::path& dir, std::vector<Artifac
     }
 }
 
-}  // namespace
+constexpr const char* kSha256Prefix = "sha256:";
+constexpr const char* kFnv1a64Prefix = "fnv1a64:";
 
-std::string file_hash(const std::string& path) {
+// The hash file_hash wrote before SHA-256: FNV-1a (64 bit), kept so older stores still verify.
+std::string fnv1a64_file_hash(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw engine::InputError(path, "cannot open to hash");
     std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64-bit offset basis
-    char buf[1 << 16];
+    std::vector<char> buf(1 << 16);
     while (in) {
-        in.read(buf, sizeof buf);
+        in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
         const auto n = in.gcount();
         for (std::streamsize i = 0; i < n; ++i) {
-            h ^= static_cast<unsigned char>(buf[i]);
+            h ^= static_cast<unsigned char>(buf[static_cast<std::size_t>(i)]);
             h *= 0x100000001b3ULL;  // FNV prime
         }
     }
     if (in.bad()) throw engine::InputError(path, "read failed while hashing");
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016" PRIx64, h);
-    return std::string("fnv1a64:") + hex;
+    return std::string(kFnv1a64Prefix) + hex;
+}
+
+}  // namespace
+
+std::string file_hash(const std::string& path) {
+    return std::string(kSha256Prefix) + engine::sha256_file_hex(path);
+}
+
+bool file_hash_matches(const std::string& path, const std::string& stored) {
+    if (stored.rfind(kFnv1a64Prefix, 0) == 0) return fnv1a64_file_hash(path) == stored;
+    if (stored.rfind(kSha256Prefix, 0) == 0) return file_hash(path) == stored;
+    return false;
 }
 
 std::vector<ArtifactRecord> analysis_artifacts(std::int64_t run_id, const std::string& dir) {

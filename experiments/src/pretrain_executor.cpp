@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "engine/tokenizer.h"
+#include "experiments/analysis_artifacts.h"
 #include "runner_internal.h"
 
 namespace experiments::detail {
@@ -93,6 +94,8 @@ bool PretrainExecutor::run(const Job& job, int64_t run_id) const {
         c.step = step;
         c.path = snapshot_path(v, step);
         c.size = static_cast<int64_t>(fs::file_size(path));
+        // The snapshot is a byte copy of `path`, made right after this call (trainer.cpp).
+        c.hash = file_hash(path);
         store.add_checkpoint(c);
     };
     auto result = engine::pretrain(v.config, tc, ctx_.options.dist);

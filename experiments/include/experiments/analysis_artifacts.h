@@ -12,9 +12,15 @@
 
 namespace experiments {
 
-/// "fnv1a64:" and 16 hex digits: FNV-1a (64 bit) of the file's bytes, a change detector (not a
-/// cryptographic hash). Throws engine::InputError naming the file when it cannot be read.
+/// "sha256:" and 64 lower-case hex digits: SHA-256 (engine/sha256.h) of the file's bytes, read
+/// in chunks. Throws engine::InputError naming the file when it cannot be read.
 std::string file_hash(const std::string& path);
+
+/// Whether the file at `path` still has the hash `stored`, in the algorithm `stored` names:
+/// "sha256:" (file_hash) or "fnv1a64:" (FNV-1a 64 bit, what stores written before SHA-256
+/// hold). False for an empty or unknown hash. Throws engine::InputError when the file cannot be
+/// read.
+bool file_hash_matches(const std::string& path, const std::string& stored);
 
 /// The artifacts of the analysis directory `dir` for run_id: dir/index.json itself and every
 /// file it lists, then the same for dir/compare/ when it has an index.json (a --compare run).
