@@ -137,8 +137,14 @@ int cmd_export(const Argv& argv) {
 }
 
 int cmd_inspect(const Argv& argv) {
-    Args args(argv, {"text", "text-b", "out", "vocab"});
+    Args args(argv, {"text", "text-b", "out", "vocab", "bertviz"});
     const std::string path = one_checkpoint(args), out = args.required("out");
+    if (args.has("bertviz")) {
+        const std::string ext = fs::path(args.get("bertviz")).extension().string();
+        if (ext != ".json" && ext != ".html" && ext != ".htm")
+            throw UsageError("--bertviz takes FILE.json or FILE.html, got '" + args.get("bertviz") +
+                             "'");
+    }
     auto ckpt = engine::load_checkpoint(path);
     // The run directory keeps a copy of its vocabulary beside the checkpoint.
     std::string vocab = args.get("vocab", (fs::path(path).parent_path() / "vocab.txt").string());
@@ -153,6 +159,15 @@ int cmd_inspect(const Argv& argv) {
     analysis::write_inspection(result, out);
     std::cout << "wrote " << out << ": " << result.tokens.size() << " tokens, "
               << result.logits.size() << " layers of logits and probabilities (heads x T x T)\n";
+    if (args.has("bertviz")) {
+        // bertviz's layout (FILE.json, or FILE.html embedding it): probabilities only.
+        const std::string file = args.get("bertviz");
+        analysis::write_bertviz(result, path, ckpt.config.model.preset, file);
+        std::cout << "wrote " << file << ": bertviz head_view/model_view attention ("
+                  << result.probs.size() << " layers x "
+                  << (result.probs.empty() ? 0 : result.probs[0].size(0)) << " heads x "
+                  << result.tokens.size() << " x " << result.tokens.size() << ")\n";
+    }
     return 0;
 }
 

@@ -1,7 +1,8 @@
 // `tupe pretrain` (one variant, with a progress bar; Ctrl-C checkpoints and stops), its
 // data-parallel faces (`--nproc-per-node N` launches N local workers of this executable; a
 // worker started by torchrun/Slurm finds its group in RANK/WORLD_SIZE/MASTER_ADDR/...), and
-// `tupe curves` (validation curves of several runs side by side).
+// `tupe curves` (validation curves of several runs side by side, or their raw points as CSV
+// or JSON).
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -9,12 +10,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -216,8 +219,112 @@ void plot_curves(const std::string& path, const std::string& metric,
 }  // namespace
 #endif  // TUPE_WITH_QT
 
+namespace {
+
+/// One row of a run's metrics.tsv, as written (engine MetricsLog): the step, split, metric,
+/// value and seconds since the run started (NaN in a file written before that column).
+struct CurvePoint {
+    long long step = 0;
+    std::string split, metric;
+    double value = 0, time = std::nan("");
+};
+
+std::vector<CurvePoint> read_curve_points(const std::string& dir) {
+    const std::string path = engine::metrics_path(dir);
+    std::ifstream in(path);
+    if (!in)
+        throw engine::InputError(path, "no metrics file (is this a pretraining run directory?)");
+    std::vector<CurvePoint> points;
+    std::string line;
+    long line_no = 0;
+    while (std::getline(in, line)) {
+        ++line_no;
+        if (line_no == 1 || line.empty()) continue;
+        std::istringstream row(line);
+        CurvePoint p;
+        std::string value, time;
+        if (!(row >> p.step >> p.split >> p.metric >> value))
+            throw engine::InputError(path, "malformed metrics row", line_no);
+        // strtod reads "nan" and "inf" as written by the trainer's stream.
+        char* end = nullptr;
+        p.value = std::strtod(value.c_str(), &end);
+        if (end == value.c_str() || *end != '\0')
+            throw engine::InputError(path, "malformed metrics value '" + value + "'", line_no);
+        if (row >> time) {
+            p.time = std::strtod(time.c_str(), &end);
+            if (end == time.c_str() || *end != '\0')
+                throw engine::InputError(path, "malformed elapsed time '" + time + "'", line_no);
+        }
+        points.push_back(std::move(p));
+    }
+    return points;
+}
+
+/// RFC 4180: a field holding a comma, quote, CR or LF is quoted, its quotes doubled.
+std::string csv_field(const std::string& s) {
+    if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+    std::string out = "\"";
+    for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return out + "\"";
+}
+
+/// Shortest text that reads back as the same double; empty for NaN (an absent time).
+std::string exact(double v) {
+    if (std::isnan(v)) return "";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    for (int digits = 6; digits < 17; ++digits) {
+        char shorter[64];
+        std::snprintf(shorter, sizeof shorter, "%.*g", digits, v);
+        if (std::strtod(shorter, nullptr) == v) return shorter;
+    }
+    return buf;
+}
+
+/// `tupe curves --format csv|json`: every row of every run's metrics.tsv, no smoothing.
+int print_curve_points(const std::vector<std::string>& dirs, const std::string& format) {
+    std::vector<std::vector<CurvePoint>> runs;
+    for (const auto& dir : dirs) runs.push_back(read_curve_points(dir));
+    if (format == "csv") {
+        std::cout << "run,split,metric,step,value,time\n";
+        for (size_t r = 0; r < dirs.size(); ++r)
+            for (const CurvePoint& p : runs[r])
+                std::cout << csv_field(dirs[r]) << ',' << csv_field(p.split) << ','
+                          << csv_field(p.metric) << ',' << p.step << ',' << exact(p.value) << ','
+                          << exact(p.time) << '\n';
+        return 0;
+    }
+    nlohmann::json doc;
+    doc["runs"] = nlohmann::json::array();
+    for (size_t r = 0; r < dirs.size(); ++r) {
+        nlohmann::json points = nlohmann::json::array();
+        for (const CurvePoint& p : runs[r]) {
+            // A NaN or infinite value (a diverged run) or an absent time is null.
+            nlohmann::json point = {{"split", p.split}, {"metric", p.metric}, {"step", p.step}};
+            point["value"] = std::isfinite(p.value) ? nlohmann::json(p.value) : nlohmann::json();
+            point["time"] = std::isfinite(p.time) ? nlohmann::json(p.time) : nlohmann::json();
+            points.push_back(std::move(point));
+        }
+        doc["runs"].push_back({{"run", dirs[r]}, {"points", std::move(points)}});
+    }
+    std::cout << doc.dump(1) << "\n";
+    return 0;
+}
+
+}  // namespace
+
 int cmd_curves(const Argv& argv) {
-    Args args(argv, {"metric", "png"});
+    Args args(argv, {"metric", "png", "format"});
+    const std::string format = args.get("format", "table");
+    if (format != "table" && format != "csv" && format != "json")
+        throw UsageError("--format must be table, csv or json");
+    if (format != "table" && (args.has("png") || args.has("metric")))
+        throw UsageError("--format " + format +
+                         " prints every metric's raw points; --metric and --png go with the table");
+    if (format != "table") {
+        if (args.positionals().empty()) throw UsageError("expected at least one RUN_DIR");
+        return print_curve_points(args.positionals(), format);
+    }
     const std::string metric = args.get("metric", "loss");
     if (metric != "loss" && metric != "accuracy")
         throw UsageError("--metric must be loss or accuracy");

@@ -45,9 +45,11 @@ const std::map<std::string, Command>& commands() {
           "MLM pretraining of one variant (resumes when DIR holds a checkpoint; N data-parallel "
           "workers)"}},
         {"curves",
-         {cli::cmd_curves, "curves RUN_DIR [RUN_DIR ...] [--metric loss|accuracy] [--png FILE]",
+         {cli::cmd_curves,
+          "curves RUN_DIR [RUN_DIR ...] [--metric loss|accuracy] [--png FILE] "
+          "[--format table|csv|json]",
           "validation curves of runs side by side, with the unigram floor (--png: a figure, seeds "
-          "pooled into bands)"}},
+          "pooled into bands; --format csv|json: every raw point of metrics.tsv)"}},
         {"info", {cli::cmd_info, "info CHECKPOINT", "variant, config, parameter groups, progress"}},
         {"export",
          {cli::cmd_export, "export CHECKPOINT --out DIR [--vocab FILE] | --out FILE.pt",
@@ -55,8 +57,10 @@ const std::map<std::string, Command>& commands() {
           "reads, or one file of weights that Python's torch.load reads"}},
         {"inspect",
          {cli::cmd_inspect,
-          "inspect CHECKPOINT --text TEXT [--text-b TEXT] --out DIR [--vocab FILE]",
-          "tokens and per-layer attention logits/probabilities as .npy"}},
+          "inspect CHECKPOINT --text TEXT [--text-b TEXT] --out DIR [--vocab FILE] "
+          "[--bertviz FILE.json|FILE.html]",
+          "tokens and per-layer attention logits/probabilities as .npy (--bertviz: every layer "
+          "and head in bertviz's head_view/model_view layout)"}},
         {"analyze",
          {cli::cmd_analyze,
           "analyze CHECKPOINT (--text TEXT | --corpus FILE [--sentences N]) --out DIR "

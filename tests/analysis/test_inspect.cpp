@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -167,6 +168,9 @@ TEST_F(InspectTest, WritesTokensIdsAndOneFilePerLayerAndKind) {
     const torch::Tensor ids = analysis::read_npy((dir / "input_ids.npy").string());
     EXPECT_EQ(ids.scalar_type(), torch::kLong);
     EXPECT_TRUE(torch::equal(ids, ins.input_ids));
+    const torch::Tensor types = analysis::read_npy((dir / "token_type_ids.npy").string());
+    EXPECT_EQ(types.scalar_type(), torch::kLong);
+    EXPECT_TRUE(torch::equal(types, ins.token_type_ids));
     for (size_t l = 0; l < ins.logits.size(); ++l) {
         const std::string stem = (dir / ("layer" + std::to_string(l))).string();
         const torch::Tensor logits = analysis::read_npy(stem + "_logits.npy");
@@ -177,6 +181,77 @@ TEST_F(InspectTest, WritesTokensIdsAndOneFilePerLayerAndKind) {
     }
     const std::string past = "layer" + std::to_string(ins.logits.size()) + "_logits.npy";
     EXPECT_FALSE(fs::exists(dir / past));
+}
+
+// bertviz_json: the probabilities of every layer and head in bertviz's layout, read back with
+// nlohmann as L x H x T x T lists equal to the tensors (float32 round trip), rows summing to 1.
+TEST_F(InspectTest, BertvizJsonHoldsEveryLayerAndHeadAsProbabilities) {
+    const Inspection ins = inspect_text(model_, tokenizer_, "the cat sat", "a dog ran");
+    const auto doc = nlohmann::json::parse(analysis::bertviz_json(ins, "ckpt.pt", "tupe-r"));
+    const auto& config = model_->config();
+    const auto t = ins.tokens.size();
+    EXPECT_EQ(doc["tokens"].get<std::vector<std::string>>(), ins.tokens);
+    EXPECT_EQ(doc["token_type_ids"].get<std::vector<int64_t>>(),
+              std::vector<int64_t>({0, 0, 0, 0, 0, 1, 1, 1, 1}));
+    EXPECT_EQ(doc["layers"].get<int64_t>(), config.num_hidden_layers);
+    EXPECT_EQ(doc["heads"].get<int64_t>(), config.num_attention_heads);
+    EXPECT_EQ(doc["model"], "ckpt.pt");
+    EXPECT_EQ(doc["variant"], "tupe-r");
+    const auto& attention = doc["attention"];
+    ASSERT_EQ(attention.size(), static_cast<size_t>(config.num_hidden_layers));
+    for (size_t l = 0; l < attention.size(); ++l) {
+        ASSERT_EQ(attention[l].size(), static_cast<size_t>(config.num_attention_heads));
+        for (size_t h = 0; h < attention[l].size(); ++h) {
+            ASSERT_EQ(attention[l][h].size(), t);
+            for (size_t i = 0; i < t; ++i) {
+                const auto row = attention[l][h][i].get<std::vector<double>>();
+                ASSERT_EQ(row.size(), t);
+                double sum = 0;
+                for (size_t j = 0; j < t; ++j) {
+                    sum += row[j];
+                    const auto li = static_cast<int64_t>(l), hi = static_cast<int64_t>(h);
+                    EXPECT_EQ(static_cast<float>(row[j]),
+                              ins.probs[l][hi][static_cast<int64_t>(i)][static_cast<int64_t>(j)]
+                                  .item<float>())
+                        << li << " " << hi << " " << i << " " << j;
+                }
+                EXPECT_NEAR(sum, 1.0, 1e-5) << "layer " << l << " head " << h << " row " << i;
+            }
+        }
+    }
+}
+
+// The HTML page embeds the same JSON in <script type="application/json" id="attention">, with
+// '<' escaped so a token such as "</script>" cannot end the element; write_bertviz picks the
+// form by extension.
+TEST_F(InspectTest, BertvizHtmlEmbedsTheJsonAndWriteBertvizPicksByExtension) {
+    Inspection ins = inspect_text(model_, tokenizer_, "the cat sat");
+    ins.tokens[1] = "</script><b>&";
+    const std::string json = analysis::bertviz_json(ins, "m", "tupe-r");
+    const std::string html = analysis::bertviz_html(ins, "m", "tupe-r");
+    const std::string open = "<script type=\"application/json\" id=\"attention\">";
+    const auto begin = html.find(open);
+    ASSERT_NE(begin, std::string::npos);
+    const auto end = html.find("</script>", begin + open.size());
+    ASSERT_NE(end, std::string::npos);
+    const std::string embedded = html.substr(begin + open.size(), end - begin - open.size());
+    EXPECT_EQ(nlohmann::json::parse(embedded), nlohmann::json::parse(json));
+    EXPECT_EQ(nlohmann::json::parse(embedded)["tokens"][1], "</script><b>&");
+    EXPECT_NE(html.find("from bertviz import head_view"), std::string::npos);
+    EXPECT_EQ(html.find("<b>"), std::string::npos);  // the token is escaped in the page text too
+
+    const test_support::TempDir temp("tupe_bertviz_" + test_support::random_tag(),
+                                     /*create=*/false);
+    const fs::path dir = temp.path() / "nested";
+    analysis::write_bertviz(ins, "m", "tupe-r", (dir / "a.json").string());
+    analysis::write_bertviz(ins, "m", "tupe-r", (dir / "a.html").string());
+    auto slurp = [](const fs::path& p) {
+        std::ifstream in(p, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    EXPECT_EQ(slurp(dir / "a.json"), json);
+    EXPECT_EQ(slurp(dir / "a.html"), html);
+    EXPECT_FALSE(fs::exists(dir / "a.json.tmp"));
 }
 
 // Checkpoints written before the positional zoo (tests/analysis/data/legacy/README.md) load

@@ -276,3 +276,52 @@ TEST_F(CliTest, ExtrapolateReportsLengthsShiftsAndTheFloor) {
     expect_one_line_error(tupe("extrapolate " + quote(ckpt) + " --corpus /nonexistent/corpus.txt"),
                           "/nonexistent/corpus.txt");
 }
+
+// `tupe curves --format csv|json` prints every row of metrics.tsv as written; `tupe inspect
+// --bertviz` writes bertviz's layout beside the .npy files and refuses other extensions.
+TEST_F(CliTest, CurvesPrintRawPointsAndInspectWritesBertviz) {
+    const std::string ckpt = pretrained();
+    const std::string run = (dir_ / "run").string();
+    std::istringstream tsv(read_file(dir_ / "run" / "metrics.tsv"));
+    size_t rows = 0;
+    for (std::string line; std::getline(tsv, line);) rows += !line.empty();
+    ASSERT_GT(rows, 1u);
+    --rows;  // the header
+
+    auto csv = tupe("curves " + quote(run) + " --format csv");
+    EXPECT_EQ(csv.status, 0) << csv.err;
+    std::istringstream csv_lines(csv.out);
+    std::string line;
+    std::getline(csv_lines, line);
+    EXPECT_EQ(line, "run,split,metric,step,value,time");
+    size_t csv_rows = 0;
+    while (std::getline(csv_lines, line)) {
+        ++csv_rows;
+        EXPECT_EQ(line.rfind(run + ",", 0), 0u) << line;
+    }
+    EXPECT_EQ(csv_rows, rows);
+
+    auto json = tupe("curves " + quote(run) + " --format json");
+    EXPECT_EQ(json.status, 0) << json.err;
+    EXPECT_NE(json.out.find("\"runs\""), std::string::npos) << json.out;
+    EXPECT_NE(json.out.find("\"run\": \"" + run + "\""), std::string::npos) << json.out;
+    size_t points = 0;
+    for (auto at = json.out.find("\"split\""); at != std::string::npos;
+         at = json.out.find("\"split\"", at + 1))
+        ++points;
+    EXPECT_EQ(points, rows);
+    expect_one_line_error(tupe("curves " + quote(run) + " --format xml"), "--format");
+
+    auto inspect = tupe("inspect " + quote(ckpt) + " --text 'the cat sat' --out " +
+                        quote((dir_ / "insp").string()) + " --bertviz " +
+                        quote((dir_ / "insp" / "attention.html").string()));
+    EXPECT_EQ(inspect.status, 0) << inspect.err;
+    EXPECT_TRUE(fs::exists(dir_ / "insp" / "token_type_ids.npy"));
+    const std::string html = read_file(dir_ / "insp" / "attention.html");
+    EXPECT_NE(html.find("<script type=\"application/json\" id=\"attention\">"), std::string::npos);
+    EXPECT_NE(html.find("\"tokens\":[\"[CLS]\",\"the\",\"cat\",\"sat\",\"[SEP]\"]"),
+              std::string::npos);
+    expect_one_line_error(tupe("inspect " + quote(ckpt) + " --text 'the cat' --out " +
+                               quote((dir_ / "insp").string()) + " --bertviz a.txt"),
+                          "--bertviz");
+}

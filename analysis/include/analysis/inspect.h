@@ -30,9 +30,30 @@ struct Inspection {
 Inspection inspect_text(engine::BertForMaskedLM& model, const engine::WordPieceTokenizer& tokenizer,
                         const std::string& text_a, const std::string& text_b = {});
 
-/// Creates out_dir and writes tokens.txt (one token per line), input_ids.npy (int64, T) and,
-/// for every layer L counted from 0, layerL_logits.npy and layerL_probs.npy (float32, H x T x T).
-/// Throws engine::InputError naming the directory or file on failure.
+/// Creates out_dir and writes tokens.txt (one token per line), input_ids.npy and
+/// token_type_ids.npy (int64, T) and, for every layer L counted from 0, layerL_logits.npy and
+/// layerL_probs.npy (float32, H x T x T). Throws engine::InputError naming the directory or file
+/// on failure.
 void write_inspection(const Inspection& inspection, const std::string& out_dir);
+
+/// The softmax probabilities in the layout bertviz's head_view / model_view take, as JSON text:
+/// {"tokens": [T], "attention": L x H x T x T nested lists (rows sum to 1), "token_type_ids": [T],
+/// "layers": L, "heads": H, "model": model, "variant": variant}. Floats are written with the
+/// shortest digits that read back as the same float32. Python opens it with
+/// `head_view([torch.tensor(a).unsqueeze(0) for a in d["attention"]], d["tokens"])`.
+std::string bertviz_json(const Inspection& inspection, const std::string& model,
+                         const std::string& variant);
+
+/// A self-contained HTML page holding bertviz_json's text in
+/// <script type="application/json" id="attention"> (every '<', '>' and '&' escaped as \u00XX so
+/// no token can close the element) and a note with the Python that opens it with bertviz.
+/// No bertviz code is embedded.
+std::string bertviz_html(const Inspection& inspection, const std::string& model,
+                         const std::string& variant);
+
+/// Writes bertviz_html to `path` when it ends in ".html" or ".htm", else bertviz_json. Creates
+/// the parent directory; throws engine::InputError(path, ...) on failure.
+void write_bertviz(const Inspection& inspection, const std::string& model,
+                   const std::string& variant, const std::string& path);
 
 }  // namespace analysis
