@@ -25,7 +25,7 @@ APT_PACKAGES=(
     libblas-dev                                      # cblas.h: attention's batched sgemm (engine/batched_matmul.h)
     libicu-dev zlib1g-dev                            # Unicode for the tokenizer; checkpoint CRCs
     libyaml-cpp-dev libsqlite3-dev nlohmann-json3-dev
-    qt6-base-dev libqcustomplot-dev libqcustomplot2.1-qt6
+    qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6   # qt6-svg-dev: SVG figures
     libgtest-dev
     clang libclang-rt-14-dev                         # libFuzzer + ASan for scripts/fuzz.sh (tests/fuzz)
     clang-format                                     # the house style, checked by ./run.sh test

@@ -20,6 +20,18 @@ namespace experiments {
 
 namespace {
 
+/// One CSV field, RFC 4180: wrapped in double quotes, inner quotes doubled, when it holds a
+/// comma, a double quote, CR or LF; otherwise as it is.
+std::string csv_field(const std::string& s) {
+    if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+    std::string out = "\"";
+    for (char ch : s) {
+        if (ch == '"') out += '"';
+        out += ch;
+    }
+    return out + "\"";
+}
+
 // Report columns (the paper's Table 1 order, the built-in tasks, WNLI) and the nine of the
 // paper's average come from the task registry (analysis/tasks.h).
 
@@ -422,14 +434,14 @@ std::string render_report(const Report& report, ReportFormat format, bool mean_s
     std::ostringstream os;
     if (format == ReportFormat::kCsv) {
         for (size_t i = 0; i < header.size(); ++i) {
-            os << (i ? "," : "") << header[i];
+            os << (i ? "," : "") << csv_field(header[i]);
             if (i > 0 && any_interval)
-                os << "," << header[i] << "_lo," << header[i] << "_hi," << header[i] << "_chance,"
-                   << header[i] << "_above_chance";
+                for (const char* suffix : {"_lo", "_hi", "_chance", "_above_chance"})
+                    os << "," << csv_field(header[i] + suffix);
         }
         os << "\n";
         for (const auto& row : report.rows) {
-            os << '"' << row.label << '"';
+            os << csv_field(row.label);
             auto evidence = [&](const ReportCell* c) {
                 if (!any_interval) return;
                 if (!c || !c->has_interval) {

@@ -5,13 +5,18 @@
 
 #include <QApplication>
 #include <QImage>
+#include <QPageSize>
 #include <QPainter>
+#include <QPdfWriter>
 #include <QPixmap>
+#include <QSvgGenerator>
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
 
 #include "plotting/qcp_heatmap.h"
@@ -98,10 +103,12 @@ void add_title(QCustomPlot& plot, const std::string& title, int point_size) {
     plot.plotLayout()->addElement(0, 0, text);
 }
 
-QPixmap render_heatmap(const Heatmap& m, int width, int height) {
+/// A plot drawing `m`, laid out for width x height pixels; kept alive while it is painted.
+std::unique_ptr<QCustomPlot> build_heatmap(const Heatmap& m, int width, int height) {
     check(m);
     check_size(width, height);
-    QCustomPlot plot;
+    auto owned = std::make_unique<QCustomPlot>();
+    QCustomPlot& plot = *owned;
     plot.setNoAntialiasingOnDrag(true);
     QCPAxisRect* rect = plot.axisRect();
     QCPAxis* x = rect->axis(QCPAxis::atBottom);
@@ -148,7 +155,7 @@ QPixmap render_heatmap(const Heatmap& m, int width, int height) {
     if (rotate) x->setTickLabelRotation(90);
     if (!m.x_label.empty()) x->setLabel(qs(m.x_label));
     if (!m.y_label.empty()) y->setLabel(qs(m.y_label));
-    return plot.toPixmap(width, height);
+    return owned;
 }
 
 /// Curve colours: Tableau 10 for up to 10 series; beyond that, hues spaced evenly around the
@@ -162,10 +169,11 @@ QColor series_color(size_t i, size_t n) {
                             i % 2 ? 0.65 : 0.9);
 }
 
-QPixmap render_line_plot(const LinePlot& p, int width, int height) {
+std::unique_ptr<QCustomPlot> build_line_plot(const LinePlot& p, int width, int height) {
     check(p);
     check_size(width, height);
-    QCustomPlot plot;
+    auto owned = std::make_unique<QCustomPlot>();
+    QCustomPlot& plot = *owned;
     double lo = INFINITY, hi = -INFINITY, xlo = INFINITY, xhi = -INFINITY;
     size_t named = 0;
     size_t colored = 0;
@@ -244,7 +252,7 @@ QPixmap render_line_plot(const LinePlot& p, int width, int height) {
             if (plot.graph(i)->name().isEmpty()) plot.graph(i)->removeFromLegend();
     }
     add_title(plot, p.title, 10);
-    return plot.toPixmap(width, height);
+    return owned;
 }
 
 void ensure_parent(const std::string& path) {
@@ -254,14 +262,23 @@ void ensure_parent(const std::string& path) {
     if (ec) throw std::runtime_error(path + ": cannot create the directory: " + ec.message());
 }
 
-void save_image(const QImage& image, const std::string& path) {
-    ensure_parent(path);
-    if (!image.save(qs(path), "PNG"))
-        throw std::runtime_error(path + ": cannot write the PNG file");
+enum class Format { kPng, kPdf, kSvg };
+
+/// The format a path names by its extension, in any case: .svg, .pdf; anything else PNG.
+Format format_of(const std::string& path) {
+    std::string ext = std::filesystem::path(path).extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    return ext == ".svg" ? Format::kSvg : ext == ".pdf" ? Format::kPdf : Format::kPng;
 }
 
-void save_grid(const std::vector<QPixmap>& panels, int columns, int cell_width, int cell_height,
-               const std::string& title, const std::string& path) {
+/// Writes `panels` as one figure, `columns` to a row, each cell_width x cell_height, under an
+/// optional title (one or more lines, 22 pixels each plus 16), in the format `path` names. PNG:
+/// each panel rendered to pixels. PDF and SVG: the panels painted as vectors (a colour map
+/// stays an embedded image) at the PNG's resolution, so text sits where it does in the PNG.
+void save_figure(const std::vector<std::unique_ptr<QCustomPlot>>& panels, int columns,
+                 int cell_width, int cell_height, const std::string& title,
+                 const std::string& path) {
     require(columns > 0, "grid: columns must be > 0, got " + std::to_string(columns));
     const int n = static_cast<int>(panels.size());
     const int cols = std::max(1, std::min(columns, n));
@@ -269,18 +286,72 @@ void save_grid(const std::vector<QPixmap>& panels, int columns, int cell_width, 
     const int title_lines =
         title.empty() ? 0 : 1 + static_cast<int>(std::count(title.begin(), title.end(), '\n'));
     const int title_height = title.empty() ? 0 : 16 + 22 * title_lines;
-    QImage image(cols * cell_width, rows * cell_height + title_height, QImage::Format_RGB32);
+    const int width = cols * cell_width, height = rows * cell_height + title_height;
+    QImage image(width, height, QImage::Format_RGB32);
     image.fill(Qt::white);
-    QPainter painter(&image);
-    if (!title.empty()) {
-        painter.setFont(QFont("sans", 13, QFont::Bold));
-        painter.drawText(QRect(0, 0, image.width(), title_height), Qt::AlignCenter, qs(title));
+    auto paint = [&](QCPPainter& painter, bool vector) {
+        if (!title.empty()) {
+            painter.setFont(QFont("sans", 13, QFont::Bold));
+            painter.drawText(QRect(0, 0, width, title_height), Qt::AlignCenter, qs(title));
+        }
+        for (int i = 0; i < n; ++i) {
+            const QPoint at((i % cols) * cell_width, title_height + (i / cols) * cell_height);
+            QCustomPlot& panel = *panels[static_cast<size_t>(i)];
+            if (!vector) {
+                painter.drawPixmap(at, panel.toPixmap(cell_width, cell_height));
+                continue;
+            }
+            painter.save();
+            painter.translate(at);
+            panel.toPainter(&painter, cell_width, cell_height);
+            painter.restore();
+        }
+    };
+    ensure_parent(path);
+    const Format format = format_of(path);
+    if (format == Format::kPng) {
+        QCPPainter painter(&image);
+        paint(painter, false);
+        painter.end();
+        if (!image.save(qs(path), "PNG"))
+            throw std::runtime_error(path + ": cannot write the PNG file");
+        return;
     }
-    for (int i = 0; i < n; ++i)
-        painter.drawPixmap((i % cols) * cell_width, title_height + (i / cols) * cell_height,
-                           panels[static_cast<size_t>(i)]);
-    painter.end();
-    save_image(image, path);
+    // QCustomPlot's recipe for vector output (its savePdf): vectorized, no cosmetic pens.
+    const int dpi = image.logicalDpiX();
+    const char* kind = format == Format::kSvg ? "SVG" : "PDF";
+    auto draw = [&](QPaintDevice* device) {
+        QCPPainter painter;
+        if (!painter.begin(device)) return false;
+        painter.setMode(QCPPainter::pmVectorized);
+        painter.setMode(QCPPainter::pmNonCosmetic);
+        painter.setWindow(QRect(0, 0, width, height));
+        painter.fillRect(QRect(0, 0, width, height), Qt::white);
+        paint(painter, true);
+        return painter.end();
+    };
+    bool ok = false;
+    if (format == Format::kSvg) {
+        QSvgGenerator svg;
+        svg.setFileName(qs(path));
+        svg.setSize(QSize(width, height));
+        svg.setViewBox(QRect(0, 0, width, height));
+        svg.setResolution(dpi);
+        if (!title.empty()) svg.setTitle(qs(title));
+        ok = draw(&svg);
+    } else {
+        QPdfWriter pdf(qs(path));
+        pdf.setCreator("tupe");
+        if (!title.empty()) pdf.setTitle(qs(title));
+        pdf.setResolution(dpi);
+        pdf.setPageSize(QPageSize(QSizeF(width * 72.0 / dpi, height * 72.0 / dpi), QPageSize::Point,
+                                  QString(), QPageSize::ExactMatch));
+        pdf.setPageMargins(QMarginsF(0, 0, 0, 0), QPageLayout::Point);
+        ok = draw(&pdf);
+    }
+    std::error_code ec;
+    if (!ok || !std::filesystem::exists(path, ec) || std::filesystem::file_size(path, ec) == 0)
+        throw std::runtime_error(path + ": cannot write the " + kind + " file");
 }
 
 QtMessageHandler previous_handler = nullptr;
@@ -340,33 +411,36 @@ OffscreenSession::~OffscreenSession() {
     if (installed_handler_) qInstallMessageHandler(previous_handler);
 }
 
-void save_heatmap_png(const Heatmap& map, const std::string& path, int width, int height) {
+void save_heatmap(const Heatmap& map, const std::string& path, int width, int height) {
     require_application();
-    save_image(render_heatmap(map, width, height).toImage(), path);
+    std::vector<std::unique_ptr<QCustomPlot>> panels;
+    panels.push_back(build_heatmap(map, width, height));
+    save_figure(panels, 1, width, height, {}, path);
 }
 
-void save_heatmap_grid_png(const std::vector<Heatmap>& maps, int columns, const std::string& path,
-                           int cell_width, int cell_height, const std::string& title) {
+void save_heatmap_grid(const std::vector<Heatmap>& maps, int columns, const std::string& path,
+                       int cell_width, int cell_height, const std::string& title) {
     require_application();
     require(!maps.empty(), "heatmap grid " + path + ": no maps");
-    std::vector<QPixmap> panels;
-    for (const Heatmap& m : maps) panels.push_back(render_heatmap(m, cell_width, cell_height));
-    save_grid(panels, columns, cell_width, cell_height, title, path);
+    std::vector<std::unique_ptr<QCustomPlot>> panels;
+    for (const Heatmap& m : maps) panels.push_back(build_heatmap(m, cell_width, cell_height));
+    save_figure(panels, columns, cell_width, cell_height, title, path);
 }
 
-void save_line_plot_png(const LinePlot& plot, const std::string& path, int width, int height) {
+void save_line_plot(const LinePlot& plot, const std::string& path, int width, int height) {
     require_application();
-    save_image(render_line_plot(plot, width, height).toImage(), path);
+    std::vector<std::unique_ptr<QCustomPlot>> panels;
+    panels.push_back(build_line_plot(plot, width, height));
+    save_figure(panels, 1, width, height, {}, path);
 }
 
-void save_line_plot_grid_png(const std::vector<LinePlot>& plots, int columns,
-                             const std::string& path, int cell_width, int cell_height,
-                             const std::string& title) {
+void save_line_plot_grid(const std::vector<LinePlot>& plots, int columns, const std::string& path,
+                         int cell_width, int cell_height, const std::string& title) {
     require_application();
     require(!plots.empty(), "line plot grid " + path + ": no plots");
-    std::vector<QPixmap> panels;
-    for (const LinePlot& p : plots) panels.push_back(render_line_plot(p, cell_width, cell_height));
-    save_grid(panels, columns, cell_width, cell_height, title, path);
+    std::vector<std::unique_ptr<QCustomPlot>> panels;
+    for (const LinePlot& p : plots) panels.push_back(build_line_plot(p, cell_width, cell_height));
+    save_figure(panels, columns, cell_width, cell_height, title, path);
 }
 
 }  // namespace plotting

@@ -1,6 +1,6 @@
 // Offscreen rendering of the plotting structs (QT_QPA_PLATFORM=offscreen via OffscreenSession):
 // the PNGs exist, have the requested size, show more than one colour, and bad input is refused
-// before anything is drawn.
+// before anything is drawn; a .svg or .pdf path writes that format.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,6 +9,8 @@
 #include <QString>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 
 #include "plotting/plotting.h"
@@ -76,6 +78,22 @@ TEST_F(PlottingTest, HeatmapPngHasRequestedSizeAndStructure) {
     EXPECT_EQ(image.width(), 500);
     EXPECT_EQ(image.height(), 420);
     EXPECT_GT(colours(image), 20u);
+    // Not just any render with text: the map itself is drawn, and the right way round. (j - i)
+    // is positive above the diagonal (red, to the upper right) and negative below it (blue, to
+    // the lower left); the colour bar adds both colours in one column, which moves neither
+    // mean sideways.
+    double red_x = 0, red_y = 0, blue_x = 0, blue_y = 0;
+    int reds = 0, blues = 0;
+    for (int y = 0; y < image.height(); ++y)
+        for (int x = 0; x < image.width(); ++x) {
+            const QColor c(image.pixel(x, y));
+            if (c.red() > c.blue() + 60) red_x += x, red_y += y, ++reds;     // the red half
+            if (c.blue() > c.red() + 60) blue_x += x, blue_y += y, ++blues;  // the blue half
+        }
+    ASSERT_GT(reds, 500);
+    ASSERT_GT(blues, 500);
+    EXPECT_GT(red_x / reds, blue_x / blues + 20);
+    EXPECT_LT(red_y / reds, blue_y / blues - 20);
 }
 
 TEST_F(PlottingTest, DivergingScaleIsWhiteAtZeroAndColouredAtTheEnds) {
@@ -154,4 +172,31 @@ TEST_F(PlottingTest, InconsistentInputIsRefused) {
     EXPECT_THROW(save_line_plot_png(p, (dir_ / "y.png").string()), std::invalid_argument);
     EXPECT_FALSE(fs::exists(dir_ / "x.png"));
     EXPECT_THROW(save_heatmap_grid_png({}, 2, (dir_ / "z.png").string()), std::invalid_argument);
+}
+
+// The extension picks the format: .svg an SVG document, .pdf a PDF, the PNG path unchanged.
+TEST_F(PlottingTest, SvgAndPdfByExtension) {
+    auto head = [](const fs::path& p) {
+        std::ifstream in(p, std::ios::binary);
+        return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    };
+    const fs::path map_svg = dir_ / "map.svg";
+    save_heatmap(band(6, true), map_svg.string(), 400, 300);
+    const std::string svg = head(map_svg);
+    EXPECT_EQ(svg.rfind("<?xml", 0), 0u) << svg.substr(0, 80);
+    EXPECT_NE(svg.find("<svg"), std::string::npos);
+
+    LinePlot p;
+    p.title = "curves";
+    p.series.push_back({"loss", {0, 1, 2}, {3, 2, 1.5}});
+    const fs::path grid_svg = dir_ / "sub" / "grid.SVG";  // any case; the folder is created
+    save_line_plot_grid_png({p, p}, 2, grid_svg.string(), 320, 240, "two");
+    const std::string grid = head(grid_svg);
+    EXPECT_EQ(grid.rfind("<?xml", 0), 0u);
+    EXPECT_NE(grid.find("<svg"), std::string::npos);
+    EXPECT_NE(grid.find("curves"), std::string::npos);  // the panel title stays text
+
+    const fs::path pdf = dir_ / "lines.pdf";
+    save_line_plot(p, pdf.string());
+    EXPECT_EQ(head(pdf).rfind("%PDF", 0), 0u);
 }

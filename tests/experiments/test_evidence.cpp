@@ -389,3 +389,49 @@ TEST_F(EvidenceTest, AStoreOfTheOldSchemaIsMigratedForReading) {
     EXPECT_TRUE(store.predictions(e->id).empty());
     EXPECT_THROW(ResultStore::open_for_reading((dir_ / "absent.sqlite").string()), StoreError);
 }
+
+// RFC 4180: a field holding a comma or a double quote is quoted, inner quotes doubled, so a
+// spreadsheet reads the label back whole and every row has the header's column count.
+TEST(ReportCsv, QuotesFieldsWithCommasAndQuotes) {
+    Report report;
+    report.columns = {"cola", "a,b"};  // an unknown key is its own title
+    ReportRow row;
+    row.label = "tupe \"a\", 1";
+    row.cells["cola"].present = true;
+    row.cells["cola"].median = 58;
+    row.has_average = true;
+    row.average = 58;
+    report.rows.push_back(row);
+    const std::string csv = render_report(report, ReportFormat::kCsv);
+    // Splits one CSV line into its fields (quoted fields unescaped).
+    auto fields = [](const std::string& line) {
+        std::vector<std::string> out(1);
+        bool quoted = false;
+        for (size_t i = 0; i < line.size(); ++i) {
+            const char ch = line[i];
+            if (quoted && ch == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+                out.back() += '"';
+                ++i;
+            } else if (ch == '"') {
+                quoted = !quoted;
+            } else if (ch == ',' && !quoted) {
+                out.emplace_back();
+            } else {
+                out.back() += ch;
+            }
+        }
+        return out;
+    };
+    std::istringstream in(csv);
+    std::string header_line, row_line;
+    ASSERT_TRUE(std::getline(in, header_line)) << csv;
+    ASSERT_TRUE(std::getline(in, row_line)) << csv;
+    EXPECT_EQ(header_line, "model,CoLA,\"a,b\",Avg");
+    EXPECT_EQ(row_line.rfind("\"tupe \"\"a\"\", 1\",", 0), 0u) << row_line;
+    const std::vector<std::string> header = fields(header_line), cells = fields(row_line);
+    ASSERT_EQ(header.size(), 4u) << header_line;
+    EXPECT_EQ(header[2], "a,b");
+    ASSERT_EQ(cells.size(), header.size()) << row_line;
+    EXPECT_EQ(cells[0], "tupe \"a\", 1");
+    EXPECT_EQ(cells[2], "");  // no value for a,b
+}

@@ -99,7 +99,7 @@ MainWindow::MainWindow(QWidget* parent)
     });
     file->addAction("&Reload", QKeySequence::Refresh, this, [this] { openDatabase(store_.path); });
     file->addSeparator();
-    file->addAction("Export &plot (PNG + PDF)...", this, &MainWindow::exportPlot);
+    file->addAction("Export &plot (PNG + PDF + SVG)...", this, &MainWindow::exportPlot);
     file->addAction("Export &data (CSV)...", this, &MainWindow::exportData);
     file->addAction("Copy table as &Markdown", this, [this] { copyTable("markdown"); });
     file->addAction("Copy table as &LaTeX", this, [this] { copyTable("latex"); });
@@ -192,12 +192,14 @@ void MainWindow::exportPlot() {
     const QList<QCustomPlot*> plots = v ? v->exportablePlots() : QList<QCustomPlot*>{};
     if (plots.isEmpty()) return showError("This view has no plot to export.");
     const QString path =
-        QFileDialog::getSaveFileName(this, "Export plot (PNG and PDF)", "plot.png", "PNG (*.png)");
+        QFileDialog::getSaveFileName(this, "Export plot (PNG, PDF and SVG)", "plot.png",
+                                     "PNG (*.png);;SVG (*.svg);;PDF (*.pdf)");
     if (path.isEmpty()) return;
     QStringList written;
     const QString error = app::exportPlots(plots, path, &written);
     if (!error.isEmpty()) return showError(error);
-    statusBar()->showMessage("wrote " + written.join(", ") + " and the PDFs beside them", 8000);
+    statusBar()->showMessage(
+        "wrote " + written.join(", ") + " and the PDF and SVG files beside them", 8000);
 }
 
 void MainWindow::exportData() {

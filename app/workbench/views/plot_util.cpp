@@ -2,6 +2,7 @@
 #include "views/plot_util.h"
 
 #include <QFileInfo>
+#include <QSvgGenerator>
 #include <QToolTip>
 #include <algorithm>
 #include <cmath>
@@ -17,6 +18,14 @@ QString qs(const std::string& s) { return QString::fromStdString(s); }
 /// labels[i] when there is one, else the index.
 QString labelAt(const std::vector<std::string>& labels, int i) {
     return i >= 0 && size_t(i) < labels.size() ? qs(labels[size_t(i)]) : QString::number(i);
+}
+
+/// One CSV field, RFC 4180: wrapped in double quotes, inner quotes doubled, when it holds a
+/// comma, a double quote, CR or LF; otherwise as it is.
+QString csvField(QString s) {
+    if (!s.contains(QRegularExpression("[,\"\r\n]"))) return s;
+    s.replace('"', "\"\"");
+    return '"' + s + '"';
 }
 
 }  // namespace
@@ -153,12 +162,31 @@ void HeatmapPlot::mouseMoveEvent(QMouseEvent* event) {
                        this);
 }
 
+bool saveSvg(QCustomPlot* plot, const QString& path) {
+    if (!plot) return false;
+    const int width = plot->viewport().width(), height = plot->viewport().height();
+    if (width <= 0 || height <= 0) return false;
+    QSvgGenerator svg;
+    svg.setFileName(path);
+    svg.setSize(QSize(width, height));
+    svg.setViewBox(QRect(0, 0, width, height));
+    svg.setTitle(QFileInfo(path).completeBaseName());
+    // QCustomPlot's recipe for vector output (its savePdf): no cosmetic pens, no caching.
+    QCPPainter painter;
+    if (!painter.begin(&svg)) return false;
+    painter.setMode(QCPPainter::pmVectorized);
+    painter.setMode(QCPPainter::pmNonCosmetic);
+    plot->toPainter(&painter, width, height);
+    return painter.end() && QFileInfo(path).size() > 0;
+}
+
 QString exportPlot(QCustomPlot* plot, const QString& basePath) {
     if (!plot) return "this view has no plot to export";
     QString base = basePath;
-    base.remove(QRegularExpression("\\.(png|pdf)$"));
+    base.remove(QRegularExpression("\\.(png|pdf|svg)$", QRegularExpression::CaseInsensitiveOption));
     if (!plot->savePng(base + ".png", 0, 0, 2.0)) return "cannot write " + base + ".png";
     if (!plot->savePdf(base + ".pdf")) return "cannot write " + base + ".pdf";
+    if (!saveSvg(plot, base + ".svg")) return "cannot write " + base + ".svg";
     return {};
 }
 
@@ -166,7 +194,7 @@ QString exportPlots(const QList<QCustomPlot*>& plots, const QString& basePath,
                     QStringList* written) {
     if (plots.isEmpty()) return "this view has no plot to export";
     QString base = basePath;
-    base.remove(QRegularExpression("\\.(png|pdf)$"));
+    base.remove(QRegularExpression("\\.(png|pdf|svg)$", QRegularExpression::CaseInsensitiveOption));
     for (int i = 0; i < plots.size(); ++i) {
         const QString suffix = plots.size() == 1   ? QString()
                                : plots.size() == 2 ? (i == 0 ? "-left" : "-right")
@@ -183,10 +211,10 @@ QString plotCsv(QCustomPlot* plot) {
     if (auto* heat = qobject_cast<HeatmapPlot*>(plot)) {
         const plotting::Heatmap& d = heat->data();
         QString out = "row";
-        for (int c = 0; c < d.cols; ++c) out += "," + labelAt(d.col_labels, c);
+        for (int c = 0; c < d.cols; ++c) out += "," + csvField(labelAt(d.col_labels, c));
         out += "\n";
         for (int r = 0; r < d.rows; ++r) {
-            out += labelAt(d.row_labels, r);
+            out += csvField(labelAt(d.row_labels, r));
             for (int c = 0; c < d.cols; ++c)
                 out +=
                     "," + QString::number(d.values[size_t(r) * size_t(d.cols) + size_t(c)], 'g', 8);
@@ -197,13 +225,11 @@ QString plotCsv(QCustomPlot* plot) {
     QString out = "series,x,y\n";
     for (int g = 0; g < plot->graphCount(); ++g) {
         QCPGraph* graph = plot->graph(g);
-        QString name = graph->name();
-        name.replace('"', "'");
+        const QString name = csvField(graph->name());
         for (auto it = graph->data()->constBegin(); it != graph->data()->constEnd(); ++it)
-            out += QString("\"%1\",%2,%3\n")
-                       .arg(name)
-                       .arg(it->key, 0, 'g', 10)
-                       .arg(it->value, 0, 'g', 10);
+            out += QString("%1,%2,%3\n")
+                       .arg(name, QString::number(it->key, 'g', 10),
+                            QString::number(it->value, 'g', 10));
     }
     return out;
 }

@@ -1,7 +1,7 @@
 // Shared pieces of the views' QCustomPlot figures: a styled plot, a heatmap widget drawing a
 // plotting::Heatmap (colour scale from plotting/palette.h, symmetric diverging range for signed
 // maps, token tick labels, hover value), a queued replot at most ~10 times per second, and
-// export of a plot to PNG + PDF and of its graphs to CSV.
+// export of a plot to PNG + PDF + SVG and of its graphs to CSV (RFC 4180 quoting).
 #pragma once
 
 #include <QPointer>
@@ -59,13 +59,18 @@ class HeatmapPlot : public QCustomPlot {
     bool withScale_;
 };
 
-/// Saves `plot` as base.png and base.pdf; returns the error, empty on success.
+/// Writes `plot` at its current size to an SVG file (QSvgGenerator; text and lines stay
+/// vectors, a colour map is an embedded image); false when it cannot be written.
+bool saveSvg(QCustomPlot* plot, const QString& path);
+/// Saves `plot` as base.png, base.pdf and base.svg (a .png, .pdf or .svg ending on basePath is
+/// dropped first); returns the error, empty on success.
 QString exportPlot(QCustomPlot* plot, const QString& basePath);
 /// Several plots: one alone as exportPlot; two as BASE-left and BASE-right, more as BASE-1 ...
 /// Returns the first error (empty on success); `written` gets the PNG paths.
 QString exportPlots(const QList<QCustomPlot*>& plots, const QString& basePath,
                     QStringList* written = nullptr);
-/// The plot's graphs as CSV ("series,x,y" rows) or, for a heatmap, its matrix.
+/// The plot's graphs as CSV ("series,x,y" rows) or, for a heatmap, its matrix under a "row"
+/// header of column labels. Fields with a comma, a quote, CR or LF are quoted (RFC 4180).
 QString plotCsv(QCustomPlot* plot);
 
 }  // namespace app

@@ -1,8 +1,9 @@
-// Offscreen PNG figures from plain data: heatmaps (colour scale, token or position tick labels,
-// a symmetric diverging range for signed maps), line plots, and grids of either, drawn with
-// QCustomPlot (its colour-map demo). The structs and this header are plain C++ with no Qt or
-// torch, so torch code (the `tupe` CLI) can fill them and the desktop app can draw the same
-// structs on screen. Matrices are row-major: values[r * cols + c], row 0 drawn at the top.
+// Offscreen figures (PNG, PDF or SVG, by the file's extension) from plain data: heatmaps (colour
+// scale, token or position tick labels, a symmetric diverging range for signed maps), line plots,
+// and grids of either, drawn with QCustomPlot (its colour-map demo). The structs and this header
+// are plain C++ with no Qt or torch, so torch code (the `tupe` CLI) can fill them and the desktop
+// app can draw the same structs on screen. Matrices are row-major: values[r * cols + c], row 0
+// drawn at the top.
 #pragma once
 
 #include <limits>
@@ -84,26 +85,49 @@ class OffscreenSession {
     bool installed_handler_ = false;
 };
 
-/// Renders `map` at width x height pixels to a PNG. Throws std::invalid_argument for
+// The file's extension picks the format, in any case: ".svg" an SVG (QSvgGenerator), ".pdf" a
+// PDF, anything else a PNG. SVG and PDF keep axes, curves and text as vectors (a colour map is
+// an embedded image) and are laid out as the PNG of the same pixel size.
+
+/// Renders `map` at width x height pixels to `path`. Throws std::invalid_argument for
 /// inconsistent sizes (values, labels), std::logic_error without a QApplication (see
 /// OffscreenSession), std::runtime_error naming the path when the file cannot be written.
-void save_heatmap_png(const Heatmap& map, const std::string& path, int width = 640,
-                      int height = 560);
+void save_heatmap(const Heatmap& map, const std::string& path, int width = 640, int height = 560);
 
 /// Renders `maps` as a grid with `columns` panels per row, each cell_width x cell_height
 /// pixels, under an optional overall title (one or more lines, 22 pixels each plus 16). Each panel
-/// keeps its own colour scale unless its range is fixed. Errors as save_heatmap_png.
-void save_heatmap_grid_png(const std::vector<Heatmap>& maps, int columns, const std::string& path,
-                           int cell_width = 420, int cell_height = 380,
-                           const std::string& title = {});
+/// keeps its own colour scale unless its range is fixed. Errors as save_heatmap.
+void save_heatmap_grid(const std::vector<Heatmap>& maps, int columns, const std::string& path,
+                       int cell_width = 420, int cell_height = 380, const std::string& title = {});
 
-/// Renders `plot` at width x height pixels to a PNG. Errors as save_heatmap_png.
-void save_line_plot_png(const LinePlot& plot, const std::string& path, int width = 720,
-                        int height = 420);
+/// Renders `plot` at width x height pixels to `path`. Errors as save_heatmap.
+void save_line_plot(const LinePlot& plot, const std::string& path, int width = 720,
+                    int height = 420);
 
-/// Renders `plots` as a grid with `columns` panels per row. Errors as save_heatmap_png.
-void save_line_plot_grid_png(const std::vector<LinePlot>& plots, int columns,
-                             const std::string& path, int cell_width = 520, int cell_height = 340,
-                             const std::string& title = {});
+/// Renders `plots` as a grid with `columns` panels per row. Errors as save_heatmap.
+void save_line_plot_grid(const std::vector<LinePlot>& plots, int columns, const std::string& path,
+                         int cell_width = 520, int cell_height = 340,
+                         const std::string& title = {});
+
+// The earlier names, kept for their callers (the CLI): the same functions, so a path ending in
+// .svg or .pdf writes that format there too.
+inline void save_heatmap_png(const Heatmap& map, const std::string& path, int width = 640,
+                             int height = 560) {
+    save_heatmap(map, path, width, height);
+}
+inline void save_heatmap_grid_png(const std::vector<Heatmap>& maps, int columns,
+                                  const std::string& path, int cell_width = 420,
+                                  int cell_height = 380, const std::string& title = {}) {
+    save_heatmap_grid(maps, columns, path, cell_width, cell_height, title);
+}
+inline void save_line_plot_png(const LinePlot& plot, const std::string& path, int width = 720,
+                               int height = 420) {
+    save_line_plot(plot, path, width, height);
+}
+inline void save_line_plot_grid_png(const std::vector<LinePlot>& plots, int columns,
+                                    const std::string& path, int cell_width = 520,
+                                    int cell_height = 340, const std::string& title = {}) {
+    save_line_plot_grid(plots, columns, path, cell_width, cell_height, title);
+}
 
 }  // namespace plotting
