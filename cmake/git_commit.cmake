@@ -3,8 +3,9 @@
 # when the value changed (temp file + copy_if_different), so a new commit recompiles one file.
 # Run as a script:
 #   cmake -DTUPE_SOURCE_DIR=<src> -DTUPE_GIT_OUTPUT=<header> [-DGIT_EXECUTABLE=<git>] -P git_commit.cmake
-# Value: `git rev-parse --short=12 HEAD`, with "-dirty" when `git status --porcelain` lists
-# anything; "unknown" without git or outside a checkout (a tarball). It never fails the build.
+# Value: `git rev-parse --short=12 HEAD`, with "-dirty" when a tracked file differs from HEAD
+# (untracked files such as build folders and data do not count); "unknown" without git or
+# outside a checkout (a tarball). It never fails the build.
 if(NOT TUPE_SOURCE_DIR OR NOT TUPE_GIT_OUTPUT)
     message(FATAL_ERROR "git_commit.cmake: set TUPE_SOURCE_DIR and TUPE_GIT_OUTPUT")
 endif()
@@ -28,7 +29,7 @@ if(GIT_EXECUTABLE)
                         OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
         if(head_rc EQUAL 0 AND head MATCHES "^[0-9a-f]+$")
             set(commit "${head}")
-            execute_process(COMMAND ${GIT_EXECUTABLE} status --porcelain
+            execute_process(COMMAND ${GIT_EXECUTABLE} status --porcelain --untracked-files=no
                             WORKING_DIRECTORY ${TUPE_SOURCE_DIR}
                             RESULT_VARIABLE status_rc OUTPUT_VARIABLE status
                             OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
