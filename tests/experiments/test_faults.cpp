@@ -20,24 +20,7 @@ using test_support::quote;
 class FaultTest : public test_support::TempDirTest {
   protected:
     FaultTest() : TempDirTest(test_support::per_test_name("tupe_faults")) {}
-    void SetUp() override {
-        test_support::write_vocab(
-            dir_ / "vocab.txt", {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat",
-                                 "on", "mat", "a", "dog", "ran", "."});
-        std::ofstream corpus(dir_ / "corpus.txt");
-        for (int d = 0; d < 12; ++d) {
-            for (int s = 0; s < 4; ++s)
-                corpus << (s % 2 ? "the cat sat on the mat ." : "a dog ran .") << "\n";
-            corpus << "\n";
-        }
-        std::ofstream cfg(dir_ / "tiny.yaml");
-        cfg << "model:\n  preset: tupe-r\n  size: tiny\n  max_position_embeddings: 32\n"
-            << "data:\n  corpus: " << (dir_ / "corpus.txt").string()
-            << "\n  vocab: " << (dir_ / "vocab.txt").string()
-            << "\n  cache_dir: " << (dir_ / "cache").string()
-            << "\n  max_seq_len: 32\n  validation_fraction: 0.2\n"
-            << "train:\n  steps: 3\n  batch_size: 4\n  eval_interval: 3\n  threads: 1\n";
-    }
+    void SetUp() override { test_support::write_tiny_pretraining(dir_); }
     test_support::CliResult tupe(const std::string& args) const {
         return test_support::run_tupe(args, dir_ / "stderr.txt");
     }

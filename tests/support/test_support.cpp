@@ -101,6 +101,25 @@ engine::ModelConfig tiny16_config(const std::string& preset, int64_t vocab_size,
     return c;
 }
 
+void write_tiny_pretraining(const fs::path& dir) {
+    write_vocab(dir / "vocab.txt",
+                {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat",
+                 "a", "dog", "ran", ".", "##s", "un", "##able"});
+    std::ofstream corpus(dir / "corpus.txt");
+    for (int d = 0; d < 12; ++d) {
+        for (int s = 0; s < 4; ++s)
+            corpus << (s % 2 ? "the cat sat on the mat ." : "a dog ran .") << "\n";
+        corpus << "\n";
+    }
+    std::ofstream cfg(dir / "tiny.yaml");
+    cfg << "model:\n  preset: tupe-r\n  size: tiny\n  max_position_embeddings: 32\n"
+        << "data:\n  corpus: " << (dir / "corpus.txt").string()
+        << "\n  vocab: " << (dir / "vocab.txt").string()
+        << "\n  cache_dir: " << (dir / "cache").string()
+        << "\n  max_seq_len: 32\n  validation_fraction: 0.2\n"
+        << "train:\n  steps: 3\n  batch_size: 4\n  eval_interval: 3\n  threads: 1\n";
+}
+
 void write_toy_corpus(const fs::path& dir, int documents, int sentences, int min_words,
                       unsigned seed) {
     const std::vector<std::string> words = {"the",   "a",     "old",   "red",   "cat",   "dog",

@@ -136,6 +136,11 @@ struct PhraseLists {
 void write_phrase_corpus(const std::filesystem::path& dir, const PhraseLists& lists, unsigned seed,
                          int documents, const std::function<int(int)>& sentences_in);
 
+/// The CLI tests' tiny pretraining: dir/vocab.txt (the specials, "the cat sat on mat a dog ran
+/// .", "##s", "un", "##able"), dir/corpus.txt (12 documents of 4 sentences) and dir/tiny.yaml
+/// (tupe-r, tiny, 32 positions, 3 steps of batch 4, one thread, cache under dir/cache).
+void write_tiny_pretraining(const std::filesystem::path& dir);
+
 // ---- the tupe CLI ----------------------------------------------------------------------------
 
 /// `s` in single quotes for /bin/sh.
