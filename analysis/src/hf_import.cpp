@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "analysis/attention_analysis.h"
+#include "analysis/hf_index.h"
 #include "analysis/safetensors.h"
 #include "analysis/torch_pickle.h"
 #include "engine/errors.h"
@@ -281,44 +282,21 @@ struct HfWeights {
 /// with `read_shard`, and every tensor of the weight map must be in the shard it names.
 HfWeights read_sharded(const fs::path& index, NamedTensors (*read_shard)(const std::string&)) {
     const std::string path = index.string();
-    const std::string bytes = read_text(path);
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(bytes.begin(), bytes.end());
-    } catch (const nlohmann::json::exception& e) {
-        throw engine::CheckpointError(path, std::string("malformed JSON: ") + e.what());
-    }
-    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object() ||
-        j["weight_map"].empty())
-        throw engine::CheckpointError(path, "no \"weight_map\" object of tensor -> shard file");
-    std::vector<std::string> shards;
-    std::unordered_map<std::string, std::vector<std::string>> wanted;  // shard -> tensors
-    for (const auto& [tensor, shard] : j["weight_map"].items()) {
-        if (!shard.is_string())
-            throw engine::CheckpointError(
-                path, "weight_map['" + tensor + "'] must be a file name, got " + shard.dump());
-        const std::string file = shard.get<std::string>();
-        bool outside = file.empty() || fs::path(file).is_absolute();
-        for (const auto& part : fs::path(file)) outside = outside || part == "..";
-        if (outside)
-            throw engine::CheckpointError(path, "weight_map['" + tensor + "'] = \"" + file +
-                                                    "\" is not a file in the folder");
-        auto [it, fresh] = wanted.try_emplace(file);
-        if (fresh) shards.push_back(file);
-        it->second.push_back(tensor);
-    }
+    const HfWeightMap map = parse_hf_weight_map(read_text(path), path);
+    const std::vector<std::string>& shards = map.shards;
+    const auto& wanted = map.tensors;  // shard -> tensors
     HfWeights out{{}, path};
     for (const auto& shard : shards) {
         const fs::path shard_path = index.parent_path() / shard;
         std::error_code ec;
         if (!fs::is_regular_file(shard_path, ec))
             throw engine::CheckpointError(
-                path, "shard '" + shard + "' (holding '" + wanted[shard].front() + "' and " +
-                          std::to_string(wanted[shard].size() - 1) + " more) not found");
+                path, "shard '" + shard + "' (holding '" + wanted.at(shard).front() + "' and " +
+                          std::to_string(wanted.at(shard).size() - 1) + " more) not found");
         NamedTensors part = read_shard(shard_path.string());
         std::set<std::string> present;
         for (const auto& item : part) present.insert(item.first);
-        for (const auto& tensor : wanted[shard])
+        for (const auto& tensor : wanted.at(shard))
             if (!present.count(tensor))
                 throw engine::CheckpointError(shard_path.string(),
                                               "no tensor '" + tensor + "', which " +
@@ -458,6 +436,19 @@ engine::Vocab import_hf_vocab(const std::string& dir, const engine::ModelConfig&
     return vocab;
 }
 
+namespace {
+
+/// transformers' BertEmbeddings always has a token_type_embeddings table (and BertTokenizer
+/// gives a pair's second segment type 1), so a model without one is exported with two zero
+/// rows: the same function for any token types.
+constexpr int64_t kZeroTypeRows = 2;
+
+int64_t exported_type_vocab_size(const engine::ModelConfig& c) {
+    return c.type_vocab_size > 0 ? c.type_vocab_size : kZeroTypeRows;
+}
+
+}  // namespace
+
 std::string hf_config_for(const engine::ModelConfig& c) {
     nlohmann::json j = {
         {"architectures", {hf_representable(c) ? "BertForMaskedLM" : "TupeForMaskedLM"}},
@@ -468,7 +459,7 @@ std::string hf_config_for(const engine::ModelConfig& c) {
         {"num_attention_heads", c.num_attention_heads},
         {"intermediate_size", c.intermediate_size},
         {"max_position_embeddings", c.max_position_embeddings},
-        {"type_vocab_size", c.type_vocab_size},
+        {"type_vocab_size", exported_type_vocab_size(c)},
         {"layer_norm_eps", c.layer_norm_eps},
         {"hidden_act", "gelu"},
         {"hidden_dropout_prob", c.hidden_dropout_prob},
@@ -495,7 +486,7 @@ std::string hf_config_for(const engine::ModelConfig& c) {
 }
 
 void export_hf_bert(engine::BertForMaskedLM& model, const std::string& vocab_path, bool lower_case,
-                    const std::string& dir) {
+                    const std::string& dir, std::vector<std::string>* notes) {
     const engine::ModelConfig& config = model->config();
     // Checked before anything is written: the vocabulary must fit the embedding table.
     const engine::Vocab vocab = engine::Vocab::load(vocab_path);
@@ -520,6 +511,14 @@ void export_hf_bert(engine::BertForMaskedLM& model, const std::string& vocab_pat
         // adds it only for "absolute": zeros, so from_pretrained finds every tensor.
         tensors.emplace_back("bert.embeddings.position_embeddings.weight",
                              torch::zeros({config.max_position_embeddings, config.hidden_size}));
+    }
+    if (config.type_vocab_size == 0) {
+        tensors.emplace_back("bert.embeddings.token_type_embeddings.weight",
+                             torch::zeros({kZeroTypeRows, config.hidden_size}));
+        if (notes)
+            notes->push_back(
+                "type_vocab_size 0 exported as type_vocab_size " + std::to_string(kZeroTypeRows) +
+                " with all-zero token_type_embeddings (HF needs the table; zeros add nothing)");
     }
     write_safetensors((d / "model.safetensors").string(), tensors,
                       {{"format", "pt"}, {"producer", "tupe export"}});

@@ -217,25 +217,6 @@ double variance_share(const torch::Tensor& positional, const torch::Tensor& tota
     return row_variance_sum(positional) / denominator;
 }
 
-// ---- names
-// ---------------------------------------------------------------------------------------
-
-const std::vector<std::string>& property_names() {
-    static const std::vector<std::string> names = {"positional_share",
-                                                   "static_share",
-                                                   "monotonicity_left",
-                                                   "monotonicity_right",
-                                                   "translation_invariance",
-                                                   "symmetry",
-                                                   "rank90",
-                                                   "toeplitz_residual",
-                                                   "locality",
-                                                   "attention_symmetry",
-                                                   "mean_distance",
-                                                   "entropy"};
-    return names;
-}
-
 namespace {
 
 // The field of `p` named `name` (HeadProperties or const HeadProperties).

@@ -2,7 +2,9 @@
 // and the flat text form of a config stored in checkpoints.
 #include "engine/config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 #include <stdexcept>
 
@@ -240,6 +242,84 @@ std::string config_to_text(const PretrainConfig& config) {
     visit_fields(copy, [&](const char* key, auto& value) {
         out += key;
         out += " = " + format_value(value) + "\n";
+    });
+    return out;
+}
+
+namespace {
+
+// YAML double-quoted scalar (YAML 1.2, sec. 7.3.1): every string is quoted, so "none", "~",
+// "" or a path with ": " or " #" reads back as the same string.
+std::string yaml_value(const std::string& s) {
+    std::string out = "\"";
+    for (const char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (ch == '"' || ch == '\\') {
+            out += '\\';
+            out += ch;
+        } else if (c < 0x20 || c == 0x7f) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", c);
+            out += buf;
+        } else {
+            out += ch;
+        }
+    }
+    return out + "\"";
+}
+std::string yaml_value(bool b) { return format_value(b); }
+std::string yaml_value(int64_t i) { return format_value(i); }
+std::string yaml_value(uint64_t i) { return format_value(i); }
+// The shortest decimal form that parses back to the same double ("0.1", not
+// "0.10000000000000001"; "10000", not "1e+04"; "1e-6", not "1e-06"), so the file reads as the
+// user would write it.
+std::string yaml_value(double d) {
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e15) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.0f", d);
+        return buf;
+    }
+    for (int precision = 1; precision <= 17; ++precision) {
+        std::ostringstream os;
+        os.precision(precision);
+        os << d;
+        std::string text = os.str();
+        double back = 0;
+        std::istringstream is(text);
+        is >> back;
+        if (is.fail() || back != d) continue;
+        // "1e-06" -> "1e-6", "1e+20" -> "1e20" (the same number to the engine's parser).
+        const auto e = text.find('e');
+        if (e != std::string::npos) {
+            std::string mantissa = text.substr(0, e), exponent = text.substr(e + 1);
+            const bool negative = !exponent.empty() && exponent[0] == '-';
+            if (!exponent.empty() && (exponent[0] == '-' || exponent[0] == '+'))
+                exponent.erase(0, 1);
+            exponent.erase(0, std::min(exponent.find_first_not_of('0'), exponent.size() - 1));
+            text = mantissa + "e" + (negative ? "-" : "") + exponent;
+        }
+        return text;
+    }
+    return format_value(d);
+}
+
+}  // namespace
+
+std::string config_to_yaml(const PretrainConfig& config) {
+    std::string out =
+        "# The resolved config of this run, every key at its value: `tupe pretrain --config\n"
+        "# config.yaml --out DIR` trains the same run again into DIR.\n";
+    std::string section;
+    PretrainConfig copy = config;
+    visit_fields(copy, [&](const char* key, auto& value) {
+        const std::string k = key;
+        const auto dot = k.find('.');
+        const std::string s = dot == std::string::npos ? "" : k.substr(0, dot);
+        if (s != section) {
+            if (!s.empty()) out += s + ":\n";
+            section = s;
+        }
+        out += (s.empty() ? k : "  " + k.substr(dot + 1)) + ": " + yaml_value(value) + "\n";
     });
     return out;
 }

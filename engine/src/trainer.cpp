@@ -262,11 +262,17 @@ void agree_on_start(DistributedContext& dist, int64_t rank, const std::string& c
 }
 
 // The run directory is self-contained (vocabulary and resolved config beside the checkpoint,
-// so `tupe inspect` works after the data folder moves).
+// so `tupe inspect` works after the data folder moves). config.yaml is the resolved config in
+// the schema of `tupe pretrain --config`, so the run can be trained again from it; config.txt
+// is its flat text form, as stored in the checkpoint.
 void write_run_files(const PretrainConfig& config, const Vocab& vocab) {
     vocab.save((fs::path(config.out_dir) / "vocab.txt").string());
     std::ofstream cfg(fs::path(config.out_dir) / "config.txt");
     cfg << config_to_text(config);
+    std::ofstream yaml(fs::path(config.out_dir) / "config.yaml");
+    yaml << config_to_yaml(config);
+    if (!yaml)
+        throw InputError((fs::path(config.out_dir) / "config.yaml").string(), "cannot write");
 }
 
 // The corpus tokenized (or read from its cache) and packed into train/validation blocks.

@@ -77,6 +77,25 @@ std::string did_you_mean(const std::string& suggestion) {
     return suggestion.empty() ? "" : ", did you mean '" + suggestion + "'?";
 }
 
+// The field name of a key: "train.lr" -> "lr", "out_dir" -> "out_dir".
+std::string field_of(const std::string& key) {
+    const auto dot = key.rfind('.');
+    return dot == std::string::npos ? key : key.substr(dot + 1);
+}
+
+const KeyAlias* find_alias(const std::string& name) {
+    const std::string lowered = to_lower(name);
+    for (const auto& a : key_aliases())
+        if (a.name == lowered) return &a;
+    return nullptr;
+}
+
+std::string alias_hint(const KeyAlias& a, const std::string& name) {
+    const std::string said = "; the " + a.origin + " name " + name;
+    if (a.key.empty()) return said + " has no key here: " + a.note;
+    return said + " is " + a.key + a.note + " here";
+}
+
 const char* kind_name(const YAML::Node& node) {
     switch (node.Type()) {
         case YAML::NodeType::Map: return "a mapping";
@@ -180,7 +199,7 @@ class Loader {
             const std::string path = section + "." + key_text(entry.first, section);
             check_duplicate(seen, path, entry.first.Mark());
             if (!contains(keys_, path) && !contains(legacy_, path))
-                fail_at(entry.first.Mark(), path, "unknown key" + did_you_mean(nearest(path)));
+                fail_at(entry.first.Mark(), path, "unknown key" + unknown_key_hint(path));
             add_scalar(path, entry.first, entry.second);
         }
     }
@@ -227,6 +246,9 @@ class Loader {
         }
         std::vector<std::string> names = top_level_names();
         names.insert(names.end(), foreign_.begin(), foreign_.end());
+        const std::string expected = "unknown top-level key (expected " + join(names) + ")";
+        // Another toolkit's name ("max_steps:") before any edit-distance guess.
+        if (const KeyAlias* alias = find_alias(name)) return expected + alias_hint(*alias, name);
         std::string suggestion = nearest_key(name, names);
         if (suggestion.empty()) {
             // A bare field at the top level ("lr:") belongs under its section.
@@ -237,10 +259,8 @@ class Loader {
                     break;
                 }
         }
-        return "unknown top-level key (expected " + join(names) + ")" + did_you_mean(suggestion);
+        return expected + did_you_mean(suggestion);
     }
-
-    std::string nearest(const std::string& key) const { return nearest_key(key, keys_); }
 
     void read_override(const std::string& text) {
         const auto eq = text.find('=');
@@ -254,7 +274,7 @@ class Loader {
         s.value = text.substr(eq + 1);
         s.override_text = text;
         if (!contains(keys_, key) && !contains(legacy_, key))
-            fail_at(s, "unknown key '" + key + "'" + did_you_mean(nearest(key)));
+            fail_at(s, "unknown key '" + key + "'" + unknown_key_hint(key));
         settings_.push_back(std::move(s));
     }
 
@@ -295,7 +315,7 @@ class Loader {
             } catch (const std::invalid_argument& e) {
                 fail_at(s, e.what());
             } catch (const std::out_of_range&) {
-                fail_at(s, "unknown key" + did_you_mean(nearest(s.key)));
+                fail_at(s, "unknown key" + unknown_key_hint(s.key));
             }
         }
         try {
@@ -354,6 +374,67 @@ engine::PretrainConfig load_pretrain_config(const std::string& path,
     text << in.rdbuf();
     if (in.bad()) throw ConfigError(path, 0, 0, "", "cannot read config file");
     return load_pretrain_config_from_string(text.str(), path, overrides);
+}
+
+const std::vector<KeyAlias>& key_aliases() {
+    // HF: transformers' TrainingArguments, BertConfig and run_mlm.py's data arguments; fairseq:
+    // its command-line options with '_' for '-' (fairseq/dataclass/configs.py, the Adam and
+    // polynomial_decay options). Names that are our own field names (lr, seed, batch_size,
+    // weight_decay, adam_beta1 ...) need no alias: a misplaced field is found by its name.
+    static const std::vector<KeyAlias> aliases = {
+        {"max_steps", "HF", "train.steps", ""},
+        {"max_update", "fairseq", "train.steps", ""},
+        {"total_num_update", "fairseq", "train.steps", ""},
+        {"learning_rate", "HF", "train.lr", ""},
+        {"per_device_train_batch_size", "HF", "train.batch_size", ""},
+        {"max_sentences", "fairseq", "train.batch_size", ""},
+        {"warmup_updates", "fairseq", "train.warmup_steps", ""},
+        {"gradient_accumulation_steps", "HF", "train.grad_accum", ""},
+        {"update_freq", "fairseq", "train.grad_accum", ""},
+        {"adam_betas", "fairseq", "train.adam_beta1", " and train.adam_beta2"},
+        {"adam_epsilon", "HF", "train.adam_eps", ""},
+        {"max_grad_norm", "HF", "train.clip_norm", ""},
+        {"eval_steps", "HF", "train.eval_interval", ""},
+        {"validate_interval_updates", "fairseq", "train.eval_interval", ""},
+        {"save_steps", "HF", "train.checkpoint_interval", ""},
+        {"save_interval_updates", "fairseq", "train.checkpoint_interval", ""},
+        {"logging_steps", "HF", "train.log_interval", ""},
+        {"fp16", "HF and fairseq", "train.dtype", ": fp16"},
+        {"bf16", "HF and fairseq", "train.dtype", ": bf16"},
+        {"no_cuda", "HF", "train.device", ": cpu"},
+        {"use_cpu", "HF", "train.device", ": cpu"},
+        {"cpu", "fairseq", "train.device", ": cpu"},
+        {"lr_scheduler_type", "HF", "",
+         "the schedule is a linear warm-up over train.warmup_steps, then a linear decay to 0 at "
+         "train.steps"},
+        {"lr_scheduler", "fairseq", "",
+         "the schedule is a linear warm-up over train.warmup_steps, then a linear decay to 0 at "
+         "train.steps"},
+        {"encoder_layers", "fairseq", "model.num_hidden_layers", ""},
+        {"encoder_embed_dim", "fairseq", "model.hidden_size", ""},
+        {"encoder_attention_heads", "fairseq", "model.num_attention_heads", ""},
+        {"encoder_ffn_embed_dim", "fairseq", "model.intermediate_size", ""},
+        {"dropout", "fairseq", "model.hidden_dropout_prob", ""},
+        {"attention_dropout", "fairseq", "model.attention_probs_dropout_prob", ""},
+        {"encoder_normalize_before", "fairseq", "model.pre_layernorm", ""},
+        {"max_seq_length", "HF", "data.max_seq_len", ""},
+        {"tokens_per_sample", "fairseq", "data.max_seq_len", ""},
+        {"mlm_probability", "HF", "data.mask_prob", ""},
+        {"train_file", "HF", "data.corpus", ""},
+        {"output_dir", "HF", "out_dir", ""},
+        {"save_dir", "fairseq", "out_dir", ""},
+    };
+    return aliases;
+}
+
+std::string unknown_key_hint(const std::string& key) {
+    const std::string name = field_of(key);
+    if (const KeyAlias* alias = find_alias(name)) return alias_hint(*alias, name);
+    const std::vector<std::string> keys = engine::config_keys();
+    // A field of another section ("model.lr"): the key that has that field.
+    for (const auto& k : keys)
+        if (k != key && field_of(k) == name) return did_you_mean(k);
+    return did_you_mean(nearest_key(key, keys));
 }
 
 std::string nearest_key(const std::string& key, const std::vector<std::string>& candidates) {

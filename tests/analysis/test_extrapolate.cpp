@@ -7,7 +7,6 @@
 #include <torch/torch.h>
 
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -28,35 +27,12 @@ namespace {
 constexpr int64_t kMaxPositions = 64;  // bert-a's table
 constexpr int64_t kTrainLength = 40;   // L: shifts 0, 20, 40; bert-a runs 0..59 but not 40..79
 
-engine::Vocab test_vocab() {
-    return engine::Vocab::from_tokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat",
-                                       "sat",   "on",    "mat",   ".",     "dog",    "ran", "a",
-                                       "##s",   "red",   "old",   "saw",   "bird",   "near"});
-}
+// Skewed towards the low ids, so that the unigram floor is below log(15), with an [UNK] now and
+// then (test_support::word_stream).
+std::vector<int64_t> test_stream(int64_t n = 1000) { return test_support::word_stream(n, 7, true); }
 
-// n ids of the non-special tokens (ids 5..19), skewed towards the low ids (the product of two
-// uniform draws) so that the unigram floor is below log(15); an [UNK] now and then, which is
-// never masked.
-std::vector<int64_t> test_stream(int64_t n = 1000) {
-    std::mt19937 rng(7);
-    std::vector<int64_t> out;
-    for (int64_t i = 0; i < n; ++i) {
-        const auto a = static_cast<int64_t>(rng() % 15);
-        const auto b = static_cast<int64_t>(rng() % 15);
-        out.push_back(rng() % 100 == 0 ? 1 : 5 + a * b / 14);
-    }
-    return out;
-}
-
-// A tiny randomised model in float64 (so that RoPE's rotations cancel to rounding), eval mode.
 engine::BertForMaskedLM test_model(const std::string& preset, uint64_t seed = 3) {
-    const engine::ModelConfig config =
-        test_support::tiny16_config(preset, test_vocab().size(), kMaxPositions, false);
-    engine::BertForMaskedLM model(config);
-    test_support::randomize_parameters(*model, seed, 0.3, true);
-    model->to(torch::kDouble);
-    model->eval();
-    return model;
+    return test_support::randomized_word_model(preset, kMaxPositions, seed);
 }
 
 ExtrapolationOptions test_options() {
@@ -72,7 +48,8 @@ ExtrapolationOptions test_options() {
 
 ExtrapolationReport evaluate(const std::string& preset) {
     auto model = test_model(preset);
-    return analysis::evaluate_extrapolation(model, test_stream(), test_vocab(), test_options());
+    return analysis::evaluate_extrapolation(model, test_stream(), test_support::word_vocab(),
+                                            test_options());
 }
 
 }  // namespace
@@ -144,7 +121,7 @@ TEST(Extrapolate, EveryLengthScoresTheSameMaskedTokens) {
     auto o = test_options();
     o.factors = {0.5, 1.0, 1.5, 2.0, 4.0};
     const auto stream = test_stream();
-    const auto r = analysis::evaluate_extrapolation(model, stream, test_vocab(), o);
+    const auto r = analysis::evaluate_extrapolation(model, stream, test_support::word_vocab(), o);
     EXPECT_EQ(r.stream_tokens, 1000);
     // The masked set by hand: the rule of stream_masked, specials ([UNK]) left alone.
     int64_t expected = 0;
@@ -173,7 +150,8 @@ TEST(Extrapolate, EveryLengthScoresTheSameMaskedTokens) {
     // Another seed masks another set.
     o.seed = 6;
     o.factors = {1.0};
-    const auto other = analysis::evaluate_extrapolation(model, stream, test_vocab(), o);
+    const auto other =
+        analysis::evaluate_extrapolation(model, stream, test_support::word_vocab(), o);
     EXPECT_NE(other.lengths[0].loss, r.lengths[1].loss);
 }
 
@@ -194,8 +172,8 @@ TEST(Extrapolate, PositionOffsetAndTrainingFlagAreRestored) {
     auto model = test_model("bert-a");
     model->train();
     model->bert->position->set_position_offset(5);
-    const auto r =
-        analysis::evaluate_extrapolation(model, test_stream(), test_vocab(), test_options());
+    const auto r = analysis::evaluate_extrapolation(model, test_stream(),
+                                                    test_support::word_vocab(), test_options());
     EXPECT_EQ(model->bert->position->position_offset(), 5);
     EXPECT_TRUE(model->is_training());
     EXPECT_EQ(r.base_offset, 5);
@@ -212,7 +190,7 @@ TEST(Extrapolate, PositionOffsetAndTrainingFlagAreRestored) {
 // (e) The errors.
 TEST(Extrapolate, EmptyStreamAndBadOptionsAreErrors) {
     auto model = test_model("nope");
-    const auto vocab = test_vocab();
+    const auto vocab = test_support::word_vocab();
     try {
         analysis::evaluate_extrapolation(model, {}, vocab, test_options());
         FAIL() << "an empty stream was evaluated";
@@ -271,7 +249,7 @@ TEST(Extrapolate, MaskIsADeterministicHashOfSeedAndIndex) {
 }
 
 TEST(Extrapolate, TokenStreamReadsTheCorpusUpToMaxTokens) {
-    engine::WordPieceTokenizer tokenizer(test_vocab());
+    engine::WordPieceTokenizer tokenizer(test_support::word_vocab());
     test_support::TempFile corpus(test_support::per_test_name("extrapolate_corpus.txt"),
                                   "The cats sat.\n\nA dog ran\n");
     EXPECT_EQ(analysis::read_token_stream(corpus.path(), tokenizer, 100),

@@ -10,7 +10,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -48,27 +47,12 @@ torch::Tensor row_constant(int64_t n) {  // phi(i, j) = c_i
     return torch::cos(index_grid(n, true));
 }
 
-engine::Vocab test_vocab() {
-    return engine::Vocab::from_tokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat",
-                                       "sat",   "on",    "mat",   ".",     "dog",    "ran", "a",
-                                       "##s",   "red",   "old",   "saw",   "bird",   "near"});
-}
-
 std::vector<int64_t> test_stream(int64_t n = 400) {
-    std::mt19937 rng(11);
-    std::vector<int64_t> out;
-    for (int64_t i = 0; i < n; ++i) out.push_back(5 + static_cast<int64_t>(rng() % 15));
-    return out;
+    return test_support::word_stream(n, 11, false);
 }
 
 engine::BertForMaskedLM test_model(const std::string& preset, uint64_t seed = 3) {
-    const engine::ModelConfig config =
-        test_support::tiny16_config(preset, test_vocab().size(), kMaxPositions, false);
-    engine::BertForMaskedLM model(config);
-    test_support::randomize_parameters(*model, seed, 0.3, true);
-    model->to(torch::kDouble);
-    model->eval();
-    return model;
+    return test_support::randomized_word_model(preset, kMaxPositions, seed);
 }
 
 analysis::PropertiesReport probe(engine::BertForMaskedLM& model, int64_t windows = 6) {
@@ -77,7 +61,7 @@ analysis::PropertiesReport probe(engine::BertForMaskedLM& model, int64_t windows
     o.windows = windows;
     o.batch_size = 4;  // two batches
     o.source = "test-stream";
-    return analysis::measure_properties(model, test_stream(), test_vocab(), o);
+    return analysis::measure_properties(model, test_stream(), test_support::word_vocab(), o);
 }
 
 }  // namespace
@@ -265,7 +249,7 @@ TEST(PropertiesProbe, ShortStreamIsAnInputErrorNamingTheSource) {
     o.length = kLength;
     o.source = "short.txt";
     try {
-        analysis::measure_properties(model, {5, 6, 7}, test_vocab(), o);
+        analysis::measure_properties(model, {5, 6, 7}, test_support::word_vocab(), o);
         FAIL() << "expected an InputError";
     } catch (const engine::InputError& e) {
         EXPECT_NE(std::string(e.what()).find("short.txt"), std::string::npos) << e.what();
@@ -297,12 +281,12 @@ TEST(OrderProbe, NopeLossDoesNotChangeAndBertADoes) {
     o.batch_size = 3;
     o.source = "test-stream";
     auto nope = test_model("nope");
-    const auto r = analysis::order_probe(nope, test_stream(), test_vocab(), o);
+    const auto r = analysis::order_probe(nope, test_stream(), test_support::word_vocab(), o);
     EXPECT_EQ(r.rows.size(), o.ngrams.size() + o.swaps.size());
     EXPECT_GT(r.masked, 0);
     for (const auto& row : r.rows) EXPECT_NEAR(row.change, 0.0, 1e-9) << row.kind << " " << row.n;
     auto bert = test_model("bert-a");
-    const auto b = analysis::order_probe(bert, test_stream(), test_vocab(), o);
+    const auto b = analysis::order_probe(bert, test_stream(), test_support::word_vocab(), o);
     EXPECT_EQ(b.masked, r.masked);                // the same masked tokens
     EXPECT_GT(std::abs(b.rows[0].change), 1e-6);  // a full shuffle moves a model with positions
 }
@@ -310,7 +294,7 @@ TEST(OrderProbe, NopeLossDoesNotChangeAndBertADoes) {
 TEST(OrderProbe, AnalyzeWritesPropertiesAndTheOrderProbe) {
     test_support::TempDir dir("tupe_properties_analyze");
     auto model = test_model("tupe-a");
-    const engine::WordPieceTokenizer tokenizer(test_vocab());
+    const engine::WordPieceTokenizer tokenizer(test_support::word_vocab());
     std::vector<std::string> sentences(12,
                                        "the cat sat on the mat . a red dog ran near the old bird");
     analysis::AnalyzeOptions options;

@@ -2,9 +2,13 @@
 // section, --set overrides (including a preset switch), and the error messages with their
 // file:line:column, key path and nearest-key suggestion.
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "experiments/config_loader.h"
@@ -330,4 +334,180 @@ TEST(ConfigLoader, LegacyRelPosKeyMeansTheT5Bias) {
         EXPECT_NE(std::string(e.what()).find("model.relative_position"), std::string::npos)
             << e.what();
     }
+}
+
+// ---- the resolved config as YAML (engine::config_to_yaml) -------------------------------------
+
+namespace {
+
+// A config of `preset` at `size` with every field it can have away from its default: strings
+// YAML would misread unquoted ("", ": ", " #", quotes, backslashes, "null"), the largest seed,
+// doubles without a short decimal form.
+engine::PretrainConfig unusual_config(const std::string& preset, const std::string& size) {
+    engine::PretrainConfig c;
+    c.model = engine::make_model_config(preset, size);
+    auto& m = c.model;
+    m.vocab_size = 1234, m.hidden_size = 48, m.num_hidden_layers = 3, m.num_attention_heads = 3;
+    m.intermediate_size = 100;
+    m.max_position_embeddings = 77, m.type_vocab_size = 0, m.hidden_dropout_prob = 0.125;
+    m.attention_probs_dropout_prob = 1.0 / 3.0, m.layer_norm_eps = 1e-7;
+    m.initializer_range = 0.037, m.pad_token_id = 3, m.rel_pos_bins = 16, m.max_rel_pos = 64;
+    m.max_relative_distance = 9, m.rope_fraction = 0.5, m.rope_base = 1.5e20;
+    m.position_offset = 2, m.pre_layernorm = true;
+    auto& d = c.data;
+    d.corpus = "data/my corpus: v2 #1.txt", d.vocab = "C:\\vocab \"x\".txt", d.cache_dir = "null";
+    d.max_seq_len = 77, d.validation_fraction = 0.1, d.mask_prob = 0.2;
+    d.whole_word_masking = true, d.lower_case = false;
+    auto& t = c.train;
+    t.steps = 7, t.batch_size = 6, t.grad_accum = 3, t.lr = 3e-4, t.warmup_steps = 0;
+    t.weight_decay = 0, t.adam_beta1 = 0.8, t.adam_beta2 = 0.999, t.adam_eps = 1e-8;
+    t.clip_norm = 0, t.eval_interval = 3, t.eval_batches = 2, t.checkpoint_interval = 5;
+    t.log_interval = 1, t.seed = 18446744073709551615ULL, t.device = "cuda:1", t.dtype = "bf16";
+    t.threads = 3, t.tensorboard = false;
+    c.out_dir = "";
+    return c;
+}
+
+// What a preset fixes about its positional scheme: left at the preset's values.
+bool scheme_key(const std::string& key) {
+    return key == "model.preset" || key == "model.size" || key == "model.absolute_position" ||
+           key == "model.relative_position" || key == "model.untie_cls" ||
+           key == "model.shared_pos_term" || key == "model.attention_scale_factor";
+}
+
+}  // namespace
+
+TEST(ConfigYaml, LoadOfWriteIsTheConfigForEveryPresetAndSize) {
+    for (const auto& preset : engine::model_presets()) {
+        for (const auto& size : engine::model_sizes()) {
+            SCOPED_TRACE(preset + " " + size);
+            // The preset as it is, and with every other field away from its default.
+            engine::PretrainConfig plain;
+            plain.model = engine::make_model_config(preset, size);
+            const engine::PretrainConfig unusual = unusual_config(preset, size);
+            for (const auto& key : engine::config_keys())
+                if (!scheme_key(key))
+                    EXPECT_NE(engine::get_config_value(unusual, key),
+                              engine::get_config_value(plain, key))
+                        << key << " is at its default";
+            for (const engine::PretrainConfig* config :
+                 std::vector<const engine::PretrainConfig*>{&plain, &unusual}) {
+                const std::string yaml = engine::config_to_yaml(*config);
+                engine::PretrainConfig back;
+                try {
+                    back = load_pretrain_config_from_string(yaml, "config.yaml");
+                } catch (const ConfigError& e) {
+                    FAIL() << e.what() << "\n" << yaml;
+                }
+                // Every field, through the flat text form of all keys.
+                EXPECT_EQ(engine::config_to_text(back), engine::config_to_text(*config)) << yaml;
+            }
+        }
+    }
+}
+
+TEST(ConfigYaml, WritesEveryKeyInItsSectionReadably) {
+    engine::PretrainConfig c;
+    c.train.lr = 0.1;
+    c.data.corpus = "a: b";
+    const std::string yaml = engine::config_to_yaml(c);
+    const YAML::Node root = YAML::Load(yaml);
+    for (const auto& key : engine::config_keys()) {
+        const auto dot = key.find('.');
+        const YAML::Node node =
+            dot == std::string::npos ? root[key] : root[key.substr(0, dot)][key.substr(dot + 1)];
+        EXPECT_TRUE(node.IsScalar()) << key << " missing in\n" << yaml;
+    }
+    // Numbers in the shortest exact form.
+    EXPECT_TRUE(has(yaml, "\n  lr: 0.1\n")) << yaml;
+    EXPECT_TRUE(has(yaml, "\n  rope_base: 10000\n")) << yaml;
+    EXPECT_TRUE(has(yaml, "\n  adam_eps: 1e-6\n")) << yaml;
+    EXPECT_TRUE(has(yaml, "\n  layer_norm_eps: 1e-12\n")) << yaml;
+    EXPECT_TRUE(has(yaml, "\n  corpus: \"a: b\"\n")) << yaml;
+    EXPECT_TRUE(has(yaml, "\n  tensorboard: true\n")) << yaml;
+    EXPECT_TRUE(has(yaml, "\nout_dir: \"runs/pretrain\"\n")) << yaml;
+}
+
+// ---- other toolkits' names: hints, never accepted ---------------------------------------------
+
+TEST(ConfigAliases, HfEvalStepsIsTheEvalIntervalNotTrainSteps) {
+    const auto e = load_error("model:\n  preset: bert-a\ntrain:\n  lr: 1e-4\n  eval_steps: 50\n");
+    EXPECT_EQ(e.key(), "train.eval_steps");
+    EXPECT_EQ(e.line(), 5);
+    EXPECT_STREQ(e.what(),
+                 "cfg.yaml:5:3: train.eval_steps: unknown key; the HF name eval_steps is "
+                 "train.eval_interval here");
+    EXPECT_FALSE(has(e.what(), "'train.steps'")) << e.what();
+}
+
+TEST(ConfigAliases, OtherHfAndFairseqNamesPointAtOurKeys) {
+    EXPECT_TRUE(has(load_error("train:\n  max_steps: 9\n").what(),
+                    "train.max_steps: unknown key; the HF name max_steps is train.steps here"));
+    EXPECT_TRUE(has(load_error("train:\n  save_interval_updates: 9\n").what(),
+                    "the fairseq name save_interval_updates is train.checkpoint_interval here"));
+    EXPECT_TRUE(has(load_error("model:\n  encoder_layers: 4\n").what(),
+                    "the fairseq name encoder_layers is model.num_hidden_layers here"));
+    EXPECT_TRUE(has(load_error("train:\n  gradient_accumulation_steps: 2\n").what(),
+                    "the HF name gradient_accumulation_steps is train.grad_accum here"));
+    EXPECT_TRUE(has(load_error("data:\n  max_seq_length: 64\n").what(),
+                    "the HF name max_seq_length is data.max_seq_len here"));
+    EXPECT_TRUE(has(load_error("train:\n  adam_betas: '(0.9, 0.98)'\n").what(),
+                    "the fairseq name adam_betas is train.adam_beta1 and train.adam_beta2 here"));
+    EXPECT_TRUE(has(load_error("train:\n  lr_scheduler_type: cosine\n").what(),
+                    "the HF name lr_scheduler_type has no key here: the schedule is a linear "
+                    "warm-up over train.warmup_steps"));
+    // At the top level and in --set too.
+    const auto top = load_error("bf16: true\n");
+    EXPECT_EQ(top.line(), 1);
+    EXPECT_TRUE(has(top.what(), "the HF and fairseq name bf16 is train.dtype: bf16 here"))
+        << top.what();
+    EXPECT_STREQ(load_error("", {"train.save_steps=5"}).what(),
+                 "--set train.save_steps=5: unknown key 'train.save_steps'; the HF name "
+                 "save_steps is train.checkpoint_interval here");
+}
+
+TEST(ConfigAliases, AMisplacedFieldAndPlainTyposKeepTheirSuggestions) {
+    // One of our fields under the wrong section: its section is named.
+    EXPECT_TRUE(has(load_error("model:\n  lr: 1e-4\n").what(), "did you mean 'train.lr'?"));
+    EXPECT_TRUE(
+        has(load_error("train:\n  hidden_size: 8\n").what(), "did you mean 'model.hidden_size'?"));
+    // Typos of our keys: the edit-distance suggestion, not an alias.
+    EXPECT_TRUE(has(load_error("train:\n  eval_intervall: 5\n").what(),
+                    "did you mean 'train.eval_interval'?"));
+    EXPECT_TRUE(has(load_error("train:\n  stpes: 5\n").what(), "did you mean 'train.steps'?"));
+    EXPECT_TRUE(has(load_error("", {"model.num_hidden_layer=3"}).what(),
+                    "did you mean 'model.num_hidden_layers'?"));
+}
+
+TEST(ConfigAliases, AnAliasIsNeverAccepted) {
+    for (const auto& alias : experiments::key_aliases()) {
+        SCOPED_TRACE(alias.name);
+        EXPECT_THROW(
+            load_pretrain_config_from_string("train:\n  " + alias.name + ": 1\n", "c.yaml"),
+            ConfigError);
+        EXPECT_THROW(load_pretrain_config_from_string("", "c.yaml", {alias.name + "=1"}),
+                     ConfigError);
+    }
+}
+
+TEST(ConfigAliases, EveryAliasNamesARealKeyOrExplainsWhyNot) {
+    const auto keys = engine::config_keys();
+    std::set<std::string> names;
+    for (const auto& alias : experiments::key_aliases()) {
+        SCOPED_TRACE(alias.name);
+        EXPECT_TRUE(names.insert(alias.name).second) << "listed twice";
+        for (const char c : alias.name) EXPECT_FALSE(std::isupper(static_cast<unsigned char>(c)));
+        // Not one of our own field names (those are found as misplaced fields).
+        for (const auto& key : keys)
+            EXPECT_NE(key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1),
+                      alias.name);
+        if (alias.key.empty())
+            EXPECT_FALSE(alias.note.empty());
+        else
+            EXPECT_NE(std::find(keys.begin(), keys.end(), alias.key), keys.end()) << alias.key;
+        EXPECT_TRUE(alias.origin == "HF" || alias.origin == "fairseq" ||
+                    alias.origin == "HF and fairseq")
+            << alias.origin;
+    }
+    EXPECT_GE(names.size(), 30u);
 }

@@ -273,7 +273,9 @@ engine::BertForMaskedLM import_hf_bert(const std::string& dir,
 /// BertForMaskedLM computes the same function: BERT-A (position_embedding_type "absolute") or
 /// Shaw's relative keys with HF's per-layer tables ("relative_key", "relative_key_query"),
 /// post-LN, no [CLS] reset, scale 1; else "tupe", which read_hf_bert_config accepts and
-/// transformers refuses.
+/// transformers refuses. A model without segment embeddings (type_vocab_size 0) is written
+/// with type_vocab_size 2, whose rows export_hf_bert stores as zeros: BertEmbeddings needs
+/// the table, and adding a zero row for either segment is the same function.
 std::string hf_config_for(const engine::ModelConfig& config);
 
 /// Writes `model` as an HF folder that import_hf_bert reads back to the same function:
@@ -281,9 +283,11 @@ std::string hf_config_for(const engine::ModelConfig& config);
 /// float32; the tied decoder is not stored twice), dir/vocab.txt (the tokens of vocab_path),
 /// dir/tokenizer_config.json (do_lower_case = lower_case). Creates dir; each file is written
 /// atomically. Throws engine::CheckpointError / engine::InputError naming the file, e.g. for a
-/// vocabulary larger than config.vocab_size (checked before anything is written).
+/// vocabulary larger than config.vocab_size (checked before anything is written). What the
+/// export had to change in form (a zero token_type_embeddings table for type_vocab_size 0) is
+/// added to `notes`, one line each, when given.
 void export_hf_bert(engine::BertForMaskedLM& model, const std::string& vocab_path, bool lower_case,
-                    const std::string& dir);
+                    const std::string& dir, std::vector<std::string>* notes = nullptr);
 
 /// dir/tokenizer_config.json's do_lower_case, or `fallback` when the file or key is absent.
 /// Throws engine::CheckpointError naming the file for malformed JSON or a non-boolean value.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "analysis/attention_analysis.h"
+#include "analysis/property_names.h"
 #include "engine/bert.h"
 #include "engine/tokenizer.h"
 
@@ -94,8 +95,7 @@ struct HeadProperties {
     HeadPattern pattern = HeadPattern::kBroad;  ///< classify_head of the mean attention map
 };
 
-/// "positional_share", "static_share", ..., "entropy": the order of every table and file.
-const std::vector<std::string>& property_names();
+// property_names(): "positional_share", ..., "entropy" (analysis/property_names.h).
 /// The property `name` of `p` (one of property_names()); throws std::invalid_argument otherwise.
 double property_value(const HeadProperties& p, const std::string& name);
 

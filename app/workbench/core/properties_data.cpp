@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "analysis/property_names.h"
 #include "core/store_access.h"
 #include "experiments/report.h"
 #include "experiments/result_store.h"
@@ -53,18 +54,12 @@ NpyArray squareMatrix(const AnalysisData& d, const AnalysisEntry& e) {
 }  // namespace
 
 const QStringList& propertyNames() {
-    static const QStringList names = {"positional_share",
-                                      "static_share",
-                                      "monotonicity_left",
-                                      "monotonicity_right",
-                                      "translation_invariance",
-                                      "symmetry",
-                                      "rank90",
-                                      "toeplitz_residual",
-                                      "locality",
-                                      "attention_symmetry",
-                                      "mean_distance",
-                                      "entropy"};
+    // The analysis layer's list (analysis/property_names.h, torch-free), once as Qt strings.
+    static const QStringList names = [] {
+        QStringList out;
+        for (const auto& name : analysis::property_names()) out << QString::fromStdString(name);
+        return out;
+    }();
     return names;
 }
 

@@ -28,7 +28,7 @@ struct ArtifactRecord;
 namespace app {
 
 /// The statistics keys of a "property" entry in the analysis layer's order
-/// (analysis::property_names(); that header needs torch): positional_share ... entropy.
+/// (analysis::property_names() of analysis/property_names.h): positional_share ... entropy.
 const QStringList& propertyNames();
 
 /// One line on what property `name` measures (the header tooltip); empty for an unknown name.

@@ -110,6 +110,11 @@ struct PretrainConfig {
 std::string config_to_text(const PretrainConfig& config);
 /// Inverse of config_to_text. Throws std::invalid_argument naming the line on bad input.
 PretrainConfig parse_config_text(const std::string& text);
+/// The same config as YAML in the schema `tupe pretrain --config` reads (experiments/
+/// config_loader.h): `model:`, `data:`, `train:` mappings and `out_dir:`, every key at its
+/// value (strings double-quoted, numbers in the shortest form that reads back exactly), so
+/// loading it gives `config` again. Written beside each run as out_dir/config.yaml.
+std::string config_to_yaml(const PretrainConfig& config);
 
 /// Every settable key, "section.field" (e.g. "train.lr"), in a stable order.
 std::vector<std::string> config_keys();

@@ -53,7 +53,8 @@ class ConfigError : public std::runtime_error {
 /// run then shows the same paths the user typed.
 ///
 /// Throws ConfigError for an unreadable file, malformed YAML, an unknown key (with the
-/// nearest valid key when one is close), a wrong type, an unknown preset or size, or a model
+/// nearest valid key when one is close, or our key for another toolkit's name: see
+/// unknown_key_hint), a wrong type, an unknown preset or size, or a model
 /// that fails engine::ModelConfig::validate().
 engine::PretrainConfig load_pretrain_config(const std::string& path,
                                             const std::vector<std::string>& overrides = {});
@@ -69,6 +70,26 @@ engine::PretrainConfig load_pretrain_config_from_node(const YAML::Node& root,
                                                       const std::string& name_for_messages,
                                                       const std::vector<std::string>& overrides,
                                                       const std::vector<std::string>& foreign_keys);
+
+/// A name another toolkit gives one of our settings (Hugging Face TrainingArguments and
+/// BertConfig, fairseq's options), used only to explain an unknown key: an alias is never
+/// accepted in a config. `key` is a real key of engine::config_keys() ("" when there is no
+/// such setting here); `note` completes the sentence ("train.dtype: bf16", or why there is none).
+struct KeyAlias {
+    std::string name;    ///< "eval_steps"
+    std::string origin;  ///< "HF", "fairseq" or "HF and fairseq"
+    std::string key;     ///< "train.eval_interval"
+    std::string note;    ///< appended to the key, or the whole hint when key is ""
+};
+
+/// Every alias, in a stable order; names are unique and lower-case.
+const std::vector<KeyAlias>& key_aliases();
+
+/// The hint for an unknown `key` ("section.name", "name" at the top level or in --set),
+/// without the leading "unknown key": "; the HF name eval_steps is train.eval_interval here"
+/// when its last part is an alias, ", did you mean 'train.lr'?" when that part is a field of
+/// another section or `key` is a near typo of a valid key (nearest_key), otherwise "".
+std::string unknown_key_hint(const std::string& key);
 
 /// The candidate closest to `key` by edit distance (Levenshtein, with a swap of two
 /// adjacent characters counted as one edit; case-insensitive), or "" when none is close:
