@@ -1,7 +1,9 @@
 // `tupe submit`: one variant's stored predictions written in the GLUE server's layout
 // (DIR/CoLA.tsv ... MNLI-m.tsv, MNLI-mm.tsv ... WNLI.tsv; analysis/submission.h), one file
 // per task the variant was fine-tuned on, from the run the report shows: the best lr's
-// median-seed run (experiments/report.h). Only dev predictions are stored so far.
+// median-seed run (experiments/report.h): its dev predictions (`tupe score` reads them back) or
+// with --split test its test predictions under the test files' indices, and the GLUE files
+// zipped as the server takes them (DIR/submission.zip, unless --no-zip).
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -12,9 +14,11 @@
 #include "analysis/submission.h"
 #include "analysis/tasks.h"
 #include "cli_util.h"
+#include "command_table.h"
 #include "commands.h"
 #include "engine/errors.h"
 #include "experiments/experiment.h"
+#include "experiments/glue_data.h"
 #include "experiments/report.h"
 #include "experiments/result_store.h"
 
@@ -39,14 +43,14 @@ std::string format_lr(double lr) {
 }  // namespace
 
 int cmd_submit(const Argv& argv) {
-    Args args(argv, {"db", "experiment", "variant", "step", "out", "split"});
-    const std::string split = args.get("split", "dev");
+    Args args(argv, command_spec("submit"));
+    const std::string split = args.get("split");
     if (split != "dev" && split != "test")
         throw UsageError("--split must be dev or test, got '" + split + "'");
     const std::string name = args.required("experiment");
     const std::string variant = args.required("variant");
     const std::string out = args.required("out");
-    const std::string db = args.get("db", "results/tupe.sqlite");
+    const std::string db = args.get("db");
     if (!fs::exists(db))
         throw engine::InputError(
             db, "no results database (run `tupe run EXPERIMENT.yaml` first, or pass --db)");
@@ -86,11 +90,7 @@ int cmd_submit(const Argv& argv) {
                                              "' has no GLUE results at step " +
                                              std::to_string(step) + " (has: " + join(steps) + ")");
     }
-    if (split == "test")
-        throw engine::InputError(db,
-                                 "no test predictions stored: `tupe run` keeps dev predictions "
-                                 "only, so a server submission cannot be written yet (--split dev "
-                                 "writes the dev ones)");
+    const bool test = split == "test";
 
     const auto results = store.glue_results(experiment->id);
     const auto predictions = store.predictions(experiment->id);
@@ -101,6 +101,7 @@ int cmd_submit(const Argv& argv) {
     std::vector<std::string> written_from;           // per column: the run it came from
     std::map<std::string, std::string> not_written;  // file name -> why
     std::set<std::string> synthetic;
+    const experiments::GlueResultRecord* mnli_run = nullptr;  // MNLI-m's: AX's model
     for (const auto& column : report.columns) {
         const auto cell = row->cells.find(column);
         if (cell == row->cells.end() || !cell->second.present) continue;
@@ -122,20 +123,53 @@ int cmd_submit(const Argv& argv) {
                          [](const auto* a, const auto* b) { return a->value < b->value; });
         if (runs.empty()) continue;  // the cell came from these records: cannot happen
         const auto* chosen = runs[(runs.size() - 1) / 2];
-        const auto p = prediction_of.find({chosen->run_id, chosen->split});
+        if (column == "mnli_m") mnli_run = chosen;
+        // The stored split: the dev split the score is on, or the column's test split
+        // (experiments/glue_data.h: test, test_matched, test_mismatched).
+        std::string stored_split = chosen->split, test_file;
+        if (test) {
+            stored_split.clear();
+            for (const auto& layout : experiments::test_splits(*found.task))
+                if (layout.column == column) {
+                    stored_split = layout.name;
+                    test_file = layout.files.front();
+                }
+        }
+        const auto p = prediction_of.find({chosen->run_id, stored_split});
         if (p == prediction_of.end() || p->second->predicted.empty()) {
-            not_written[file] = "its median-seed run " + chosen->run_name +
-                                " has no stored predictions on " + chosen->split;
+            not_written[file] =
+                test ? "its median-seed run " + chosen->run_name +
+                           " has no stored test predictions (" +
+                           (test_file.empty() ? "the task has no test split"
+                                              : "no " + test_file + " in the GLUE folder") +
+                           " when it was fine-tuned)"
+                     : "its median-seed run " + chosen->run_name +
+                           " has no stored predictions on " + chosen->split;
             continue;
         }
-        columns.push_back({column, p->second->predicted});
+        columns.push_back(
+            {column, p->second->predicted, test ? p->second->ids : std::vector<std::string>{}});
         char score[32];
         std::snprintf(score, sizeof score, "%.2f", chosen->value);
         written_from.push_back(std::to_string(p->second->predicted.size()) + " rows; run " +
-                               chosen->run_name + ", lr " + format_lr(chosen->lr) + ", " + metric +
-                               " " + score + ", median of " + std::to_string(runs.size()) +
+                               chosen->run_name + ", lr " + format_lr(chosen->lr) + ", dev " +
+                               metric + " " + score + ", median of " + std::to_string(runs.size()) +
                                " seed(s)");
         if (found.task->synthetic) synthetic.insert(file);
+    }
+    // AX: the diagnostic set, predicted by the MNLI model whose MNLI-m file is written.
+    if (test && mnli_run != nullptr) {
+        const auto p = prediction_of.find({mnli_run->run_id, "ax"});
+        if (p == prediction_of.end() || p->second->predicted.empty()) {
+            not_written["AX.tsv"] = "the MNLI run " + mnli_run->run_name +
+                                    " has no stored diagnostic predictions (no "
+                                    "diagnostic/diagnostic.tsv in the GLUE folder when it was "
+                                    "fine-tuned)";
+        } else {
+            columns.push_back({"ax", p->second->predicted, p->second->ids});
+            written_from.push_back(std::to_string(p->second->predicted.size()) +
+                                   " rows; the MNLI run " + mnli_run->run_name);
+        }
     }
 
     const std::string label = variant + " @ " + std::to_string(row->step);
@@ -148,27 +182,56 @@ int cmd_submit(const Argv& argv) {
         if (why != not_written.end())
             std::cerr << "submit: " << file << " not written: " << why->second << "\n";
         else if (file == "AX.tsv")
-            std::cerr << "submit: AX.tsv not written: the diagnostic set (MNLI model on "
-                         "diagnostic/diagnostic.tsv) is not evaluated by `tupe run`\n";
+            std::cerr << "submit: AX.tsv not written: "
+                      << (test ? "no MNLI-m results of " + label +
+                                     " (AX is predicted by the "
+                                     "MNLI model)"
+                               : std::string("the diagnostic set has no dev split (--split "
+                                             "test writes it from the MNLI model)"))
+                      << "\n";
         else
             std::cerr << "submit: " << file << " not written: " << label
                       << " has no stored fine-tuning results on " << file.substr(0, file.size() - 4)
                       << "\n";
     }
+    for (const auto& [file, why] : not_written)  // synthetic tasks: not in the server's list
+        if (std::find(analysis::glue_submission_files().begin(),
+                      analysis::glue_submission_files().end(),
+                      file) == analysis::glue_submission_files().end())
+            std::cerr << "submit: " << file << " not written: " << why << "\n";
     if (columns.empty())
-        throw engine::InputError(db, "nothing to write: " + label + " of experiment '" + name +
-                                         "' has no stored predictions");
+        throw engine::InputError(
+            db, "nothing to write: " + label + " of experiment '" + name + "' has no stored " +
+                    (test ? "test predictions (no test split was in its GLUE folders when it "
+                            "was fine-tuned; --split dev writes the dev ones)"
+                          : std::string("predictions")));
 
     const auto written = analysis::write_submission(out, columns);
     for (size_t i = 0; i < written.files.size(); ++i)
         std::cout << "wrote " << written.files[i] << "  (" << written_from[i] << ")\n";
-    std::cout << "note: dev-set predictions (index = 0-based dev row; `tupe score` reads them). "
-                 "The GLUE server scores the test sets, whose predictions are not stored yet.\n";
+    // The zip the server takes: the GLUE files at its top level; synthetic ones left out.
+    std::vector<std::string> glue_files;
+    for (const auto& f : written.files)
+        if (!synthetic.count(fs::path(f).filename().string())) glue_files.push_back(f);
+    if (!args.has("no-zip")) {
+        if (glue_files.empty()) {
+            std::cout << "note: no GLUE task file written, so no submission.zip\n";
+        } else {
+            const std::string zip = analysis::write_submission_zip(out, glue_files);
+            std::cout << "wrote " << zip << "  (" << glue_files.size()
+                      << " file(s) at its top level)\n";
+        }
+    }
+    if (test)
+        std::cout << "note: test-set predictions (index = the test file's index column), for "
+                     "the GLUE server: upload "
+                  << (fs::path(out) / "submission.zip").string() << "\n";
+    else
+        std::cout << "note: dev-set predictions (index = 0-based dev row; `tupe score` reads "
+                     "them). The GLUE server scores the test sets: --split test.\n";
     if (!synthetic.empty())
         std::cout << "note: " << join(std::vector<std::string>(synthetic.begin(), synthetic.end()))
-                  << ": built-in synthetic tasks, not GLUE; leave them out of an upload.\n";
-    // No zip library is linked: the packing is left to the zip tool.
-    std::cout << "to pack: cd " << out << " && zip ../submission.zip *.tsv\n";
+                  << ": built-in synthetic tasks, not GLUE; left out of the zip.\n";
     return 0;
 }
 

@@ -3,12 +3,14 @@
 // predictions under the GLUE server's file names.
 #include "analysis/submission.h"
 
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -213,7 +215,21 @@ const std::vector<std::string>& glue_submission_files() {
     return files;
 }
 
+namespace {
+
+/// The AX diagnostic set's column, any case ("ax", "AX").
+bool is_ax(const std::string& column) { return column == "ax" || column == "AX"; }
+
+}  // namespace
+
+const TaskInfo& submission_task(const std::string& column) {
+    if (is_ax(column)) return find_task("MNLI");  // AX is predicted by the MNLI model
+    submission_file_name(column);                 // the same errors
+    return *resolve_task_column(column).task;
+}
+
 std::string submission_file_name(const std::string& column) {
+    if (is_ax(column)) return "AX.tsv";
     const TaskColumn found = resolve_task_column(column);
     if (found.task == nullptr) {
         throw std::invalid_argument("no task or result column named '" + column + "'");
@@ -263,12 +279,31 @@ std::vector<std::string> prediction_strings(const TaskInfo& task,
 }
 
 void write_submission_file(const std::string& path, const TaskInfo& task,
-                           const std::vector<double>& predicted) {
+                           const std::vector<double>& predicted,
+                           const std::vector<std::string>& ids) {
     const auto strings = prediction_strings(task, predicted);
+    if (!ids.empty() && ids.size() != predicted.size()) {
+        throw std::invalid_argument(task.name + ": " + std::to_string(ids.size()) +
+                                    " indices for " + std::to_string(predicted.size()) +
+                                    " predictions");
+    }
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        if (ids[i].empty() || ids[i].find_first_of("\t\r\n") != std::string::npos) {
+            throw std::invalid_argument(task.name + ": index of row " + std::to_string(i) +
+                                        " is empty or holds a tab or line break");
+        }
+    }
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     if (!out) throw engine::InputError(path, "cannot write the submission file");
     out << "index\tprediction\n";
-    for (std::size_t i = 0; i < strings.size(); ++i) out << i << '\t' << strings[i] << '\n';
+    for (std::size_t i = 0; i < strings.size(); ++i) {
+        if (ids.empty()) {
+            out << i;
+        } else {
+            out << ids[i];
+        }
+        out << '\t' << strings[i] << '\n';
+    }
     out.flush();
     if (!out) throw engine::InputError(path, "write error");
 }
@@ -286,13 +321,156 @@ SubmissionWritten write_submission(const std::string& dir,
     if (ec) throw engine::InputError(dir, "cannot create the directory: " + ec.message());
     SubmissionWritten written;
     for (const auto& c : columns) {
-        const TaskColumn found = resolve_task_column(c.column);
         const std::string path =
             (std::filesystem::path(dir) / submission_file_name(c.column)).string();
-        write_submission_file(path, *found.task, c.predicted);
+        write_submission_file(path, submission_task(c.column), c.predicted, c.ids);
         written.files.push_back(path);
     }
     return written;
+}
+
+namespace {
+
+// CRC-32 table of the reflected polynomial 0xEDB88320 (zip, PNG, zlib's crc32).
+std::array<std::uint32_t, 256> make_crc32_table() {
+    std::array<std::uint32_t, 256> table{};
+    for (std::uint32_t n = 0; n < 256; ++n) {
+        std::uint32_t c = n;
+        for (int k = 0; k < 8; ++k) c = (c & 1u) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        table[n] = c;
+    }
+    return table;
+}
+
+void put16(std::string& out, std::uint32_t v) {
+    out += static_cast<char>(v & 0xff);
+    out += static_cast<char>((v >> 8) & 0xff);
+}
+
+void put32(std::string& out, std::uint32_t v) {
+    put16(out, v & 0xffff);
+    put16(out, v >> 16);
+}
+
+// MS-DOS date of 1980-01-01 (day 1, month 1, year 0) and time 00:00:00 (APPNOTE 4.4.6).
+constexpr std::uint32_t kDosDate = (1u << 5) | 1u, kDosTime = 0;
+constexpr std::uint64_t kZip32Max = 0xFFFFFFFFull;
+
+}  // namespace
+
+std::uint32_t crc32(const void* data, std::size_t size, std::uint32_t crc) {
+    static const std::array<std::uint32_t, 256> table = make_crc32_table();
+    const auto* p = static_cast<const unsigned char*>(data);
+    crc = ~crc;
+    for (std::size_t i = 0; i < size; ++i) crc = table[(crc ^ p[i]) & 0xffu] ^ (crc >> 8);
+    return ~crc;
+}
+
+void write_stored_zip(const std::string& path, const std::vector<ZipEntry>& entries) {
+    if (entries.size() > 0xFFFF) {
+        throw std::invalid_argument("write_stored_zip: " + std::to_string(entries.size()) +
+                                    " entries, more than a zip without zip64 holds (65535)");
+    }
+    std::set<std::string> names;
+    for (const auto& e : entries) {
+        if (e.name.empty() || e.name.size() > 0xFFFF || e.name.front() == '/' ||
+            e.name.find('\\') != std::string::npos) {
+            throw std::invalid_argument("write_stored_zip: bad entry name '" + e.name + "'");
+        }
+        if (!names.insert(e.name).second) {
+            throw std::invalid_argument("write_stored_zip: entry '" + e.name + "' given twice");
+        }
+    }
+    // Local header + data per entry (APPNOTE 4.3.7), then the central directory (4.3.12).
+    std::string body, directory;
+    for (const auto& e : entries) {
+        const std::uint64_t offset = body.size();
+        if (e.data.size() > kZip32Max || offset > kZip32Max) {
+            throw std::invalid_argument("write_stored_zip: '" + e.name +
+                                        "' lies past the 4 GiB a zip without zip64 holds");
+        }
+        const std::uint32_t crc = crc32(e.data.data(), e.data.size());
+        const auto size = static_cast<std::uint32_t>(e.data.size());
+        const auto name_len = static_cast<std::uint32_t>(e.name.size());
+        put32(body, 0x04034b50u);  // local file header signature
+        put16(body, 10);           // version needed: 1.0 (stored)
+        put16(body, 0);            // flags: none (sizes known, names ASCII)
+        put16(body, 0);            // method 0: stored
+        put16(body, kDosTime);
+        put16(body, kDosDate);
+        put32(body, crc);
+        put32(body, size);  // compressed size
+        put32(body, size);  // uncompressed size
+        put16(body, name_len);
+        put16(body, 0);  // extra field length
+        body += e.name;
+        body += e.data;
+
+        put32(directory, 0x02014b50u);  // central directory header signature
+        put16(directory, 20);           // made by: MS-DOS / FAT attributes, spec 2.0
+        put16(directory, 10);           // version needed
+        put16(directory, 0);            // flags
+        put16(directory, 0);            // method
+        put16(directory, kDosTime);
+        put16(directory, kDosDate);
+        put32(directory, crc);
+        put32(directory, size);
+        put32(directory, size);
+        put16(directory, name_len);
+        put16(directory, 0);  // extra field length
+        put16(directory, 0);  // comment length
+        put16(directory, 0);  // disk number start
+        put16(directory, 0);  // internal attributes
+        put32(directory, 0);  // external attributes
+        put32(directory, static_cast<std::uint32_t>(offset));
+        directory += e.name;
+    }
+    if (body.size() > kZip32Max || body.size() + directory.size() > kZip32Max) {
+        throw std::invalid_argument(
+            "write_stored_zip: the archive passes the 4 GiB a zip "
+            "without zip64 holds");
+    }
+    // End of central directory record (APPNOTE 4.3.16).
+    std::string end;
+    put32(end, 0x06054b50u);
+    put16(end, 0);  // this disk
+    put16(end, 0);  // disk of the central directory
+    put16(end, static_cast<std::uint32_t>(entries.size()));
+    put16(end, static_cast<std::uint32_t>(entries.size()));
+    put32(end, static_cast<std::uint32_t>(directory.size()));
+    put32(end, static_cast<std::uint32_t>(body.size()));
+    put16(end, 0);  // comment length
+
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out) throw engine::InputError(path, "cannot write the zip (at " + tmp + ")");
+        out << body << directory << end;
+        out.flush();
+        if (!out) {
+            std::error_code ec;
+            std::filesystem::remove(tmp, ec);
+            throw engine::InputError(path, "write error");
+        }
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) throw engine::InputError(path, "cannot move " + tmp + " into place: " + ec.message());
+}
+
+std::string write_submission_zip(const std::string& dir, const std::vector<std::string>& files) {
+    std::vector<ZipEntry> entries;
+    for (const auto& file : files) {
+        std::ifstream in(file, std::ios::binary);
+        if (!in) throw engine::InputError(file, "cannot open to add to the zip");
+        std::ostringstream bytes;
+        bytes << in.rdbuf();
+        if (in.bad()) throw engine::InputError(file, "read error while zipping");
+        entries.push_back({std::filesystem::path(file).filename().string(), bytes.str()});
+    }
+    const std::string path = (std::filesystem::path(dir) / "submission.zip").string();
+    write_stored_zip(path, entries);
+    return path;
 }
 
 }  // namespace analysis

@@ -470,8 +470,30 @@ FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& t
         r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
         result.epochs.push_back(r);
         if (cb.on_epoch) cb.on_epoch(result.epochs.back());
+        if (cb.on_epoch_model) cb.on_epoch_model(result.epochs.back(), model);
     }
     return result;
+}
+
+std::vector<std::vector<double>> predict_sets(BertForSequenceClassification& model,
+                                              const WordPieceTokenizer& tokenizer,
+                                              const std::vector<std::vector<LabeledText>>& sets,
+                                              const FinetuneConfig& input_config) {
+    FinetuneConfig config = input_config;
+    TORCH_CHECK(config.batch_size >= 1, "predict_sets: batch_size must be >= 1, got ",
+                config.batch_size);
+    TORCH_CHECK(config.num_labels == model->num_labels(), "predict_sets: config.num_labels ",
+                config.num_labels, " but the model has ", model->num_labels());
+    const auto params = model->parameters();
+    const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params[0].device();
+    config.dtype = choose_precision(config.dtype, device, "finetune.dtype").dtype;
+    model->eval();
+    std::vector<std::vector<double>> out;
+    for (const auto& set : sets)
+        out.push_back(predict(model, encode_all(tokenizer, set, config.max_seq_len),
+                              config.batch_size, tokenizer.vocab().pad_id(), config, device,
+                              nullptr));
+    return out;
 }
 
 }  // namespace engine

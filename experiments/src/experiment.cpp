@@ -29,8 +29,8 @@ const std::vector<std::string> kAnalysisKeys = {"checkpoints", "corpus",        
 const std::vector<std::string> kExtrapolationKeys = {"corpus", "lengths", "max_tokens"};
 const std::vector<std::string> kGlueKeys = {"data", "tasks", "synthetic_train", "synthetic_dev"};
 const std::vector<std::string> kFinetuneKeys = {
-    "lrs",          "seeds",       "batch_size",         "epochs",       "warmup_ratio",
-    "weight_decay", "max_seq_len", "classifier_dropout", "shuffle_words"};
+    "lrs",          "seeds",       "batch_size",         "epochs",        "warmup_ratio",
+    "weight_decay", "max_seq_len", "classifier_dropout", "shuffle_words", "save"};
 const std::vector<std::string> kVariantKeys = {"name", "preset", "set"};
 
 long line_of(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().line + 1; }
@@ -281,6 +281,11 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
         if (f["shuffle_words"])
             p.shuffle_words =
                 r.scalar<bool>(f["shuffle_words"], "finetune.shuffle_words", "true or false");
+        if (f["save"]) {
+            p.save = r.scalar<std::string>(f["save"], "finetune.save", "best or none");
+            if (p.save != "best" && p.save != "none")
+                r.fail(f["save"], "finetune.save", "expected best or none, got '" + p.save + "'");
+        }
         if (p.batch_size < 1) r.fail(f["batch_size"], "finetune.batch_size", "must be >= 1");
         if (p.epochs < 0)
             r.fail(f["epochs"], "finetune.epochs", "must be >= 0 (0 = the task's default)");

@@ -1,10 +1,17 @@
 // The runner's fine-tuning executor (runner_internal.h): one task x snapshot x lr x seed job,
 // scored after every epoch with the task's GLUE metric (analysis/tasks.h), the best epoch by
 // the paper's selection metric recorded as GLUE rows with its per-example predictions. The
-// scheduler (runner.cpp) owns the run row's status.
+// best epoch's model also predicts the task's unlabelled test splits (and MNLI's the AX
+// diagnostic set), stored with their file indices for `tupe submit --split test`, and with
+// finetune.save: best is written to out_dir/finetune/<job>/model.pt as an artifact of the
+// run. The scheduler (runner.cpp) owns the run row's status.
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <sstream>
 
@@ -12,11 +19,92 @@
 #include "engine/errors.h"
 #include "engine/tensorboard.h"
 #include "engine/tokenizer.h"
+#include "experiments/analysis_artifacts.h"
+#include "experiments/synthetic_tasks.h"
 #include "runner_internal.h"
 
 namespace experiments::detail {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+/// Named parameters and buffers of a model, copied to the CPU.
+using ModelState = std::vector<std::pair<std::string, torch::Tensor>>;
+
+ModelState copy_state(engine::BertForSequenceClassification& model) {
+    torch::NoGradGuard no_grad;
+    ModelState state;
+    for (const auto& p : model->named_parameters())
+        state.emplace_back(p.key(), p.value().detach().to(torch::kCPU, false, true));
+    for (const auto& b : model->named_buffers())
+        state.emplace_back(b.key(), b.value().detach().to(torch::kCPU, false, true));
+    return state;
+}
+
+void load_state(engine::BertForSequenceClassification& model, const ModelState& state) {
+    torch::NoGradGuard no_grad;
+    std::map<std::string, const torch::Tensor*> by_name;
+    for (const auto& [name, t] : state) by_name[name] = &t;
+    auto fill = [&](torch::OrderedDict<std::string, torch::Tensor> dst) {
+        for (auto& item : dst) {
+            const auto it = by_name.find(item.key());
+            TORCH_CHECK(it != by_name.end(), "best-epoch weights lack ", item.key());
+            item.value().copy_(*it->second);
+        }
+    };
+    fill(model->named_parameters());
+    fill(model->named_buffers());
+}
+
+/// Writes the fine-tuned model to `path` atomically (temporary file, then rename): its
+/// format tag, task, label count, best epoch, the encoder's resolved config
+/// (engine::config_to_text) and the weights under "model" (HF names: bert.*, pooler.dense.*,
+/// classifier.*), as LibTorch's serialize archive. Throws engine::CheckpointError naming it.
+void save_finetuned(const std::string& path, engine::BertForSequenceClassification& model,
+                    const engine::PretrainConfig& encoder, const std::string& task, int64_t epoch) {
+    torch::serialize::OutputArchive archive, weights;
+    archive.write("format", c10::IValue(std::string("tupe-finetuned-v1")));
+    archive.write("task", c10::IValue(task));
+    archive.write("num_labels", c10::IValue(model->num_labels()));
+    archive.write("epoch", c10::IValue(epoch));
+    archive.write("config", c10::IValue(engine::config_to_text(encoder)));
+    model->save(weights);
+    archive.write("model", weights);
+    std::error_code ec;
+    fs::create_directories(fs::path(path).parent_path(), ec);
+    if (ec) throw engine::CheckpointError(path, "cannot create its folder: " + ec.message());
+    const std::string tmp = path + ".tmp";
+    std::FILE* file = std::fopen(tmp.c_str(), "wb");
+    if (!file)
+        throw engine::CheckpointError(path, "cannot write " + tmp + ": " + std::strerror(errno));
+    int error = 0;
+    // Our own sink, as the pretraining checkpoint: a write error is reported, not terminated on.
+    archive.save_to([&](const void* data, size_t size) -> size_t {
+        if (error == 0 && size > 0 && std::fwrite(data, 1, size, file) != size)
+            error = errno != 0 ? errno : EIO;
+        return size;
+    });
+    if (std::fclose(file) != 0 && error == 0) error = errno != 0 ? errno : EIO;
+    if (error != 0) {
+        fs::remove(tmp, ec);
+        throw engine::CheckpointError(
+            path, std::string("cannot write the fine-tuned model: ") + std::strerror(error));
+    }
+    fs::rename(tmp, path, ec);
+    if (ec)
+        throw engine::CheckpointError(path, "cannot move " + tmp + " into place: " + ec.message());
+}
+
+/// out_dir/finetune/<job>, the job name's '/' as '_': the job's TensorBoard events and model.
+std::string finetune_job_dir(const std::string& out_dir, const std::string& job) {
+    std::string folder = job;  // e.g. tupe-a/step3000/syn-rte/lr0.001/seed1
+    for (char& ch : folder)
+        if (ch == '/') ch = '_';
+    return (fs::path(out_dir) / "finetune" / folder).string();
+}
+
+}  // namespace
 
 void FinetuneExecutor::describe(const Job& job, RunRecord& r) const {
     const ExperimentSpec& spec = ctx_.spec;
@@ -77,10 +165,7 @@ bool FinetuneExecutor::run(const Job& job, int64_t run_id) {
     // ends the events, never the job.
     std::unique_ptr<engine::TensorBoardWriter> events;
     if (v.config.train.tensorboard && (!options.dist || options.dist->rank() == 0)) {
-        std::string folder = job.name;  // e.g. tupe-a/step3000/syn-rte/lr0.001/seed1
-        for (char& ch : folder)
-            if (ch == '/') ch = '_';
-        const fs::path dir = fs::path(v.config.out_dir) / "finetune" / folder;
+        const fs::path dir = finetune_job_dir(v.config.out_dir, job.name);
         try {
             std::error_code ec;
             for (const auto& f : engine::tensorboard_event_files(dir.string())) fs::remove(f, ec);
@@ -89,6 +174,21 @@ bool FinetuneExecutor::run(const Job& job, int64_t run_id) {
             ctx_.say(std::string("TensorBoard events off for this job: ") + e.what());
         }
     }
+
+    // The task's test splits present in its folder (GLUE_FORMAT.md: unlabelled, an index
+    // column first; MNLI's also the AX diagnostic set), predicted after training by the best
+    // epoch's model. Read per job: small against the fine-tuning itself.
+    auto tests = load_test_splits(data.info, glue_dir_cached());
+    if (spec.finetune.shuffle_words)  // the same bag-of-words control as train and dev
+        for (auto& [layout, split] : tests)
+            for (auto& e : split.examples) {
+                e.text_a = shuffle_words(e.text_a, 0x5eedULL);
+                if (!e.text_b.empty()) e.text_b = shuffle_words(e.text_b, 0x5eedULL);
+            }
+    const bool save_best = spec.finetune.save == "best";
+    const bool keep_best = save_best || !tests.empty();
+    ModelState best_state;  // the best epoch's weights, when they are needed afterwards
+    int64_t best_epoch = 0;
 
     const analysis::MetricKind kind = data.info.metric;
     // Best epoch by the paper's selection metric on the first dev split (MNLI: matched).
@@ -131,7 +231,12 @@ bool FinetuneExecutor::run(const Job& job, int64_t run_id) {
             best = primary;
             best_scores = scores;
             best_predictions = e.predictions;
+            best_epoch = e.epoch;
         }
+    };
+    fcb.on_epoch_model = [&](const engine::EpochResult& e,
+                             engine::BertForSequenceClassification& model) {
+        if (keep_best && e.epoch == best_epoch) best_state = copy_state(model);
     };
     auto result =
         engine::finetune(pretrained.model, tokenizer, data.train, data.dev, fc, fcb, options.dist);
@@ -154,6 +259,45 @@ bool FinetuneExecutor::run(const Job& job, int64_t run_id) {
     for (size_t i = 0; i < best_predictions.size() && i < data.dev.size(); ++i)
         store.set_predictions(
             {run_id, data.dev_names[i], gold_values(data.info, data.dev[i]), best_predictions[i]});
+    if (keep_best && !best_state.empty()) {
+        engine::BertForSequenceClassification model(pretrained.model->config(), fc.num_labels,
+                                                    fc.classifier_dropout);
+        load_state(model, best_state);
+        model->eval();
+        if (save_best) {
+            const std::string path =
+                (fs::path(finetune_job_dir(v.config.out_dir, job.name)) / "model.pt").string();
+            save_finetuned(path, model, pretrained.config, data.info.key, best_epoch);
+            ArtifactRecord a;
+            a.run_id = run_id;
+            a.kind = "finetuned-model";
+            a.path = path;
+            a.size = static_cast<int64_t>(fs::file_size(path));
+            a.hash = file_hash(path);
+            a.description = "fine-tuned weights of epoch " + std::to_string(best_epoch) +
+                            " (the best by " + analysis::selection_metric_key(kind) + ")";
+            store.add_artifact(a);
+        }
+        if (!tests.empty()) {
+            model->to(engine::resolve_device(fc.device));
+            std::vector<std::vector<engine::LabeledText>> sets;
+            for (const auto& [layout, split] : tests) {
+                std::vector<engine::LabeledText> xs;
+                for (const auto& e : split.examples) xs.push_back({e.text_a, e.text_b});
+                sets.push_back(std::move(xs));
+            }
+            const auto predicted = engine::predict_sets(model, tokenizer, sets, fc);
+            for (size_t i = 0; i < tests.size(); ++i) {
+                PredictionSet p;
+                p.run_id = run_id;
+                p.split = tests[i].first.name;
+                p.predicted = predicted[i];
+                p.gold.assign(p.predicted.size(), std::numeric_limits<double>::quiet_NaN());
+                for (const auto& e : tests[i].second.examples) p.ids.push_back(e.id);
+                store.set_predictions(p);
+            }
+        }
+    }
     return true;
 }
 

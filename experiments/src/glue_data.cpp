@@ -226,7 +226,7 @@ Split read_glue_jsonl(const TaskInfo& task, const std::string& path) {
         nlohmann::json row;
         try {
             row = nlohmann::json::parse(line);
-        } catch (const nlohmann::json::parse_error& e) {
+        } catch (const nlohmann::json::exception& e) {
             throw engine::InputError(path, std::string("invalid JSON: ") + e.what(), line_no);
         }
         if (!row.is_object()) throw engine::InputError(path, "expected a JSON object", line_no);
@@ -303,6 +303,91 @@ std::map<std::string, Split> load_task(const TaskInfo& task, const std::string& 
         }
         out[split] = read_glue_file(task, path);
     }
+    return out;
+}
+
+std::vector<TestSplitInfo> test_splits(const TaskInfo& task) {
+    // A synthetic task copies a GLUE task's layout (SYN-CoLA: CoLA's).
+    std::string base = task.name;
+    if (task.synthetic && base.rfind("SYN-", 0) == 0) base = base.substr(4);
+    const std::string dir = task.name + "/";
+    auto one = [&](int a, int b) {
+        return std::vector<TestSplitInfo>{{"test", task.key, {dir + "test.tsv"}, a, b}};
+    };
+    if (base == "CoLA" || base == "SST-2") return one(1, -1);
+    if (base == "MRPC") return one(3, 4);
+    if (base == "STS-B") return one(7, 8);
+    if (base == "QQP" || base == "QNLI" || base == "RTE" || base == "WNLI") return one(1, 2);
+    if (base == "MNLI") {
+        // The AX diagnostic set is predicted by the MNLI model (GLUE's AX.tsv).
+        return {
+            {"test_matched", "mnli_m", {dir + "test_matched.tsv"}, 8, 9},
+            {"test_mismatched", "mnli_mm", {dir + "test_mismatched.tsv"}, 8, 9},
+            {"ax", "ax", {"diagnostic/diagnostic.tsv", "AX/AX.tsv", "AX/diagnostic.tsv"}, 1, 2}};
+    }
+    return {};
+}
+
+Split read_glue_test_tsv(const TestSplitInfo& layout, const std::string& path) {
+    std::ifstream in = open_input(path);
+    Split split;
+    split.path = path;
+    std::string line;
+    long line_no = 0;
+    bool found = false;
+    while (next_line(in, line, line_no))
+        if (!line.empty()) {
+            found = true;
+            break;
+        }
+    if (!found) throw engine::InputError(path, "empty file, expected a header row");
+    const size_t expected = split_tabs(line).size();
+    const int highest = std::max(layout.text_a, layout.text_b);
+    if (expected <= static_cast<size_t>(highest))
+        throw engine::InputError(path,
+                                 "header has " + std::to_string(expected) + " fields; the " +
+                                     layout.name + " split needs at least " +
+                                     std::to_string(highest + 1) + " (index first)",
+                                 line_no);
+    std::map<std::string, long> seen;  // index -> line
+    while (next_line(in, line, line_no)) {
+        if (line.empty()) continue;
+        auto fields = split_tabs(line);
+        if (fields.size() != expected)
+            throw engine::InputError(path,
+                                     "expected " + std::to_string(expected) +
+                                         " tab-separated fields, got " +
+                                         std::to_string(fields.size()),
+                                     line_no);
+        if (fields[0].empty()) throw engine::InputError(path, "empty index", line_no);
+        const auto [it, fresh] = seen.emplace(fields[0], line_no);
+        if (!fresh)
+            throw engine::InputError(path,
+                                     "index '" + fields[0] + "' given twice (first on line " +
+                                         std::to_string(it->second) + ")",
+                                     line_no);
+        Example ex;
+        ex.line = line_no;
+        ex.id = fields[0];
+        ex.text_a = std::move(fields[static_cast<size_t>(layout.text_a)]);
+        if (layout.text_b >= 0) ex.text_b = std::move(fields[static_cast<size_t>(layout.text_b)]);
+        split.examples.push_back(std::move(ex));
+    }
+    if (in.bad()) throw engine::InputError(path, "read error", line_no);
+    return split;
+}
+
+std::vector<std::pair<TestSplitInfo, Split>> load_test_splits(const TaskInfo& task,
+                                                              const std::string& glue_dir) {
+    std::vector<std::pair<TestSplitInfo, Split>> out;
+    std::error_code ec;
+    for (const auto& layout : test_splits(task))
+        for (const auto& file : layout.files) {
+            const fs::path path = fs::path(glue_dir) / file;
+            if (!fs::is_regular_file(path, ec)) continue;
+            out.emplace_back(layout, read_glue_test_tsv(layout, path.string()));
+            break;
+        }
     return out;
 }
 

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <ctime>
@@ -133,6 +134,12 @@ CREATE TABLE job_claims (
 ) WITHOUT ROWID;
 CREATE INDEX job_claims_owner ON job_claims(host, pid);
 )sql",
+        // Version 4: the example's own index as its file gives it (the `index` / `id` column
+        // of a GLUE test split, which the server matches predictions on); '' for the rows
+        // stored before (dev predictions, numbered by their row).
+        R"sql(
+ALTER TABLE predictions ADD COLUMN example_id TEXT NOT NULL DEFAULT '';
+)sql",
     };
     return steps;
 }
@@ -194,6 +201,27 @@ ResultStore::ResultStore(ResultStore&&) noexcept = default;
 ResultStore& ResultStore::operator=(ResultStore&&) noexcept = default;
 ResultStore::~ResultStore() = default;
 
+namespace {
+
+// file:PATH?immutable=1 with PATH percent-encoded (RFC 3986 unreserved characters and '/'
+// stay), as SQLite's URI filenames need.
+std::string immutable_uri(const std::string& absolute_path) {
+    static const char* hex = "0123456789ABCDEF";
+    std::string uri = "file:";
+    for (const unsigned char c : absolute_path) {
+        if (std::isalnum(c) || c == '/' || c == '-' || c == '.' || c == '_' || c == '~') {
+            uri += static_cast<char>(c);
+        } else {
+            uri += '%';
+            uri += hex[c >> 4];
+            uri += hex[c & 15];
+        }
+    }
+    return uri + "?immutable=1";
+}
+
+}  // namespace
+
 ResultStore ResultStore::open_for_reading(const std::string& path, const StoreOptions& options) {
     try {
         return open(path, OpenMode::kReadOnly, options);
@@ -222,7 +250,19 @@ ResultStore ResultStore::open(const std::string& path, OpenMode mode, const Stor
                              "cannot create directory " + parent.string() + ": " + error.message());
         flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     }
-    const int rc = sqlite3_open_v2(path.c_str(), &impl->db, flags, nullptr);
+    // A WAL store in a folder this process cannot write (a read-only copy, another user's
+    // results): SQLite cannot create the -shm index that readers go through, and would refuse
+    // to read. With no -wal file beside it nobody is writing (a writer needs both files), so
+    // the file is read as immutable, without that index.
+    std::string name = path;
+    const fs::path wal = path + "-wal", shm = path + "-shm", absolute = fs::absolute(path, error);
+    if (mode == OpenMode::kReadOnly && !error &&
+        ::access(absolute.parent_path().c_str(), W_OK) != 0 && !fs::exists(wal, error) &&
+        !fs::exists(shm, error)) {
+        name = immutable_uri(absolute.string());
+        flags |= SQLITE_OPEN_URI;
+    }
+    const int rc = sqlite3_open_v2(name.c_str(), &impl->db, flags, nullptr);
     if (rc != SQLITE_OK) impl->fail(rc, "open the database");
     sqlite3_extended_result_codes(impl->db, 1);
     // SQLITE_OPEN_READWRITE silently falls back to read-only for a write-protected file.

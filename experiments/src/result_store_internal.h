@@ -7,8 +7,10 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <thread>
@@ -79,6 +81,18 @@ struct Connection {
                                            ": database is read-only (check the permissions of "
                                            "the file and its directory)");
             case SQLITE_FULL: throw StoreError(path, "cannot " + what + ": disk is full");
+            case SQLITE_IOERR: {
+                // A write past a file-size limit (EFBIG) or on a full disk (ENOSPC) can arrive
+                // as an I/O error; errno tells which when SQLite kept it.
+                const int os = db ? sqlite3_system_errno(db) : 0;
+                if (os == ENOSPC || os == EFBIG)
+                    throw StoreError(
+                        path, "cannot " + what + ": disk is full (" + std::strerror(os) + ")");
+                if (rc == SQLITE_IOERR_WRITE)
+                    throw StoreError(
+                        path, "cannot " + what + ": writing the file failed (is the disk full?)");
+                throw StoreError(path, "cannot " + what + ": " + detail);
+            }
             case SQLITE_CANTOPEN:
                 throw StoreError(path, "cannot open the database file (" + detail + ")");
             default: throw StoreError(path, "cannot " + what + ": " + detail);

@@ -1,6 +1,8 @@
 // The SQLite results store (see result_store.h), part 3 of 3: every read. Each runs through
 // with_retry and resets its statement when done, so no read snapshot stays open between calls
 // (a runner writing in another process is never blocked by a reader that has finished).
+#include <algorithm>
+
 #include "experiments/result_store.h"
 #include "result_store_internal.h"
 
@@ -113,7 +115,7 @@ std::vector<PredictionSet> ResultStore::predictions(std::int64_t experiment_id) 
     return impl_->with_retry([&] {
         std::vector<PredictionSet> out;
         Query q(*impl_,
-                "SELECT p.run_id, p.split, p.gold, p.prediction FROM predictions p "
+                "SELECT p.run_id, p.split, p.gold, p.prediction, p.example_id FROM predictions p "
                 "JOIN runs r ON r.id = p.run_id WHERE r.experiment_id = ?1 "
                 "ORDER BY p.run_id, p.split, p.example");
         q.bind(1, experiment_id);
@@ -124,7 +126,13 @@ std::vector<PredictionSet> ResultStore::predictions(std::int64_t experiment_id) 
                 out.push_back({run, split, {}, {}});
             out.back().gold.push_back(q.real(2));
             out.back().predicted.push_back(q.real(3));
+            out.back().ids.push_back(q.text(4));
         }
+        // Rows stored without their own index (dev splits, stores before schema 4): no ids.
+        for (auto& set : out)
+            if (std::all_of(set.ids.begin(), set.ids.end(),
+                            [](const std::string& id) { return id.empty(); }))
+                set.ids.clear();
         return out;
     });
 }

@@ -2,6 +2,11 @@
 // BEGIN IMMEDIATE transaction through Connection::write, retried while another process holds
 // the lock; an add of an existing key replaces the row (ON CONFLICT ... DO UPDATE). A job claim
 // reads and writes in that one transaction, so two runners never both take a job.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
 #include "experiments/result_store.h"
 #include "result_store_internal.h"
 
@@ -99,9 +104,36 @@ void ResultStore::add_params(std::int64_t run_id,
     });
 }
 
+namespace {
+
+// Test hook TUPE_TEST_KILL_IN_TRANSACTION=metrics:N (inert unless set): the N-th add_metrics
+// of this process raises SIGKILL inside its transaction, after the first row is written, to
+// test that the next process finds that transaction rolled back and every earlier one intact.
+// Before it dies it prints one line to stderr: the rows committed so far by this process and
+// the first row of the batch that dies.
+struct KillInTransaction {
+    long at = 0;         // the add_metrics call to die in; 0 = never
+    long calls = 0;      // add_metrics calls so far
+    long committed = 0;  // metric rows committed by this process
+    KillInTransaction() {
+        const char* env = std::getenv("TUPE_TEST_KILL_IN_TRANSACTION");
+        if (env != nullptr && std::strncmp(env, "metrics:", 8) == 0)
+            at = std::strtol(env + 8, nullptr, 10);
+    }
+};
+
+KillInTransaction& kill_in_transaction() {
+    static KillInTransaction hook;
+    return hook;
+}
+
+}  // namespace
+
 void ResultStore::add_metrics(std::int64_t run_id, const std::vector<MetricPoint>& points) {
     if (points.empty()) return;
     const std::string what = "add metrics to run " + std::to_string(run_id);
+    auto& hook = kill_in_transaction();
+    const bool die = hook.at > 0 && ++hook.calls == hook.at;
     impl_->write(what, [&] {
         Query insert(*impl_,
                      "INSERT INTO metrics (run_id, key, step, value, wall_time) "
@@ -111,8 +143,19 @@ void ResultStore::add_metrics(std::int64_t run_id, const std::vector<MetricPoint
             insert.bind(1, run_id).bind(2, point.key).bind(3, point.step);
             insert.bind_real(4, point.value).bind_real(5, point.wall_time).run(what);
             insert.reset();
+            if (die) {
+                std::fprintf(stderr,
+                             "TUPE_TEST_KILL_IN_TRANSACTION: SIGKILL after %ld committed metric "
+                             "rows, inside a transaction of %zu rows of run %lld (first: %s at "
+                             "step %lld)\n",
+                             hook.committed, points.size(), static_cast<long long>(run_id),
+                             point.key.c_str(), static_cast<long long>(point.step));
+                std::fflush(stderr);
+                std::raise(SIGKILL);
+            }
         }
     });
+    hook.committed += static_cast<long>(points.size());
 }
 
 std::int64_t ResultStore::delete_metrics_after(std::int64_t run_id, std::int64_t step) {
@@ -147,15 +190,20 @@ void ResultStore::set_predictions(const PredictionSet& set) {
         throw StoreError(impl_->path, "cannot " + what + ": " + std::to_string(set.gold.size()) +
                                           " gold labels but " +
                                           std::to_string(set.predicted.size()) + " predictions");
+    if (!set.ids.empty() && set.ids.size() != set.predicted.size())
+        throw StoreError(impl_->path, "cannot " + what + ": " + std::to_string(set.ids.size()) +
+                                          " example ids but " +
+                                          std::to_string(set.predicted.size()) + " predictions");
     impl_->write(what, [&] {
         Query erase(*impl_, "DELETE FROM predictions WHERE run_id = ?1 AND split = ?2");
         erase.bind(1, set.run_id).bind(2, set.split).run(what);
         Query insert(*impl_,
-                     "INSERT INTO predictions (run_id, split, example, gold, prediction) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5)");
+                     "INSERT INTO predictions (run_id, split, example, gold, prediction, "
+                     "example_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
         for (size_t i = 0; i < set.gold.size(); ++i) {
             insert.bind(1, set.run_id).bind(2, set.split).bind(3, static_cast<std::int64_t>(i));
-            insert.bind_real(4, set.gold[i]).bind_real(5, set.predicted[i]).run(what);
+            insert.bind_real(4, set.gold[i]).bind_real(5, set.predicted[i]);
+            insert.bind(6, set.ids.empty() ? std::string() : set.ids[i]).run(what);
             insert.reset();
         }
     });

@@ -600,3 +600,81 @@ TEST(SyntheticTasks, RejectsTooFewSentences) {
 }
 
 }  // namespace
+
+// Test splits in GLUE_FORMAT.md's layouts: an index column first, no labels; each task's
+// texts from its own columns, the index kept as the file gives it (not the row number).
+TEST(GlueTestSplits, ReadsEveryTestLayoutWithItsIndex) {
+    const fs::path dir = fresh_dir("test_splits");
+    write_file(dir / "CoLA/test.tsv", "index\tsentence\n7\tBill whistled.\n8\tThe cat ran.\n");
+    write_file(dir / "SST-2/test.tsv", "index\tsentence\n0\tuneasy mishmash \n");
+    write_file(dir / "MRPC/test.tsv",
+               "index\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+               "0\t1089874\t1089925\tPCCW 's chief \"operating\" officer\tCurrent Chief\n");
+    write_file(dir / "STS-B/test.tsv",
+               "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\n"
+               "0\tmain-captions\tMSRvid\t2012test\t0024\tnone\tnone\tA girl is styling her "
+               "hair.\tA girl is brushing her hair.\n");
+    write_file(dir / "QQP/test.tsv", "id\tquestion1\tquestion2\n0\tHow does it?\tWhy?\r\n");
+    const std::string mnli_header =
+        "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
+        "sentence1_parse\tsentence2_parse\tsentence1\tsentence2\n";
+    write_file(dir / "MNLI/test_matched.tsv",
+               mnli_header + "0\t31493\t31493\ttravel\tb1\tb2\tp1\tp2\tHot kid\tHot kids\n");
+    write_file(dir / "MNLI/test_mismatched.tsv",
+               mnli_header + "0\t1\t1\tfiction\tb1\tb2\tp1\tp2\tShe said\tShe did\n" +
+                   "1\t2\t2\tfiction\tb1\tb2\tp1\tp2\tHe said\tHe did\n");
+    write_file(dir / "diagnostic/diagnostic.tsv",
+               "index\tsentence1\tsentence2\n0\tThe cat sat.\tThe cat did not sit.\n");
+    write_file(dir / "RTE/test.tsv",
+               "index\tsentence1\tsentence2\n100\tMaude died.\tMaude is dead.\n");
+    // WNLI has no test.tsv here: it is simply not listed.
+
+    auto texts = [&](const std::string& task) {
+        std::vector<std::string> out;
+        for (const auto& [layout, split] :
+             experiments::load_test_splits(find_task(task), dir.string()))
+            for (const auto& e : split.examples)
+                out.push_back(layout.name + "|" + layout.column + "|" + e.id + "|" + e.text_a +
+                              "|" + e.text_b + "|" + e.label);
+        return out;
+    };
+    using V = std::vector<std::string>;
+    EXPECT_EQ(texts("CoLA"), (V{"test|cola|7|Bill whistled.||", "test|cola|8|The cat ran.||"}));
+    EXPECT_EQ(texts("SST-2"), (V{"test|sst2|0|uneasy mishmash ||"}));
+    EXPECT_EQ(texts("MRPC"), (V{"test|mrpc|0|PCCW 's chief \"operating\" officer|Current Chief|"}));
+    EXPECT_EQ(texts("STS-B"),
+              (V{"test|stsb|0|A girl is styling her hair.|A girl is brushing her hair.|"}));
+    EXPECT_EQ(texts("QQP"), (V{"test|qqp|0|How does it?|Why?|"}));
+    EXPECT_EQ(texts("MNLI"), (V{"test_matched|mnli_m|0|Hot kid|Hot kids|",
+                                "test_mismatched|mnli_mm|0|She said|She did|",
+                                "test_mismatched|mnli_mm|1|He said|He did|",
+                                "ax|ax|0|The cat sat.|The cat did not sit.|"}));
+    EXPECT_EQ(texts("RTE"), (V{"test|rte|100|Maude died.|Maude is dead.|"}));
+    EXPECT_TRUE(texts("WNLI").empty());
+    EXPECT_TRUE(texts("QNLI").empty());
+}
+
+TEST(GlueTestSplits, BadRowsNameTheFileAndLine) {
+    const fs::path dir = fresh_dir("test_split_errors");
+    const auto rte = experiments::test_splits(find_task("RTE")).at(0);
+    auto error = [&](const std::string& name, const std::string& text) {
+        const fs::path path = write_file(dir / name, text);
+        try {
+            experiments::read_glue_test_tsv(rte, path.string());
+        } catch (const engine::InputError& e) {
+            return std::string(e.what());
+        }
+        ADD_FAILURE() << "no InputError for " << name;
+        return std::string();
+    };
+    const std::string fields = error("fields.tsv", "index\ta\tb\n0\tx\ty\n1\tx\n");
+    EXPECT_TRUE(contains(fields, "fields.tsv:3")) << fields;
+    EXPECT_TRUE(contains(fields, "expected 3 tab-separated fields, got 2")) << fields;
+    const std::string twice = error("twice.tsv", "index\ta\tb\n5\tx\ty\n5\tz\tw\n");
+    EXPECT_TRUE(contains(twice, "twice.tsv:3")) << twice;
+    EXPECT_TRUE(contains(twice, "index '5' given twice (first on line 2)")) << twice;
+    const std::string narrow = error("narrow.tsv", "index\ta\n0\tx\n");
+    EXPECT_TRUE(contains(narrow, "header has 2 fields")) << narrow;
+    EXPECT_TRUE(contains(error("empty.tsv", ""), "expected a header row"));
+    EXPECT_TRUE(contains(error("noindex.tsv", "index\ta\tb\n\tx\ty\n"), "empty index"));
+}

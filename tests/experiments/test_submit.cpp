@@ -1,6 +1,9 @@
 // GLUE submission files written from stored predictions (analysis/submission.h, `tupe
-// submit`): the server's file names, label strings, and a round trip through the submission
-// reader and `tupe score` that gives back the stored GLUE scores of the run the report shows.
+// submit`): the server's file names, label strings, the stored zip (read back here through
+// its central directory, CRC-32 recomputed bit by bit), a round trip through the submission
+// reader and `tupe score` that gives back the stored GLUE scores of the run the report shows,
+// and a tiny `tupe run` on fixture GLUE folders with test splits whose test predictions
+// (and saved best-epoch weights) become the server's files.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,12 +11,20 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
 #include "analysis/metrics.h"
 #include "analysis/submission.h"
 #include "analysis/tasks.h"
+#include "engine/config.h"
+#include "engine/finetune.h"
+#include "engine/sha256.h"
+#include "engine/tokenizer.h"
+#include "experiments/config_loader.h"
+#include "experiments/experiment.h"
+#include "experiments/glue_data.h"
 #include "experiments/result_store.h"
 #include "support/test_support.h"
 
@@ -41,7 +52,122 @@ std::vector<double> random_values(const analysis::TaskInfo& task, size_t n, std:
     return v;
 }
 
+/// CRC-32 computed bit by bit (no table): an independent check of analysis::crc32.
+uint32_t slow_crc32(const std::string& bytes) {
+    uint32_t crc = 0xFFFFFFFFu;
+    for (unsigned char c : bytes) {
+        crc ^= c;
+        for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
+uint32_t le(const std::string& b, size_t at, int n) {
+    uint32_t v = 0;
+    for (int i = n - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b.at(at + i));
+    return v;
+}
+
+/// Reads a zip through its end record and central directory (APPNOTE.TXT 4.3.16, 4.3.12),
+/// each entry's local header and bytes (4.3.7): name -> bytes, in directory order. Fails the
+/// test on a stored CRC-32 or size that does not match the bytes, or a compressed entry.
+std::vector<std::pair<std::string, std::string>> read_zip(const fs::path& path) {
+    const std::string b = test_support::read_file(path);
+    std::vector<std::pair<std::string, std::string>> out;
+    EXPECT_GE(b.size(), 22u);
+    if (b.size() < 22) return out;
+    const size_t end = b.size() - 22;  // no archive comment
+    EXPECT_EQ(le(b, end, 4), 0x06054b50u);
+    const uint32_t count = le(b, end + 10, 2), cd_size = le(b, end + 12, 4),
+                   cd_offset = le(b, end + 16, 4);
+    EXPECT_EQ(cd_offset + cd_size, end);
+    size_t at = cd_offset;
+    for (uint32_t i = 0; i < count; ++i) {
+        EXPECT_EQ(le(b, at, 4), 0x02014b50u);
+        const uint32_t method = le(b, at + 10, 2), crc = le(b, at + 16, 4),
+                       comp = le(b, at + 20, 4), size = le(b, at + 24, 4),
+                       name_len = le(b, at + 28, 2), extra = le(b, at + 30, 2),
+                       comment = le(b, at + 32, 2), local = le(b, at + 42, 4);
+        const std::string name = b.substr(at + 46, name_len);
+        EXPECT_EQ(method, 0u) << name;
+        EXPECT_EQ(comp, size) << name;
+        EXPECT_EQ(le(b, local, 4), 0x04034b50u) << name;
+        EXPECT_EQ(b.substr(local + 30, le(b, local + 26, 2)), name);
+        const size_t data = local + 30 + le(b, local + 26, 2) + le(b, local + 28, 2);
+        const std::string bytes = b.substr(data, size);
+        EXPECT_EQ(bytes.size(), size) << name;
+        EXPECT_EQ(slow_crc32(bytes), crc) << name;
+        EXPECT_EQ(le(b, local + 14, 4), crc) << name;
+        out.emplace_back(name, bytes);
+        at += 46 + name_len + extra + comment;
+    }
+    EXPECT_EQ(at, end);
+    return out;
+}
+
 }  // namespace
+
+TEST(SubmissionZip, Crc32MatchesTheStandardCheckValue) {
+    EXPECT_EQ(analysis::crc32("123456789", 9), 0xCBF43926u);
+    EXPECT_EQ(analysis::crc32("", 0), 0u);
+    const std::string text = "index\tprediction\n0\tentailment\n";
+    EXPECT_EQ(analysis::crc32(text.data(), text.size()), slow_crc32(text));
+    // Streaming in two pieces gives the same value.
+    const uint32_t first = analysis::crc32(text.data(), 10);
+    EXPECT_EQ(analysis::crc32(text.data() + 10, text.size() - 10, first), slow_crc32(text));
+}
+
+TEST(SubmissionZip, StoredEntriesReadBackWithNamesSizesAndCrcs) {
+    test_support::TempDir dir(test_support::per_test_name("tupe_zip"), true);
+    const std::vector<analysis::ZipEntry> entries = {
+        {"CoLA.tsv", "index\tprediction\n0\t1\n1\t0\n"},
+        {"AX.tsv", "index\tprediction\n0\tneutral\n"},
+        {"empty.tsv", ""},
+        {"bytes.bin", std::string("\0\xff\x80 binary", 10)}};
+    const fs::path zip = dir.path() / "a.zip";
+    analysis::write_stored_zip(zip.string(), entries);
+    const auto back = read_zip(zip);
+    ASSERT_EQ(back.size(), entries.size());
+    for (size_t i = 0; i < entries.size(); ++i) {
+        EXPECT_EQ(back[i].first, entries[i].name);
+        EXPECT_EQ(back[i].second, entries[i].data) << entries[i].name;
+    }
+    EXPECT_FALSE(fs::exists(zip.string() + ".tmp"));
+    // Equal entries, equal bytes (the time stamp is fixed).
+    analysis::write_stored_zip((dir.path() / "b.zip").string(), entries);
+    EXPECT_EQ(test_support::read_file(zip), test_support::read_file(dir.path() / "b.zip"));
+    EXPECT_THROW(
+        analysis::write_stored_zip((dir.path() / "c.zip").string(), {entries[0], entries[0]}),
+        std::invalid_argument);
+    EXPECT_THROW(analysis::write_stored_zip((dir.path() / "c.zip").string(), {{"/abs", "x"}}),
+                 std::invalid_argument);
+    EXPECT_THROW(analysis::write_stored_zip((dir.path() / "c.zip").string(), {{"", "x"}}),
+                 std::invalid_argument);
+}
+
+// Test files carry the test file's own indices; AX is written with MNLI's labels.
+TEST(SubmissionFiles, TestIndicesAndAxFile) {
+    test_support::TempDir dir(test_support::per_test_name("tupe_submit_ids"), false);
+    const auto written = analysis::write_submission(
+        dir.path().string(), {{"rte", {1, 0}, {"100", "103"}}, {"ax", {2, 0, 1}, {"0", "1", "2"}}});
+    ASSERT_EQ(written.files.size(), 2u);
+    EXPECT_EQ(test_support::read_file(dir.path() / "RTE.tsv"),
+              "index\tprediction\n100\tnot_entailment\n103\tentailment\n");
+    EXPECT_EQ(test_support::read_file(dir.path() / "AX.tsv"),
+              "index\tprediction\n0\tcontradiction\n1\tentailment\n2\tneutral\n");
+    EXPECT_EQ(analysis::submission_file_name("ax"), "AX.tsv");
+    EXPECT_EQ(analysis::submission_task("ax").name, "MNLI");
+    EXPECT_THROW(analysis::write_submission(dir.path().string(), {{"rte", {1, 0}, {"100"}}}),
+                 std::invalid_argument);
+    EXPECT_THROW(analysis::write_submission(dir.path().string(), {{"rte", {1}, {"1\t2"}}}),
+                 std::invalid_argument);
+    const std::string zip = analysis::write_submission_zip(dir.path().string(), written.files);
+    const auto back = read_zip(zip);
+    ASSERT_EQ(back.size(), 2u);
+    EXPECT_EQ(back[0].first, "RTE.tsv");
+    EXPECT_EQ(back[0].second, test_support::read_file(dir.path() / "RTE.tsv"));
+    EXPECT_EQ(back[1].first, "AX.tsv");
+}
 
 TEST(SubmissionFiles, NamesFollowTheGlueServer) {
     EXPECT_EQ(analysis::submission_file_name("cola"), "CoLA.tsv");
@@ -275,7 +401,14 @@ TEST_F(SubmitCliTest, WritesTheReportedRunAndScoresRoundTrip) {
               std::string::npos)
         << r.err;
     EXPECT_NE(r.err.find("AX.tsv not written"), std::string::npos) << r.err;
-    EXPECT_NE(r.out.find("zip ../submission.zip *.tsv"), std::string::npos) << r.out;
+    // The zip: the GLUE files at its top level, the synthetic one left out.
+    std::vector<std::string> names;
+    for (const auto& [name, bytes] : read_zip(out / "submission.zip")) {
+        names.push_back(name);
+        EXPECT_EQ(bytes, test_support::read_file(out / name)) << name;
+    }
+    std::sort(names.begin(), names.end());
+    EXPECT_EQ(names, (std::vector<std::string>{"MNLI-m.tsv", "RTE.tsv", "STS-B.tsv"}));
 
     // `tupe score` reads the file against a dev.tsv holding the stored gold labels.
     const auto& rte = analysis::find_task("RTE");
@@ -300,6 +433,331 @@ TEST_F(SubmitCliTest, UnknownNamesAndTestSplitAreOneLine) {
     expect_one_line_error(tupe(base + " --experiment exp --variant tupe-a --step 7"),
                           "no GLUE results at step 7 (has: 100)");
     expect_one_line_error(tupe(base + " --experiment exp --variant tupe-a --split test"),
-                          "no test predictions stored");
+                          "has no stored test predictions");
     EXPECT_FALSE(fs::exists(file("out")));
+}
+
+namespace {
+
+// A tiny study on fixture GLUE folders written here in GLUE_FORMAT.md's layouts: CoLA (no
+// header), SST-2 (no test split), STS-B, MNLI (two dev and two test splits, and the AX
+// diagnostic set) and RTE, each with train, dev and (but SST-2) test files whose index column
+// is not the row number. One pretraining of 8 steps, one fine-tuning job per task.
+class SubmitTestSplitTest : public test_support::TempDirTest {
+  protected:
+    SubmitTestSplitTest() : TempDirTest(test_support::per_test_name("tupe_submit_test")) {}
+
+    // A sentence of 3..6 words of the toy corpus, from a counter (the same on every platform).
+    std::string sentence() {
+        static const std::vector<std::string> words = {
+            "the", "a",     "old",   "red",  "cat",   "dog",  "man",   "house",
+            "saw", "liked", "found", "near", "river", "with", "small", "bird"};
+        auto next = [&]() { return state_ = state_ * 1103515245u + 12345u, (state_ >> 16) % 16; };
+        const unsigned n = 3 + next() % 4;
+        std::string out;
+        for (unsigned w = 0; w < n; ++w) out += (w ? " " : "") + words[next()];
+        return out;
+    }
+
+    // Writes the fixture folders; test indices are 1000 + 3 i (AX: 0, 1, ...).
+    void write_glue() {
+        const fs::path g = dir_ / "glue";
+        const std::vector<std::string> nli = {"entailment", "neutral", "contradiction"};
+        const std::vector<std::string> rte = {"entailment", "not_entailment"};
+        auto test_index = [](int i) { return std::to_string(1000 + 3 * i); };
+        std::ostringstream cola_train, cola_dev, cola_test, sst_train, sst_dev, sts_train, sts_dev,
+            sts_test, rte_train, rte_dev, rte_test, mnli_train, mnli_dev_m, mnli_dev_mm,
+            mnli_test_m, mnli_test_mm, ax;
+        const std::string sts_header =
+            "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2";
+        const std::string mnli_header =
+            "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
+            "sentence1_parse\tsentence2_parse\tsentence1\tsentence2";
+        sst_train << "sentence\tlabel\n";
+        sst_dev << "sentence\tlabel\n";
+        cola_test << "index\tsentence\n";
+        sts_train << sts_header << "\tscore\n";
+        sts_dev << sts_header << "\tscore\n";
+        sts_test << sts_header << "\n";
+        rte_train << "index\tsentence1\tsentence2\tlabel\n";
+        rte_dev << "index\tsentence1\tsentence2\tlabel\n";
+        rte_test << "index\tsentence1\tsentence2\n";
+        mnli_train << mnli_header << "\tlabel1\tgold_label\n";
+        mnli_dev_m << mnli_header << "\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label\n";
+        mnli_dev_mm << mnli_header << "\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label\n";
+        mnli_test_m << mnli_header << "\n";
+        mnli_test_mm << mnli_header << "\n";
+        ax << "index\tsentence1\tsentence2\n";
+        for (int i = 0; i < 24; ++i) {
+            const bool dev = i >= 16;
+            const int k = i % 3;
+            (dev ? cola_dev : cola_train) << "gj04\t" << i % 2 << "\t\t" << sentence() << "\n";
+            (dev ? sst_dev : sst_train) << sentence() << " \t" << i % 2 << "\n";
+            (dev ? sts_dev : sts_train)
+                << i << "\tmain\tMSRvid\t2012\t" << i << "\tnone\tnone\t" << sentence() << "\t"
+                << sentence() << "\t" << 0.25 * (i % 21) << "\n";
+            (dev ? rte_dev : rte_train)
+                << i << "\t" << sentence() << "\t" << sentence() << "\t" << rte[i % 2] << "\n";
+            const std::string parses = "\tb1\tb2\tp1\tp2\t";
+            if (!dev) {
+                mnli_train << i << "\t1\t1n\tfiction" << parses << sentence() << "\t" << sentence()
+                           << "\t" << nli[k] << "\t" << nli[k] << "\n";
+            } else {
+                for (auto* f : {&mnli_dev_m, &mnli_dev_mm}) {
+                    *f << i << "\t1\t1n\tslate" << parses << sentence() << "\t" << sentence();
+                    for (int l = 0; l < 6; ++l) *f << "\t" << nli[k];
+                    *f << "\n";
+                }
+            }
+        }
+        for (int i = 0; i < 6; ++i) {
+            cola_test << test_index(i) << "\t" << sentence() << "\n";
+            sts_test << test_index(i) << "\tmain\tMSRvid\t2012\t" << i << "\tnone\tnone\t"
+                     << sentence() << "\t" << sentence() << "\n";
+            rte_test << test_index(i) << "\t" << sentence() << "\t" << sentence() << "\n";
+            mnli_test_m << test_index(i) << "\t1\t1\tfiction\tb1\tb2\tp1\tp2\t" << sentence()
+                        << "\t" << sentence() << "\n";
+            mnli_test_mm << test_index(i) << "\t1\t1\tletters\tb1\tb2\tp1\tp2\t" << sentence()
+                         << "\t" << sentence() << "\n";
+            ax << i << "\t" << sentence() << "\t" << sentence() << "\n";
+        }
+        test_support::write_file(g / "CoLA/train.tsv", cola_train.str());
+        test_support::write_file(g / "CoLA/dev.tsv", cola_dev.str());
+        test_support::write_file(g / "CoLA/test.tsv", cola_test.str());
+        test_support::write_file(g / "SST-2/train.tsv", sst_train.str());
+        test_support::write_file(g / "SST-2/dev.tsv", sst_dev.str());
+        test_support::write_file(g / "STS-B/train.tsv", sts_train.str());
+        test_support::write_file(g / "STS-B/dev.tsv", sts_dev.str());
+        test_support::write_file(g / "STS-B/test.tsv", sts_test.str());
+        test_support::write_file(g / "RTE/train.tsv", rte_train.str());
+        test_support::write_file(g / "RTE/dev.tsv", rte_dev.str());
+        test_support::write_file(g / "RTE/test.tsv", rte_test.str());
+        test_support::write_file(g / "MNLI/train.tsv", mnli_train.str());
+        test_support::write_file(g / "MNLI/dev_matched.tsv", mnli_dev_m.str());
+        test_support::write_file(g / "MNLI/dev_mismatched.tsv", mnli_dev_mm.str());
+        test_support::write_file(g / "MNLI/test_matched.tsv", mnli_test_m.str());
+        test_support::write_file(g / "MNLI/test_mismatched.tsv", mnli_test_mm.str());
+        test_support::write_file(g / "diagnostic/diagnostic.tsv", ax.str());
+    }
+
+    void SetUp() override {
+        test_support::write_toy_corpus(dir_, 16, 30, 7, 11);
+        write_glue();
+        std::ofstream(dir_ / "study.yaml")
+            << "name: subtest\nvariants: [tupe-a]\n"
+               "model: {size: tiny, max_position_embeddings: 32}\n"
+               "data: {corpus: "
+            << (dir_ / "corpus.txt").string() << ", vocab: " << (dir_ / "vocab.txt").string()
+            << ", cache_dir: " << (dir_ / "cache").string()
+            << ", max_seq_len: 32, validation_fraction: 0.25}\n"
+               "train: {steps: 8, batch_size: 8, eval_interval: 4, checkpoint_interval: 4, "
+               "log_interval: 2, threads: 1}\n"
+               "checkpoints: [1.0]\n"
+               "glue: {data: "
+            << (dir_ / "glue").string()
+            << ", tasks: [cola, sst2, stsb, mnli, rte]}\n"
+               "finetune: {lrs: [1.0e-3], seeds: [1], batch_size: 8, epochs: 2, max_seq_len: 32, "
+               "save: best}\n"
+               "database: "
+            << db() << "\nruns_dir: " << (dir_ / "runs").string() << "\n";
+    }
+
+    std::string db() const { return file("results.sqlite"); }
+    test_support::CliResult tupe(const std::string& args) const {
+        return test_support::run_tupe(args, dir_ / "stderr.txt");
+    }
+    static std::vector<std::string> ax_indices() { return {"0", "1", "2", "3", "4", "5"}; }
+    std::vector<std::string> test_indices() const {
+        std::vector<std::string> out;
+        for (int i = 0; i < 6; ++i) out.push_back(std::to_string(1000 + 3 * i));
+        return out;
+    }
+
+    unsigned state_ = 5;
+};
+
+}  // namespace
+
+// `tupe run` stores test predictions under the test files' indices (gold NaN) and, with
+// finetune.save: best, the best epoch's weights, which predict the stored test labels again;
+// `tupe submit --split test` writes the server's files and zip from them, names the task with
+// no test split, and the dev round trip through `tupe score` still gives the stored score.
+TEST_F(SubmitTestSplitTest, FineTunedTestPredictionsBecomeServerFiles) {
+    const auto run = tupe("run " + quote((dir_ / "study.yaml").string()) + " --threads 1");
+    ASSERT_EQ(run.status, 0) << run.out << run.err;
+
+    auto store = experiments::ResultStore::open_for_reading(db());
+    const auto exp = store.find_experiment("subtest");
+    ASSERT_TRUE(exp);
+    std::map<std::string, experiments::RunRecord> run_of_task;  // task key -> its run
+    for (const auto& r : store.list_runs(exp->id))
+        if (r.kind == "finetune")
+            for (const std::string key : {"cola", "sst2", "stsb", "mnli", "rte"})
+                if (r.name.find("/" + key + "/") != std::string::npos) run_of_task[key] = r;
+    ASSERT_EQ(run_of_task.size(), 5u);
+    std::map<std::pair<int64_t, std::string>, experiments::PredictionSet> stored;
+    for (const auto& p : store.predictions(exp->id)) stored[{p.run_id, p.split}] = p;
+    // Test splits: the file's indices, NaN gold, labels in range; SST-2 has none.
+    const std::vector<std::pair<std::string, std::string>> test_sets = {{"cola", "test"},
+                                                                        {"stsb", "test"},
+                                                                        {"rte", "test"},
+                                                                        {"mnli", "test_matched"},
+                                                                        {"mnli", "test_mismatched"},
+                                                                        {"mnli", "ax"}};
+    for (const auto& [key, split] : test_sets) {
+        const auto it = stored.find({run_of_task[key].id, split});
+        ASSERT_NE(it, stored.end()) << key << " " << split;
+        const auto& p = it->second;
+        ASSERT_EQ(p.predicted.size(), 6u) << key << " " << split;
+        EXPECT_EQ(p.ids, (split == "ax" ? ax_indices() : test_indices())) << key << " " << split;
+        for (size_t i = 0; i < p.gold.size(); ++i) {
+            EXPECT_TRUE(std::isnan(p.gold[i])) << key << " " << split;
+            if (key != "stsb") {
+                const double labels = key == "mnli" ? 3 : 2;
+                EXPECT_TRUE(p.predicted[i] >= 0 && p.predicted[i] < labels &&
+                            p.predicted[i] == std::round(p.predicted[i]));
+            }
+        }
+    }
+    EXPECT_EQ(stored.count({run_of_task["sst2"].id, "test"}), 0u);
+    EXPECT_TRUE(stored.at({run_of_task["rte"].id, "dev"}).ids.empty());  // dev: row numbers
+
+    // finetune.save: best: one model.pt artifact per job, its SHA-256 as stored.
+    for (const auto& [key, r] : run_of_task) {
+        const auto artifacts = store.artifacts(r.id);
+        ASSERT_EQ(artifacts.size(), 1u) << key;
+        EXPECT_EQ(artifacts[0].kind, "finetuned-model");
+        EXPECT_EQ(fs::path(artifacts[0].path).filename(), "model.pt");
+        EXPECT_NE(artifacts[0].path.find("finetune"), std::string::npos);
+        ASSERT_TRUE(fs::exists(artifacts[0].path)) << artifacts[0].path;
+        EXPECT_EQ(artifacts[0].hash, "sha256:" + engine::sha256_file_hex(artifacts[0].path));
+        EXPECT_EQ(artifacts[0].size, static_cast<int64_t>(fs::file_size(artifacts[0].path)));
+    }
+    // The saved RTE weights predict the stored RTE test labels again.
+    {
+        torch::serialize::InputArchive archive;
+        archive.load_from(store.artifacts(run_of_task["rte"].id)[0].path);
+        c10::IValue format, config_text, num_labels;
+        archive.read("format", format);
+        archive.read("config", config_text);
+        archive.read("num_labels", num_labels);
+        EXPECT_EQ(format.toStringRef(), "tupe-finetuned-v1");
+        const auto config = engine::parse_config_text(config_text.toStringRef());
+        engine::BertForSequenceClassification model(config.model, num_labels.toInt(), 0.1);
+        torch::serialize::InputArchive weights;
+        archive.read("model", weights);
+        model->load(weights);
+        engine::WordPieceTokenizer tokenizer(
+            engine::Vocab::load((dir_ / "runs" / "tupe-a" / "vocab.txt").string()),
+            config.data.lower_case);
+        const auto layout = experiments::test_splits(analysis::find_task("RTE")).at(0);
+        const auto split =
+            experiments::read_glue_test_tsv(layout, (dir_ / "glue/RTE/test.tsv").string());
+        std::vector<engine::LabeledText> xs;
+        for (const auto& e : split.examples) xs.push_back({e.text_a, e.text_b});
+        engine::FinetuneConfig fc;
+        fc.num_labels = num_labels.toInt();
+        fc.max_seq_len = 32;
+        fc.batch_size = 8;
+        const auto again = engine::predict_sets(model, tokenizer, {xs}, fc);
+        EXPECT_EQ(again.at(0), stored.at({run_of_task["rte"].id, "test"}).predicted);
+    }
+
+    // tupe submit --split test: the server's files with the test indices and label strings.
+    const fs::path out = dir_ / "out";
+    const auto r =
+        tupe("submit --db " + quote(db()) +
+             " --experiment subtest --variant tupe-a --split test --out " + quote(out.string()));
+    ASSERT_EQ(r.status, 0) << r.err;
+    const std::map<std::string, std::pair<std::string, std::vector<std::string>>> files = {
+        {"CoLA.tsv", {"stsb-no", {"0", "1"}}},
+        {"STS-B.tsv", {"float", {}}},
+        {"RTE.tsv", {"", {"entailment", "not_entailment"}}},
+        {"MNLI-m.tsv", {"", {"entailment", "neutral", "contradiction"}}},
+        {"MNLI-mm.tsv", {"", {"entailment", "neutral", "contradiction"}}},
+        {"AX.tsv", {"ax", {"entailment", "neutral", "contradiction"}}}};
+    for (const auto& [name, expect] : files) {
+        ASSERT_TRUE(fs::exists(out / name)) << name << "\n" << r.err;
+        const auto rows = analysis::read_submission((out / name).string());
+        std::vector<std::string> indices;
+        for (const auto& [index, label] : rows) {
+            indices.push_back(index);
+            if (expect.first == "float") {
+                EXPECT_TRUE(std::isfinite(std::stod(label))) << name << " " << label;
+            } else {
+                EXPECT_NE(std::find(expect.second.begin(), expect.second.end(), label),
+                          expect.second.end())
+                    << name << " " << label;
+            }
+        }
+        EXPECT_EQ(indices, (expect.first == "ax" ? ax_indices() : test_indices())) << name;
+    }
+    // The RTE file holds the stored test predictions, row by row.
+    {
+        const auto& p = stored.at({run_of_task["rte"].id, "test"});
+        const auto rows = analysis::read_submission((out / "RTE.tsv").string());
+        ASSERT_EQ(rows.size(), p.predicted.size());
+        for (size_t i = 0; i < rows.size(); ++i)
+            EXPECT_EQ(rows[i].second,
+                      analysis::find_task("RTE").labels[static_cast<size_t>(p.predicted[i])]);
+    }
+    EXPECT_FALSE(fs::exists(out / "SST-2.tsv"));
+    EXPECT_NE(r.err.find("submit: SST-2.tsv not written: its median-seed run " +
+                         run_of_task["sst2"].name +
+                         " has no stored test predictions (no "
+                         "SST-2/test.tsv in the GLUE folder"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("submit: QNLI.tsv not written"), std::string::npos) << r.err;
+    // The zip: exactly the written files at its top level, byte for byte.
+    std::vector<std::string> names;
+    for (const auto& [name, bytes] : read_zip(out / "submission.zip")) {
+        names.push_back(name);
+        EXPECT_EQ(bytes, test_support::read_file(out / name)) << name;
+    }
+    std::sort(names.begin(), names.end());
+    EXPECT_EQ(names, (std::vector<std::string>{"AX.tsv", "CoLA.tsv", "MNLI-m.tsv", "MNLI-mm.tsv",
+                                               "RTE.tsv", "STS-B.tsv"}));
+
+    // --no-zip: the files only.
+    const auto plain = tupe("submit --db " + quote(db()) +
+                            " --experiment subtest --variant tupe-a --split test --no-zip --out " +
+                            quote((dir_ / "plain").string()));
+    ASSERT_EQ(plain.status, 0) << plain.err;
+    EXPECT_TRUE(fs::exists(dir_ / "plain" / "RTE.tsv"));
+    EXPECT_FALSE(fs::exists(dir_ / "plain" / "submission.zip"));
+
+    // Dev: `tupe score` reads the dev file back to the stored score.
+    const auto dev =
+        tupe("submit --db " + quote(db()) + " --experiment subtest --variant tupe-a --out " +
+             quote((dir_ / "dev").string()));
+    ASSERT_EQ(dev.status, 0) << dev.err;
+    const auto scored =
+        tupe("score --task RTE --dev " + quote((dir_ / "glue/RTE/dev.tsv").string()) +
+             " --predictions " + quote((dir_ / "dev" / "RTE.tsv").string()) + " --format json");
+    ASSERT_EQ(scored.status, 0) << scored.err;
+    double want = NAN;
+    for (const auto& g : store.glue_results(exp->id))
+        if (g.run_id == run_of_task["rte"].id && g.metric == "accuracy") want = g.value;
+    EXPECT_NEAR(nlohmann::json::parse(scored.out)["metrics"]["accuracy"].get<double>(), want, 1e-9);
+}
+
+// finetune.save: none by default, best or none, anything else a one-line error with the line.
+TEST(SubmitFinetuneSave, KeyTakesBestOrNone) {
+    test_support::TempDir dir(test_support::per_test_name("tupe_submit_save"), true);
+    EXPECT_EQ(experiments::load_experiment(dir.write("a.yaml", "name: a\n").string()).finetune.save,
+              "none");
+    EXPECT_EQ(experiments::load_experiment(
+                  dir.write("b.yaml", "name: b\nfinetune: {save: best}\n").string())
+                  .finetune.save,
+              "best");
+    try {
+        experiments::load_experiment(dir.write("bad.yaml", "finetune:\n  save: all\n").string());
+        FAIL() << "no error for finetune.save: all";
+    } catch (const experiments::ConfigError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("bad.yaml:2"), std::string::npos) << what;
+        EXPECT_NE(what.find("finetune.save"), std::string::npos) << what;
+        EXPECT_NE(what.find("expected best or none, got 'all'"), std::string::npos) << what;
+    }
 }

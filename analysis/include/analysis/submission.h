@@ -1,10 +1,13 @@
 // GLUE submission files (`index<TAB>prediction` with a header line, one file per task, as
 // shared/GLUE_FORMAT.md describes them): reading one, and scoring it against gold labels with
 // the task's metric (analysis/metrics.h), and writing one from stored predictions under the
-// GLUE server's file names (CoLA.tsv ... MNLI-m.tsv, MNLI-mm.tsv ... AX.tsv). Errors name the
-// file and line.
+// GLUE server's file names (CoLA.tsv ... MNLI-m.tsv, MNLI-mm.tsv ... AX.tsv), packed as the
+// server takes them: a zip with the files at its top level (stored, CRC-32 as PKWARE's
+// APPNOTE.TXT 4.3). Errors name the file and line.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -44,9 +47,14 @@ const std::vector<std::string>& glue_submission_files();
 
 /// The submission file name of a result column: "cola" -> "CoLA.tsv", "mnli_m" -> "MNLI-m.tsv",
 /// "mnli_mm" -> "MNLI-mm.tsv", "syn-cola" -> "SYN-CoLA.tsv" (a built-in synthetic task under its
-/// own name, not a GLUE file). Any spelling resolve_task_column accepts; a task of two dev
-/// splits ("mnli") or an unknown name throws std::invalid_argument.
+/// own name, not a GLUE file), "ax" -> "AX.tsv" (the diagnostic set, predicted by the MNLI
+/// model). Any spelling resolve_task_column accepts; a task of two dev splits ("mnli") or an
+/// unknown name throws std::invalid_argument.
 std::string submission_file_name(const std::string& column);
+
+/// The task whose labels a column's file is written with: the column's task, MNLI for "ax".
+/// Throws std::invalid_argument as submission_file_name.
+const TaskInfo& submission_task(const std::string& column);
 
 /// The prediction strings of one dev split, row i for dev example i: the label string
 /// task.labels[id] for a classification task (the predicted value must be an integer id in
@@ -57,17 +65,22 @@ std::vector<std::string> prediction_strings(const TaskInfo& task,
                                             const std::vector<double>& predicted);
 
 /// Writes `path` in the GLUE server's layout: the header `index<TAB>prediction`, then one
-/// row `i<TAB>prediction_strings(task, predicted)[i]` per example, '\n' line ends, no quoting.
-/// The index is the 0-based row of the split file (header excluded), as `tupe score` reads it.
-/// read_submission reads the file back. Throws engine::InputError(path, ...) when the file
-/// cannot be written, std::invalid_argument as prediction_strings.
+/// row `index<TAB>prediction_strings(task, predicted)[i]` per example, '\n' line ends, no
+/// quoting. The index is ids[i] (a test file's own index column), or with no ids the 0-based
+/// row of the split file (header excluded), as `tupe score` reads a dev file. read_submission
+/// reads the file back. Throws engine::InputError(path, ...) when the file cannot be written,
+/// std::invalid_argument as prediction_strings, for ids of another length than predicted, or
+/// an id that is empty or holds a tab or line break.
 void write_submission_file(const std::string& path, const TaskInfo& task,
-                           const std::vector<double>& predicted);
+                           const std::vector<double>& predicted,
+                           const std::vector<std::string>& ids = {});
 
 /// One result column's predictions for write_submission.
 struct SubmissionColumn {
-    std::string column;  ///< Result column: "cola", "mnli_m", "syn-rte" (resolve_task_column).
-    std::vector<double> predicted;  ///< Label ids or scores in split-file order.
+    std::string
+        column;  ///< Result column: "cola", "mnli_m", "syn-rte" (resolve_task_column), "ax".
+    std::vector<double> predicted;      ///< Label ids or scores in split-file order.
+    std::vector<std::string> ids = {};  ///< The examples' own indices; empty = 0-based rows.
 };
 
 /// What write_submission wrote.
@@ -80,5 +93,31 @@ struct SubmissionWritten {
 /// given twice throws std::invalid_argument.
 SubmissionWritten write_submission(const std::string& dir,
                                    const std::vector<SubmissionColumn>& columns);
+
+/// CRC-32 (ISO-HDLC / zip / PNG: reflected polynomial 0xEDB88320, initial and final XOR
+/// 0xFFFFFFFF) of `size` bytes, continuing from `crc` (0 for a fresh one):
+/// crc32("123456789") = 0xCBF43926.
+std::uint32_t crc32(const void* data, std::size_t size, std::uint32_t crc = 0);
+
+/// One file of a zip archive.
+struct ZipEntry {
+    std::string name;  ///< Path inside the archive, '/' separated, e.g. "CoLA.tsv".
+    std::string data;  ///< Its bytes.
+};
+
+/// Writes `path` as a zip archive of `entries` in the given order, each stored (method 0, no
+/// compression) with its CRC-32, sizes and a fixed time stamp (1980-01-01 00:00), so equal
+/// entries give byte-equal archives; local headers, the central directory and its end record
+/// as PKWARE's APPNOTE.TXT 4.3.7, 4.3.12 and 4.3.16 (no zip64: every size and offset must fit
+/// 32 bits). Written to a temporary file, then renamed. Throws std::invalid_argument for an
+/// empty, duplicate, absolute or over-long name, or an archive past zip's 32-bit limits;
+/// engine::InputError(path, ...) when it cannot be written.
+void write_stored_zip(const std::string& path, const std::vector<ZipEntry>& entries);
+
+/// Packs the given files (paths, e.g. SubmissionWritten::files) into dir/submission.zip, each
+/// under its file name at the zip's top level (the layout the GLUE server takes), and returns
+/// the zip's path. Throws engine::InputError naming a file that cannot be read, and as
+/// write_stored_zip.
+std::string write_submission_zip(const std::string& dir, const std::vector<std::string>& files);
 
 }  // namespace analysis

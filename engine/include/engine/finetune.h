@@ -113,7 +113,10 @@ struct FinetuneResult {
 struct FinetuneCallbacks {
     /// After every optimizer step: steps done (1-based), all steps of the run, the step's loss.
     std::function<void(int64_t step, int64_t total_steps, double loss)> on_step;
-    std::function<void(const EpochResult&)> on_epoch;            ///< After each dev evaluation.
+    std::function<void(const EpochResult&)> on_epoch;  ///< After each dev evaluation.
+    /// After on_epoch: that epoch's model (eval mode, on its device), e.g. to copy the best
+    /// epoch's weights. Must not change the model.
+    std::function<void(const EpochResult&, BertForSequenceClassification&)> on_epoch_model;
     std::function<void(const std::string& message)> on_message;  ///< Informational lines.
     const std::atomic<bool>* stop = nullptr;                     ///< Checked before every step.
 };
@@ -136,5 +139,13 @@ FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& t
                         const std::vector<std::vector<LabeledText>>& dev_sets,
                         const FinetuneConfig& config, const FinetuneCallbacks& callbacks = {},
                         DistributedContext* dist = nullptr);
+
+/// Predictions of `model` (in eval mode, on its parameters' device) for each of `sets`, as
+/// EpochResult::predictions: encoded with config.max_seq_len, length-sorted batches of
+/// config.batch_size, config.dtype ("auto" as in finetune). Labels of `sets` are not read.
+std::vector<std::vector<double>> predict_sets(BertForSequenceClassification& model,
+                                              const WordPieceTokenizer& tokenizer,
+                                              const std::vector<std::vector<LabeledText>>& sets,
+                                              const FinetuneConfig& config);
 
 }  // namespace engine

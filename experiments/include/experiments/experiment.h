@@ -28,6 +28,9 @@ struct FinetuneProtocol {
     /// dev example (deterministically per example). A task that needs word order must then
     /// be at chance whatever the model.
     bool shuffle_words = false;
+    /// `finetune.save`: "best" writes the best epoch's fine-tuned weights of every job to
+    /// out_dir/finetune/<job>/model.pt (an artifact of its run); "none" (default) keeps none.
+    std::string save = "none";
 };
 
 /// One pretrained variant of the study.

@@ -99,13 +99,17 @@ struct GlueResultRecord {
     std::string variant;   ///< Filled by glue_results(): the run's, else its parent's variant.
 };
 
-/// The per-example dev predictions of one fine-tuning run on one split, in dev-file order:
-/// the label index (classification) or value (regression) predicted, and the gold one.
+/// The per-example predictions of one fine-tuning run on one split, in file order: the label
+/// index (classification) or value (regression) predicted, and the gold one (NaN for an
+/// unlabelled test split).
 struct PredictionSet {
     std::int64_t run_id = 0;
-    std::string split;  ///< e.g. "dev", "dev_matched".
+    std::string split;  ///< e.g. "dev", "dev_matched", "test", "test_matched", "ax".
     std::vector<double> gold;
     std::vector<double> predicted;
+    /// The examples' own indices from the file (a test split's `index` column, schema 4), one
+    /// per prediction; empty when the row number is the index (dev splits).
+    std::vector<std::string> ids = {};
 };
 
 /// One saved checkpoint. Unique by (run_id, step); a later add replaces it.
@@ -253,7 +257,8 @@ class ResultStore {
     /// Adds the score, replacing the one with the same (run_id, task, split, metric).
     void add_glue_result(const GlueResultRecord& result);
     /// Stores the run's predictions on set.split, replacing any earlier ones of that split,
-    /// in one transaction. Throws StoreError when gold and predicted differ in length.
+    /// in one transaction. Throws StoreError when gold and predicted differ in length, or
+    /// when ids is neither empty nor as long as predicted.
     void set_predictions(const PredictionSet& set);
     /// Adds the checkpoint, replacing the one with the same (run_id, step).
     void add_checkpoint(const CheckpointRecord& checkpoint);
