@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bounded libFuzzer run of the file readers (tests/fuzz): builds the four fuzz targets with
+# Bounded libFuzzer run of the file readers (tests/fuzz): builds the fuzz targets with
 # clang (AddressSanitizer + libFuzzer) in their own build directory, then runs each for a
 # bounded time over its seed corpus in tests/fuzz/corpus/<target>/. Fails when a target
 # crashes, trips a sanitizer, hangs past the per-input timeout or runs out of memory; the
@@ -8,20 +8,38 @@
 #
 #   scripts/fuzz.sh                  build + run the default targets (CI: called by ./run.sh test)
 #   scripts/fuzz.sh fuzz_vocab ...   only these targets
-# Environment: TUPE_FUZZ_SECONDS (per target, default 30), TUPE_FUZZ_RUNS (input cap per
-# target, default 20000), TUPE_FUZZ_BUILD_DIR (default build-fuzz), TUPE_JOBS (build jobs).
+#   scripts/fuzz.sh --long [T ...]   the long pass: minutes per target and no input cap (by hand,
+#                                    e.g. `nice scripts/fuzz.sh --long`; not in CI)
+# Environment: TUPE_FUZZ_SECONDS (per target, default 30; 180 in the long pass), TUPE_FUZZ_RUNS
+# (input cap per target, default 20000; none in the long pass), TUPE_FUZZ_LONG=1 (the same as
+# --long), TUPE_FUZZ_BUILD_DIR (default build-fuzz), TUPE_JOBS (build jobs).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${TUPE_FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
-SECONDS_PER_TARGET="${TUPE_FUZZ_SECONDS:-30}"
-RUNS="${TUPE_FUZZ_RUNS:-20000}"
+LONG="${TUPE_FUZZ_LONG:-0}"
+if [ "${1:-}" = "--long" ]; then
+    LONG=1
+    shift
+fi
+if [ "$LONG" = 1 ]; then
+    SECONDS_PER_TARGET="${TUPE_FUZZ_SECONDS:-180}"
+    RUNS="${TUPE_FUZZ_RUNS:--1}"  # -1: libFuzzer's "no limit"
+else
+    SECONDS_PER_TARGET="${TUPE_FUZZ_SECONDS:-30}"
+    RUNS="${TUPE_FUZZ_RUNS:-20000}"
+fi
 JOBS="${TUPE_JOBS:-$(nproc)}"
 # fuzz_checkpoint builds the engine with ASan (the slowest part of this script). Its first run
 # found a SEGV inside LibTorch's TorchScript importer on a checkpoint with a mutated code/*.py
 # entry (LibTorch does not check zip CRCs); engine/src/zip_integrity.cpp now refuses such files,
 # and the input is in the seed corpus as regression-mutated-code-entry.pt.
-ALL_TARGETS=(fuzz_glue_reader fuzz_experiment_yaml fuzz_vocab fuzz_checkpoint)
+# The first long pass of fuzz_analysis_index (180 s) found std::terminate on a number too large
+# for a double ("1, 7777e01444..."): nlohmann's out_of_range was not turned into InputError;
+# analysis_index.cpp now does, and the input is regression-number-overflow.json. The four
+# text readers added with it cost ~40 s together in the default pass (20,000 runs each).
+ALL_TARGETS=(fuzz_glue_reader fuzz_experiment_yaml fuzz_vocab fuzz_checkpoint fuzz_submission
+    fuzz_tensorboard fuzz_analysis_index fuzz_hf_index)
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=("${ALL_TARGETS[@]}")
 
@@ -37,8 +55,10 @@ cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}"
 # Per-target options: the checkpoint loader builds a model per input, so its inputs stay
 # near the size of its seeds (tiny checkpoints of ~100 KB) and it gets fewer runs.
 extra_args() {
+    local checkpoint_runs=$((RUNS / 10))
+    [ "$RUNS" -ge 0 ] || checkpoint_runs=-1
     case "$1" in
-        fuzz_checkpoint) echo "-max_len=131072 -runs=$((RUNS / 10))" ;;
+        fuzz_checkpoint) echo "-max_len=131072 -runs=$checkpoint_runs" ;;
         fuzz_experiment_yaml) echo "-max_len=4096 -runs=$RUNS" ;;
         *) echo "-max_len=4096 -runs=$RUNS" ;;
     esac

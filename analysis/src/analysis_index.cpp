@@ -149,7 +149,7 @@ AnalysisIndex parse_index_json(const std::string& text, const std::string& path)
     json doc;
     try {
         doc = json::parse(text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for a huge number
         throw engine::InputError(path, std::string("not JSON: ") + e.what());
     }
     if (!doc.is_object()) throw engine::InputError(path, "not a JSON object");

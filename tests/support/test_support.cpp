@@ -2,6 +2,7 @@
 // configs, toy corpora, running the CLI).
 #include "support/test_support.h"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,8 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+
+extern char** environ;
 
 namespace fs = std::filesystem;
 
@@ -182,6 +185,43 @@ CliResult run_cli(const std::string& program, const std::string& args,
     r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     r.err = read_file(stderr_file);
     return r;
+}
+
+pid_t start_process(const std::vector<std::string>& argv, const fs::path& log, const EnvVars& env) {
+    std::vector<std::string> args = argv, vars;
+    for (char** e = environ; *e != nullptr; ++e) {
+        const std::string entry = *e;
+        bool replaced = false;
+        for (const auto& [name, value] : env) replaced |= entry.rfind(name + "=", 0) == 0;
+        if (!replaced) vars.push_back(entry);
+    }
+    for (const auto& [name, value] : env) vars.push_back(name + "=" + value);
+    std::vector<char*> arg_ptrs, env_ptrs;
+    for (auto& a : args) arg_ptrs.push_back(a.data());
+    arg_ptrs.push_back(nullptr);
+    for (auto& v : vars) env_ptrs.push_back(v.data());
+    env_ptrs.push_back(nullptr);
+    const std::string log_path = log.string();
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execve(arg_ptrs[0], arg_ptrs.data(), env_ptrs.data());
+        _exit(127);
+    }
+    return pid;
+}
+
+int wait_process(pid_t pid) {
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool process_running(pid_t pid) {
+    int status = 0;
+    return waitpid(pid, &status, WNOHANG) == 0;
 }
 
 }  // namespace test_support

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/config.h"
@@ -155,6 +157,21 @@ struct CliResult {
 /// Runs `program ARGS` through /bin/sh; stdout is captured, stderr goes through `stderr_file`.
 CliResult run_cli(const std::string& program, const std::string& args,
                   const std::filesystem::path& stderr_file);
+
+/// Variables set on top of this process's environment: (name, value) pairs.
+using EnvVars = std::vector<std::pair<std::string, std::string>>;
+
+/// Starts argv[0] (a path) with `argv` and `env`, stdout and stderr to `log` (truncated), and
+/// returns its pid without waiting (-1 when fork fails). Everything the child needs is built
+/// before fork(), so that the child only calls async-signal-safe functions.
+pid_t start_process(const std::vector<std::string>& argv, const std::filesystem::path& log,
+                    const EnvVars& env = {});
+
+/// Waits for the child `pid` to end: its exit status, or 128 + the signal that ended it.
+int wait_process(pid_t pid);
+
+/// True while the child `pid` runs; false once it has ended (it is reaped then).
+bool process_running(pid_t pid);
 
 #ifdef TUPE_CLI
 /// run_cli with the `tupe` executable the test was built against (TUPE_CLI).
