@@ -248,6 +248,46 @@ TEST(LossFloor, CurvesViewDrawsOneSharedFloorAndWarns) {
               "word frequencies only");
 }
 
+// File > Export raw data: every stored point of the checked runs, exact and unsmoothed, while
+// File > Export data writes what the plot draws (the EMA and the floor lines among it).
+TEST(CurvesView, RawCsvHoldsEveryStoredPointUnsmoothed) {
+    app_test::ensureApplication();
+    app_test::TempDir dir;
+    std::int64_t ids[3];
+    fillFloorStore(dir.file("db.sqlite"), ids);
+    {
+        ResultStore store = ResultStore::open(dir.file("db.sqlite"));
+        std::vector<experiments::MetricPoint> many;
+        for (int step = 300; step < 1300; ++step)
+            many.push_back(
+                {"validation/loss", step, 5.0 + 0.5 * ((step * 7919) % 13) / 13.0, double(step)});
+        store.add_metrics(ids[1], many);
+    }
+    StoreHandle h = openStoreReadOnly(QString::fromStdString(dir.file("db.sqlite")));
+    ASSERT_TRUE(h.store) << h.error.toStdString();
+    CurvesView view;
+    view.setStore(h.store.get(), h.path);
+    view.showRuns({ids[0], ids[1]});
+    ASSERT_TRUE(view.showMetric("validation/loss"));
+    view.setSmoothing(0.9);
+    const QStringList rows = view.rawDataCsv().split('\n', Qt::SkipEmptyParts);
+    ASSERT_EQ(rows.size(), 1 + 2 + 1002);  // header, near-floor's 2 points, learned's 1002
+    EXPECT_EQ(rows[0], "run,metric,step,value,wall_time");
+    EXPECT_TRUE(rows.contains("near-floor,validation/loss,200,6.8499999999999996,2.000"))
+        << rows.mid(0, 4).join(" | ").toStdString();
+    // The stored value of every point, read back exactly.
+    const auto stored = h.store->metrics(ids[1], "validation/loss");
+    int matched = 0;
+    for (const auto& p : stored)
+        matched += rows.contains(QString("learned,validation/loss,%1,%2,%3")
+                                     .arg(p.step)
+                                     .arg(QString::number(p.value, 'g', 17))
+                                     .arg(QString::number(p.wall_time, 'f', 3)));
+    EXPECT_EQ(matched, int(stored.size()));
+    // The drawn data differs: smoothed values are not the stored ones.
+    EXPECT_NE(view.dataCsv(), view.rawDataCsv());
+}
+
 TEST(ClaimsView, ShowTheRunsChecksTheClaimsRunsInTheCurvesView) {
     app_test::ensureApplication();
     app_test::TempDir dir;

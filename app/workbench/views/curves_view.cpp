@@ -246,6 +246,21 @@ bool CurvesView::showMetric(const QString& key) {
     return true;
 }
 
+QString CurvesView::rawDataCsv() {
+    if (curves_.empty()) return {};
+    const QString key = csvField(metric_->currentText());
+    QString out = "run,metric,step,value,wall_time\n";
+    for (const auto& [id, c] : curves_) {
+        const QString run = csvField(c.name);
+        for (size_t i = 0; i < c.step.size(); ++i)
+            out +=
+                QString("%1,%2,%3,%4,%5\n")
+                    .arg(run, key, QString::number(std::int64_t(c.step[i])),
+                         QString::number(c.value[i], 'g', 17), QString::number(c.wall[i], 'f', 3));
+    }
+    return out;
+}
+
 void CurvesView::loadCurves(bool onlyNew) {
     if (!store_) return;
     const std::string key = metric_->currentText().toStdString();

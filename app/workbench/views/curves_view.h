@@ -29,6 +29,8 @@ class CurvesView : public WorkbenchView {
     void setStore(experiments::ResultStore* store, const QString& dbPath) override;
     QCustomPlot* exportablePlot() override { return plot_; }
     QString dataCsv() override { return plotCsv(plot_); }
+    /// "run,metric,step,value,wall_time" for every stored point of the checked runs' metric.
+    QString rawDataCsv() override;
     void prepareScreenshot() override;
 
     /// Checks exactly these runs (from the browser).

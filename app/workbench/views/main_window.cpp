@@ -101,6 +101,7 @@ MainWindow::MainWindow(QWidget* parent)
     file->addSeparator();
     file->addAction("Export &plot (PNG + PDF + SVG)...", this, &MainWindow::exportPlot);
     file->addAction("Export &data (CSV)...", this, &MainWindow::exportData);
+    file->addAction("Export &raw data (CSV)...", this, &MainWindow::exportRawData);
     file->addAction("Copy table as &Markdown", this, [this] { copyTable("markdown"); });
     file->addAction("Copy table as &LaTeX", this, [this] { copyTable("latex"); });
     file->addSeparator();
@@ -208,6 +209,20 @@ void MainWindow::exportData() {
     if (csv.isEmpty()) return showError("This view has no data to export.");
     const QString path =
         QFileDialog::getSaveFileName(this, "Export data", "data.csv", "CSV (*.csv)");
+    if (path.isEmpty()) return;
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly) || f.write(csv.toUtf8()) < 0)
+        return showError("cannot write " + path + ": " + f.errorString());
+    statusBar()->showMessage("wrote " + path, 8000);
+}
+
+void MainWindow::exportRawData() {
+    WorkbenchView* v = currentView();
+    const QString csv = v ? v->rawDataCsv() : QString();
+    if (csv.isEmpty())
+        return showError("This view has no stored series to export raw (Training curves has).");
+    const QString path =
+        QFileDialog::getSaveFileName(this, "Export raw data", "raw.csv", "CSV (*.csv)");
     if (path.isEmpty()) return;
     QFile f(path);
     if (!f.open(QIODevice::WriteOnly) || f.write(csv.toUtf8()) < 0)

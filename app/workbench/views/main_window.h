@@ -47,6 +47,7 @@ class MainWindow : public QMainWindow {
     void clearError();
     void exportPlot();
     void exportData();
+    void exportRawData();  ///< every stored point behind the plot, unsmoothed, undecimated
     void copyTable(const QString& format);
     WorkbenchView* currentView() const;
     void showClaimRuns(const QString& view, const QString& experiment, const QStringList& runs);

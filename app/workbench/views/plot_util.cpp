@@ -20,14 +20,6 @@ QString labelAt(const std::vector<std::string>& labels, int i) {
     return i >= 0 && size_t(i) < labels.size() ? qs(labels[size_t(i)]) : QString::number(i);
 }
 
-/// One CSV field, RFC 4180: wrapped in double quotes, inner quotes doubled, when it holds a
-/// comma, a double quote, CR or LF; otherwise as it is.
-QString csvField(QString s) {
-    if (!s.contains(QRegularExpression("[,\"\r\n]"))) return s;
-    s.replace('"', "\"\"");
-    return '"' + s + '"';
-}
-
 }  // namespace
 
 std::vector<std::string> toStdStrings(const QStringList& labels) {
@@ -204,6 +196,12 @@ QString exportPlots(const QList<QCustomPlot*>& plots, const QString& basePath,
         if (written) written->push_back(base + suffix + ".png");
     }
     return {};
+}
+
+QString csvField(QString s) {
+    if (!s.contains(QRegularExpression("[,\"\r\n]"))) return s;
+    s.replace('"', "\"\"");
+    return '"' + s + '"';
 }
 
 QString plotCsv(QCustomPlot* plot) {

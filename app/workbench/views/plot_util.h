@@ -72,5 +72,8 @@ QString exportPlots(const QList<QCustomPlot*>& plots, const QString& basePath,
 /// The plot's graphs as CSV ("series,x,y" rows) or, for a heatmap, its matrix under a "row"
 /// header of column labels. Fields with a comma, a quote, CR or LF are quoted (RFC 4180).
 QString plotCsv(QCustomPlot* plot);
+/// One CSV field (RFC 4180): quoted, inner quotes doubled, when it holds a comma, a quote, CR
+/// or LF.
+QString csvField(QString s);
 
 }  // namespace app

@@ -28,8 +28,11 @@ class WorkbenchView : public QWidget {
         QCustomPlot* p = exportablePlot();
         return p ? QList<QCustomPlot*>{p} : QList<QCustomPlot*>{};
     }
-    /// The view's data as CSV for File > Export data.
+    /// The view's data as CSV for File > Export data: what the plot draws (smoothed, decimated).
     virtual QString dataCsv();
+    /// Every stored point behind the plot, unsmoothed and undecimated, as CSV for File > Export
+    /// raw data; empty when the view draws no stored series.
+    virtual QString rawDataCsv() { return {}; }
     /// The view's table as "markdown" or "latex"; empty when it has none.
     virtual QString tableText(const QString& format) { return {}; }
     /// Picks defaults that show real data (screenshots); returns false when it cannot.
