@@ -10,12 +10,15 @@
 #include <iostream>
 #include <sstream>
 
+#include "command_table.h"
+
 namespace cli {
 
-Args::Args(const std::vector<std::string>& argv, const std::vector<std::string>& options,
-           const std::vector<std::string>& flags, const std::vector<std::string>& repeatable) {
-    auto known = [](const std::vector<std::string>& v, const std::string& n) {
-        return std::find(v.begin(), v.end(), n) != v.end();
+Args::Args(const std::vector<std::string>& argv, const CommandSpec& spec) : spec_(&spec) {
+    auto find = [&](const std::string& n) -> const OptionSpec* {
+        for (const auto& o : spec.options)
+            if (o.name == n) return &o;
+        return nullptr;
     };
     for (size_t i = 0; i < argv.size(); ++i) {
         const std::string& a = argv[i];
@@ -30,24 +33,46 @@ Args::Args(const std::vector<std::string>& argv, const std::vector<std::string>&
             value = name.substr(eq + 1);
             name = name.substr(0, eq);
         }
-        if (known(flags, name)) {
+        const OptionSpec* o = find(name);
+        if (!o)
+            throw UsageError("unknown option --" + name + " (`tupe " + spec.name +
+                             " --help` lists the options)");
+        if (o->value.empty()) {
             if (inline_value) throw UsageError("--" + name + " takes no value");
             values_[name].push_back("1");
             continue;
         }
-        if (!known(options, name) && !known(repeatable, name))
-            throw UsageError("unknown option --" + name);
         if (!inline_value) {
             if (i + 1 >= argv.size()) throw UsageError("--" + name + " needs a value");
             value = argv[++i];
         }
-        if (!known(repeatable, name) && values_.count(name))
-            throw UsageError("--" + name + " given twice");
+        if (!o->repeatable && values_.count(name)) throw UsageError("--" + name + " given twice");
+        if (!o->choices.empty() &&
+            std::find(o->choices.begin(), o->choices.end(), value) == o->choices.end()) {
+            std::string allowed;
+            for (size_t k = 0; k < o->choices.size(); ++k)
+                allowed += (k == 0                       ? ""
+                            : k + 1 == o->choices.size() ? " or "
+                                                         : ", ") +
+                           o->choices[k];
+            throw UsageError("--" + name + ": expected " + allowed + ", got '" + value + "'");
+        }
         values_[name].push_back(value);
     }
+    for (const auto& o : spec.options)
+        if (o.required && !has(o.name)) throw UsageError("missing --" + o.name);
 }
 
 bool Args::has(const std::string& name) const { return values_.count(name) > 0; }
+
+std::string Args::get(const std::string& name) const {
+    auto it = values_.find(name);
+    if (it != values_.end()) return it->second.back();
+    for (const auto& o : spec_->options)
+        if (o.name == name) return o.fallback;
+    throw std::logic_error("tupe " + spec_->name + ": option --" + name +
+                           " is not in the command table");
+}
 
 std::string Args::get(const std::string& name, const std::string& fallback) const {
     auto it = values_.find(name);
@@ -59,9 +84,7 @@ std::string Args::required(const std::string& name) const {
     return get(name);
 }
 
-long long Args::get_int(const std::string& name, long long fallback) const {
-    if (!has(name)) return fallback;
-    const std::string v = get(name);
+long long Args::parse_int(const std::string& name, const std::string& v) const {
     try {
         size_t used = 0;
         long long out = std::stoll(v, &used);
@@ -69,6 +92,13 @@ long long Args::get_int(const std::string& name, long long fallback) const {
     } catch (const std::exception&) {
     }
     throw UsageError("--" + name + ": expected an integer, got '" + v + "'");
+}
+
+long long Args::get_int(const std::string& name) const { return parse_int(name, get(name)); }
+
+long long Args::get_int(const std::string& name, long long fallback) const {
+    if (!has(name)) return fallback;
+    return parse_int(name, get(name));
 }
 
 std::vector<std::string> Args::all(const std::string& name) const {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -15,24 +16,32 @@ struct UsageError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-/// `--name value`, `--name=value`, flags, repeated options and positionals. Unknown options
-/// are UsageErrors naming the option.
+struct CommandSpec;
+
+/// `--name value`, `--name=value`, flags, repeated options and positionals, as the command's
+/// entry in the command table (command_table.h) declares them. Unknown options, a value outside
+/// an option's choices and a missing required option are UsageErrors naming the option.
 class Args {
   public:
-    /// `flags` take no value; `repeatable` may appear many times; other known options once.
-    Args(const std::vector<std::string>& argv, const std::vector<std::string>& options,
-         const std::vector<std::string>& flags = {},
-         const std::vector<std::string>& repeatable = {});
+    Args(const std::vector<std::string>& argv, const CommandSpec& spec);
 
     bool has(const std::string& name) const;
-    std::string get(const std::string& name, const std::string& fallback = "") const;
+    /// The value given, else the table's default for the option.
+    std::string get(const std::string& name) const;
+    /// The value given, else `fallback` (for defaults that depend on other inputs).
+    std::string get(const std::string& name, const std::string& fallback) const;
     /// Throws UsageError "missing --name" when absent.
     std::string required(const std::string& name) const;
+    /// As get(), parsed as an integer: a UsageError naming the option when it is not one.
+    long long get_int(const std::string& name) const;
     long long get_int(const std::string& name, long long fallback) const;
     std::vector<std::string> all(const std::string& name) const;
     const std::vector<std::string>& positionals() const { return positionals_; }
 
   private:
+    long long parse_int(const std::string& name, const std::string& value) const;
+
+    const CommandSpec* spec_;
     std::map<std::string, std::vector<std::string>> values_;
     std::vector<std::string> positionals_;
 };

@@ -18,6 +18,7 @@
 #include "analysis/analyze.h"
 #include "analysis/attention_analysis.h"
 #include "cli_util.h"
+#include "command_table.h"
 #include "commands.h"
 #include "engine/errors.h"
 #include "engine/threads.h"
@@ -472,7 +473,7 @@ analysis::AnalysisOutput analyze_one(const std::string& spec, const Args& args,
     out.model_name = m.name;
     timing.analysis += seconds_since(t0);
     // Checked before anything is written: the head of the single-head Fig. 2 figure.
-    const int64_t head = args.get_int("head", 0), H = out.config.num_attention_heads;
+    const int64_t head = args.get_int("head"), H = out.config.num_attention_heads;
     if (head < 0 || head >= H)
         throw UsageError("--head " + std::to_string(head) + " outside 0.." + std::to_string(H - 1));
     t0 = Clock::now();
@@ -552,10 +553,7 @@ void print_summary(const analysis::AnalysisOutput& out, const fs::path& dir,
 }  // namespace
 
 int cmd_analyze(const Argv& argv) {
-    Args args(argv,
-              {"text", "corpus", "sentences", "compare", "vocab", "out", "batch", "head", "threads",
-               "max-tokens", "db", "experiment", "run", "probe-length", "probe-windows"},
-              {"cased", "no-figures", "no-properties", "order-probe"});
+    Args args(argv, command_spec("analyze"));
     if (args.positionals().size() != 1) throw UsageError("expected one CHECKPOINT");
     const std::string spec = args.positionals()[0];
     const fs::path dir = args.required("out");
@@ -563,7 +561,7 @@ int cmd_analyze(const Argv& argv) {
         throw UsageError("give exactly one of --text and --corpus");
     if (args.has("sentences") && !args.has("corpus"))
         throw UsageError("--sentences goes with --corpus");
-    engine::apply_thread_count(args.get_int("threads", 0));
+    engine::apply_thread_count(args.get_int("threads"));
     const bool record = args.has("db") || args.has("experiment") || args.has("run");
     if (record && !(args.has("db") && args.has("experiment") && args.has("run")))
         throw UsageError("--db, --experiment and --run go together");
@@ -578,9 +576,9 @@ int cmd_analyze(const Argv& argv) {
     }
 
     analysis::AnalyzeOptions options;
-    options.batch_size = args.get_int("batch", 32);
+    options.batch_size = args.get_int("batch");
     if (options.batch_size < 1) throw UsageError("--batch must be >= 1");
-    options.max_tokens = args.get_int("max-tokens", 0);
+    options.max_tokens = args.get_int("max-tokens");
     if (options.max_tokens < 0 || (args.has("max-tokens") && options.max_tokens < 2))
         throw UsageError("--max-tokens must be >= 2 ([CLS] and [SEP])");
     options.properties = !args.has("no-properties");
@@ -588,7 +586,7 @@ int cmd_analyze(const Argv& argv) {
     options.property_options.length = args.get_int("probe-length", 0);
     if (args.has("probe-length") && options.property_options.length < 4)
         throw UsageError("--probe-length must be >= 4 tokens ([CLS], [SEP] and two more)");
-    options.property_options.windows = args.get_int("probe-windows", 16);
+    options.property_options.windows = args.get_int("probe-windows");
     if (options.property_options.windows < 1) throw UsageError("--probe-windows must be >= 1");
     options.order_options.windows = options.property_options.windows;
     std::vector<std::string> sentences;
@@ -597,7 +595,7 @@ int cmd_analyze(const Argv& argv) {
         options.truncate = false;
         options.source = "--text";
     } else {
-        const long long n = args.get_int("sentences", 32);
+        const long long n = args.get_int("sentences");
         if (n < 1) throw UsageError("--sentences must be >= 1");
         sentences = analysis::read_sentences(args.get("corpus"), n);
         options.source = args.get("corpus");

@@ -18,6 +18,7 @@
 
 #include "bench_profile.h"
 #include "cli_util.h"
+#include "command_table.h"
 #include "commands.h"
 #include "engine/batched_matmul.h"
 #include "engine/bert.h"
@@ -238,30 +239,26 @@ std::string load_average() {
 }  // namespace
 
 int cmd_bench(const Argv& argv) {
-    Args args(argv,
-              {"preset", "size", "seq", "batch", "threads", "steps", "warmup", "dtype",
-               "vocab-size", "format", "device", "optimizer", "trace", "kernels"},
-              {"profile"});
-    const auto presets = split_commas(args.get("preset", "bert-a,tupe-a,tupe-r"));
-    const std::string size = args.get("size", "small");
-    std::string dtype = args.get("dtype", "fp32");
+    Args args(argv, command_spec("bench"));
+    const auto presets = split_commas(args.get("preset"));
+    const std::string size = args.get("size");
+    std::string dtype = args.get("dtype");
     // The quickstart's model (experiments/quickstart.yaml): tiny with hidden 64, 4 heads and
     // an FFN of 256, on sequences of 64 with the 8k Brown vocabulary. The regime where per-op
     // overhead, not matmul throughput, sets the step time.
     const bool quickstart = size == "quickstart";
-    const std::string format = args.get("format", "table");
-    const std::string optimizer = args.get("optimizer", "fused");
+    const std::string format = args.get("format");
+    const std::string optimizer = args.get("optimizer");
     // --kernels: the attention kernels of engine/fused_ops.h and engine/batched_matmul.h
     // ("tupe", the default), LibTorch's composition ("torch"), or both side by side, interleaved
     // step by step ("both": the speed-up measured in one run, under the same load).
-    const std::string kernels = args.get("kernels", "tupe");
+    const std::string kernels = args.get("kernels");
     if (kernels != "tupe" && kernels != "torch" && kernels != "both")
         throw UsageError("--kernels: expected tupe, torch or both, got '" + kernels + "'");
     if (optimizer != "fused" && optimizer != "torch")
         throw UsageError("--optimizer: expected fused or torch, got '" + optimizer + "'");
-    const int64_t seq = args.get_int("seq", quickstart ? 64 : 128),
-                  batch = args.get_int("batch", 32);
-    const int64_t steps = args.get_int("steps", 10), warmup = args.get_int("warmup", 2);
+    const int64_t seq = args.get_int("seq", quickstart ? 64 : 128), batch = args.get_int("batch");
+    const int64_t steps = args.get_int("steps"), warmup = args.get_int("warmup");
     const int64_t vocab = args.get_int("vocab-size", quickstart ? 8000 : 30522);
     const int threads = static_cast<int>(args.get_int("threads", engine::available_cpus()));
     if (dtype != "fp32" && dtype != "bf16" && dtype != "auto")
@@ -272,7 +269,7 @@ int cmd_bench(const Argv& argv) {
         throw UsageError(
             "--seq >= 2, --batch, --steps, --warmup, --threads >= 1, --vocab-size >= 6");
     if (presets.empty()) throw UsageError("--preset: no variant given");
-    const torch::Device device(args.get("device", "cpu"));
+    const torch::Device device(args.get("device"));
     if (device.is_cuda() && !torch::cuda::is_available())
         throw UsageError("--device " + device.str() + ": this LibTorch has no usable CUDA device");
     at::set_num_threads(threads);

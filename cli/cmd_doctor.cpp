@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "cli_util.h"
+#include "command_table.h"
 #include "commands.h"
 #include "engine/precision.h"
 #include "engine/threads.h"
@@ -66,7 +67,7 @@ std::string fmt1(double v) {
 }  // namespace
 
 int cmd_doctor(const Argv& argv) {
-    Args args(argv, {}, {"no-matmul"});
+    Args args(argv, command_spec("doctor"));
     std::vector<std::string> advice;
     auto line = [](const std::string& key, const std::string& value) {
         std::cout << key << std::string(key.size() < 18 ? 18 - key.size() : 1, ' ') << value

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "analysis/submission.h"
 #include "analysis/tasks.h"
 #include "cli_util.h"
+#include "command_table.h"
 #include "commands.h"
 #include "engine/bert.h"
 #include "engine/distributed.h"
@@ -78,13 +80,13 @@ void raise_at_step_from_env(experiments::RunnerOptions& options) {
 }  // namespace
 
 int cmd_run(const Argv& argv) {
-    Args args(argv, {"jobs", "job", "threads", "nproc-per-node"}, {"quiet"}, {"set"});
+    Args args(argv, command_spec("run"));
     const auto spec =
         experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
     experiments::RunnerOptions options;
     options.only_job = args.get("job");
-    options.jobs = args.get_int("jobs", 0);
-    options.threads = args.get_int("threads", 0);
+    options.jobs = args.get_int("jobs");
+    options.threads = args.get_int("threads");
     options.self_exe = self_exe();
     options.overrides = args.all("set");
     // Job claims (several runners on one plan): the stale timeout, and the claim this
@@ -96,7 +98,7 @@ int cmd_run(const Argv& argv) {
 
     // Data parallelism: `--nproc-per-node N` runs each job on N local workers (for one job,
     // this process is their launcher); a worker started by it, torchrun or srun joins its group.
-    const long long nproc = args.get_int("nproc-per-node", 1);
+    const long long nproc = args.get_int("nproc-per-node");
     if (nproc < 1 || nproc > 1024) throw UsageError("--nproc-per-node must be in [1, 1024]");
     if (nproc > 1 && engine::distributed_env_present())
         throw UsageError(
@@ -147,7 +149,19 @@ int cmd_run(const Argv& argv) {
     const bool main_rank = !group || group->is_main();
 
     StopOnSignal stop_on_signal;
-    if (!quiet && main_rank)
+    // --progress jsonl: one JSON object per line on stdout for programs (the app), flushed per
+    // line; errors still end as one line on stderr.
+    const bool jsonl = args.get("progress") == "jsonl" && !quiet && main_rank;
+    auto emit = [](const nlohmann::json& event) { std::cout << event.dump() << std::endl; };
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point last_event{};
+    if (jsonl)
+        emit({{"event", "plan"},
+              {"experiment", spec.name},
+              {"variants", spec.variants.size()},
+              {"jobs", plan.size()},
+              {"database", spec.database}});
+    else if (!quiet && main_rank)
         std::cerr << "experiment " << spec.name << ": " << spec.variants.size() << " variants, "
                   << plan.size() << " jobs, results in " << spec.database << "\n";
     ProgressBar bar(static_cast<long long>(plan.size()) * 100, 1000000);
@@ -155,11 +169,32 @@ int cmd_run(const Argv& argv) {
     experiments::RunnerCallbacks cb;
     cb.stop = stop_on_signal.flag();
     cb.on_message = [&](const std::string& m) {
+        if (jsonl) return emit({{"event", "message"}, {"text", m}});
         if (quiet || !main_rank) return;
         bar.finish();
         std::cerr << m << "\n";
     };
     cb.on_progress = [&](const experiments::PlanProgress& p) {
+        if (jsonl) {
+            // A job's start always; progress inside it at most 5 times a second (every step
+            // of a slow job, so at least once per step).
+            const bool new_job = p.current != last_job;
+            if (new_job) {
+                last_job = p.current;
+                emit({{"event", "job"},
+                      {"job", p.current},
+                      {"index", p.done + 1},
+                      {"total", p.total}});
+            }
+            const auto now = Clock::now();
+            if (!new_job && now - last_event < std::chrono::milliseconds(200)) return;
+            last_event = now;
+            nlohmann::json e = {
+                {"event", "progress"}, {"job", p.current},           {"done", p.done},
+                {"total", p.total},    {"fraction", p.job_fraction}, {"status", p.job_status}};
+            e["eta_s"] = p.eta_seconds >= 0 ? nlohmann::json(p.eta_seconds) : nullptr;
+            return emit(e);
+        }
         if (quiet || !main_rank) return;
         if (p.current != last_job) {
             bar.finish();
@@ -181,7 +216,13 @@ int cmd_run(const Argv& argv) {
     }
     bar.finish();
     if (!main_rank) return summary.stopped ? 130 : 0;
-    if (!quiet)
+    if (jsonl)
+        emit({{"event", "summary"},
+              {"finished", summary.finished},
+              {"skipped", summary.skipped},
+              {"failed", summary.failed},
+              {"stopped", summary.stopped}});
+    else if (!quiet)
         std::cerr << spec.name << ": " << summary.finished << " finished, " << summary.skipped
                   << " already done, " << summary.failed << " failed"
                   << (summary.stopped ? "; stopped (run the same command to resume)" : "") << "\n";
@@ -190,10 +231,13 @@ int cmd_run(const Argv& argv) {
 }
 
 int cmd_status(const Argv& argv) {
-    Args args(argv, {}, {}, {"set"});
+    Args args(argv, command_spec("status"));
     const auto spec =
         experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
-    std::cout << experiments::experiment_status(spec, claim_timeout_from_env());
+    if (args.get("format") == "json")
+        std::cout << experiments::experiment_status_json(spec, claim_timeout_from_env());
+    else
+        std::cout << experiments::experiment_status(spec, claim_timeout_from_env());
     return 0;
 }
 
@@ -232,15 +276,15 @@ std::vector<experiments::ExperimentRecord> chosen_experiments(experiments::Resul
 }  // namespace
 
 int cmd_report(const Argv& argv) {
-    Args args(argv, {"db", "experiment", "format", "resources"}, {"mean-std", "paper"});
-    const auto format = experiments::report_format_from_string(args.get("format", "table"));
-    auto store = open_results(args.get("db", "results/tupe.sqlite"));
+    Args args(argv, command_spec("report"));
+    const auto format = experiments::report_format_from_string(args.get("format"));
+    auto store = open_results(args.get("db"));
     const bool text = format == experiments::ReportFormat::kTable ||
                       format == experiments::ReportFormat::kMarkdown;
     for (const auto& e : chosen_experiments(store, args, true)) {
         auto report = experiments::load_report(store, e.name);
         if (args.has("paper")) {
-            const std::string dir = args.get("resources", TUPE_RESOURCES_DIR);
+            const std::string dir = args.get("resources");
             experiments::add_paper_rows(report, (fs::path(dir) / "paper_table1.tsv").string());
         }
         if (text)
@@ -256,9 +300,9 @@ int cmd_report(const Argv& argv) {
 }
 
 int cmd_claims(const Argv& argv) {
-    Args args(argv, {"db", "experiment", "format"});
-    const auto format = experiments::claims_format_from_string(args.get("format", "table"));
-    auto store = open_results(args.get("db", "results/tupe.sqlite"));
+    Args args(argv, command_spec("claims"));
+    const auto format = experiments::claims_format_from_string(args.get("format"));
+    auto store = open_results(args.get("db"));
     const std::string name = chosen_experiments(store, args, false).front().name;
     // Parameters counted on the engine's own modules (nothing is trained).
     auto count = [](const engine::ModelConfig& config) {
@@ -274,7 +318,7 @@ int cmd_claims(const Argv& argv) {
 }
 
 int cmd_score(const Argv& argv) {
-    Args args(argv, {"task", "dev", "predictions", "format"});
+    Args args(argv, command_spec("score"));
     const std::string task_name = args.required("task");
     // Any spelling of a task or of a result column (MNLI-mm): the registry resolves both.
     const analysis::TaskColumn named = analysis::resolve_task_column(task_name);
@@ -306,7 +350,7 @@ int cmd_score(const Argv& argv) {
                                        : analysis::score_submission(metric_task, rows, gold,
                                                                     task.labels, predictions);
     if (task.synthetic) throw UsageError("score the built-in synthetic tasks with `tupe report`");
-    if (args.get("format", "table") == "json") {
+    if (args.get("format") == "json") {
         nlohmann::json j = {{"task", metric_task},
                             {"examples", split.examples.size()},
                             {"metrics", scores.metrics}};
@@ -325,8 +369,8 @@ int cmd_score(const Argv& argv) {
 
 int cmd_glue(const Argv& argv) {
     if (argv.empty() || argv[0] != "stats") throw UsageError("expected `glue stats --dir DIR`");
-    Args args(Argv(argv.begin() + 1, argv.end()), {"dir", "format"});
-    const std::string format = args.get("format", "table");
+    Args args(Argv(argv.begin() + 1, argv.end()), command_spec("glue"));
+    const std::string format = args.get("format");
     if (format != "table" && format != "json") throw UsageError("--format must be table or json");
     const std::string dir = args.required("dir");
     if (!fs::is_directory(dir)) throw engine::InputError(dir, "not a directory");

@@ -15,6 +15,7 @@
 
 #include "analysis/extrapolate.h"
 #include "cli_util.h"
+#include "command_table.h"
 #include "commands.h"
 #include "engine/errors.h"
 #include "engine/trainer.h"
@@ -250,22 +251,22 @@ void write_text(const fs::path& path, const std::string& text) {
 }  // namespace
 
 int cmd_extrapolate(const Argv& argv) {
-    Args args(argv, {"corpus", "vocab", "lengths", "max-tokens", "seed", "format", "out"});
+    Args args(argv, command_spec("extrapolate"));
     const auto& checkpoints = args.positionals();
     if (checkpoints.empty()) throw UsageError("expected at least one CHECKPOINT");
     const std::string corpus = args.required("corpus");
-    const std::string format = args.get("format", "table");
+    const std::string format = args.get("format");
     if (format != "table" && format != "json" && format != "csv")
         throw UsageError("--format must be table, json or csv, got '" + format + "'");
     analysis::ExtrapolationOptions options;
     try {
-        options.factors = analysis::parse_length_factors(args.get("lengths", "1,1.5,2,4"));
+        options.factors = analysis::parse_length_factors(args.get("lengths"));
     } catch (const std::invalid_argument& e) {
         throw UsageError(std::string("--lengths: ") + e.what());
     }
-    options.max_tokens = args.get_int("max-tokens", 60000);
+    options.max_tokens = args.get_int("max-tokens");
     if (options.max_tokens < 1) throw UsageError("--max-tokens must be >= 1");
-    const long long seed = args.get_int("seed", 1);
+    const long long seed = args.get_int("seed");
     if (seed < 0) throw UsageError("--seed must be >= 0");
     options.seed = static_cast<uint64_t>(seed);
     options.source = corpus;
@@ -298,7 +299,7 @@ int cmd_extrapolate(const Argv& argv) {
         std::cerr << "extrapolate [" << (k + 1) << "/" << checkpoints.size() << "] "
                   << ckpt.config.model.preset << " " << path << ": L = " << options.train_length
                   << ", " << format_count(static_cast<double>(stream.size()))
-                  << " stream tokens, lengths " << args.get("lengths", "1,1.5,2,4") << std::endl;
+                  << " stream tokens, lengths " << args.get("lengths") << std::endl;
         results.push_back(
             {path, ckpt.config.model.preset,
              analysis::evaluate_extrapolation(ckpt.model, stream, tokenizer.vocab(), options)});

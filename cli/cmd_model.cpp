@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "analysis/attention_analysis.h"
 #include "analysis/inspect.h"
 #include "cli_util.h"
+#include "command_table.h"
 #include "commands.h"
 #include "engine/errors.h"
 #include "engine/trainer.h"
@@ -27,10 +29,54 @@ std::string one_checkpoint(const Args& args) {
 }  // namespace
 
 int cmd_info(const Argv& argv) {
-    Args args(argv, {});
+    Args args(argv, command_spec("info"));
     const std::string path = one_checkpoint(args);
     auto ckpt = engine::load_checkpoint(path);
     const auto& m = ckpt.config.model;
+    engine::CorpusFloor floor;
+    const bool has_floor =
+        engine::read_floor(engine::floor_path(fs::path(path).parent_path().string()), floor);
+    auto groups = engine::parameter_groups(*ckpt.model);
+    // bert-a's only positional parameters are its (max_len, C) input table.
+    const int64_t overhead = groups["positional"] - m.max_position_embeddings * m.hidden_size;
+    if (args.get("format") == "json") {
+        nlohmann::json j;
+        j["checkpoint"] = path;
+        j["preset"] = m.preset;
+        j["size"] = m.size;
+        j["positions"] = engine::describe_position(m).summary;
+        j["absolute_position"] = m.absolute_position;
+        j["relative_position"] = m.relative_position;
+        j["untie_cls"] = m.untie_cls;
+        j["shared_pos_term"] = m.shared_pos_term;
+        j["attention_scale_factor"] = m.attention_scale_factor;
+        j["pre_layernorm"] = m.pre_layernorm;
+        j["num_hidden_layers"] = m.num_hidden_layers;
+        j["hidden_size"] = m.hidden_size;
+        j["num_attention_heads"] = m.num_attention_heads;
+        j["intermediate_size"] = m.intermediate_size;
+        j["max_position_embeddings"] = m.max_position_embeddings;
+        j["vocab_size"] = m.vocab_size;
+        j["step"] = ckpt.step;
+        j["steps"] = ckpt.config.train.steps;
+        j["validation"] = nlohmann::json::array();
+        for (const auto& e : ckpt.evals)
+            j["validation"].push_back(
+                {{"step", e.step}, {"loss", e.loss}, {"accuracy", e.accuracy}});
+        if (has_floor) {
+            j["floor"] = {{"unigram_nats", floor.unigram_nats},
+                          {"bigram_nats", floor.bigram_nats},
+                          {"validation_tokens", floor.validation_tokens}};
+            if (!ckpt.evals.empty())
+                j["floor"]["warning"] = engine::floor_warning(ckpt.evals.back().loss, floor);
+        } else {
+            j["floor"] = nullptr;
+        }
+        j["parameters"] = groups;
+        j["positional_over_bert_a"] = overhead;
+        std::cout << j.dump(2) << "\n";
+        return 0;
+    }
     std::cout << "checkpoint   " << path << "\n"
               << "variant      " << m.preset << " (size " << m.size << ")\n"
               << "positions    " << engine::describe_position(m).summary << "\n"
@@ -49,8 +95,7 @@ int cmd_info(const Argv& argv) {
         std::cout << "validation   loss " << e.loss << ", accuracy " << e.accuracy << " at step "
                   << e.step << "\n";
     }
-    engine::CorpusFloor floor;
-    if (engine::read_floor(engine::floor_path(fs::path(path).parent_path().string()), floor)) {
+    if (has_floor) {
         std::cout << "floor        unigram " << floor.unigram_nats << " nats, bigram "
                   << floor.bigram_nats << " nats (validation MLM targets, "
                   << floor.validation_tokens << " tokens)\n";
@@ -64,10 +109,7 @@ int cmd_info(const Argv& argv) {
         if (group != "total")
             std::cout << "  " << group << std::string(12 - group.size(), ' ')
                       << format_count(static_cast<double>(n)) << "\n";
-    auto groups = engine::parameter_groups(*ckpt.model);
     std::cout << "  total       " << format_count(static_cast<double>(groups["total"])) << "\n";
-    // bert-a's only positional parameters are its (max_len, C) input table.
-    const int64_t overhead = groups["positional"] - m.max_position_embeddings * m.hidden_size;
     std::cout << "  over bert-a " << (overhead >= 0 ? "+" : "-")
               << format_count(static_cast<double>(overhead >= 0 ? overhead : -overhead)) << " ("
               << (overhead >= 0 ? "+" : "")
@@ -117,7 +159,7 @@ void export_torch_file(engine::BertForMaskedLM& model, const std::string& out) {
 // that `tupe analyze DIR` and analysis::import_hf_bert read back; --out FILE.pt or FILE.bin:
 // one torch.load-readable file of HF-named tensors.
 int cmd_export(const Argv& argv) {
-    Args args(argv, {"out", "vocab"});
+    Args args(argv, command_spec("export"));
     const std::string path = one_checkpoint(args), out = args.required("out");
     auto ckpt = engine::load_checkpoint(path);
     if (ends_with(out, ".pt") || ends_with(out, ".bin")) {
@@ -125,7 +167,9 @@ int cmd_export(const Argv& argv) {
         return 0;
     }
     const std::string vocab = checkpoint_vocab(args, path, ckpt.config);
-    analysis::export_hf_bert(ckpt.model, vocab, ckpt.config.data.lower_case, out);
+    std::vector<std::string> notes;
+    analysis::export_hf_bert(ckpt.model, vocab, ckpt.config.data.lower_case, out, &notes);
+    for (const auto& note : notes) std::cerr << "tupe export: note: " << note << "\n";
     const auto& m = ckpt.config.model;
     std::cout << "wrote " << out << ": config.json ("
               << (analysis::hf_config_for(m).find("\"model_type\": \"bert\"") != std::string::npos
@@ -137,7 +181,7 @@ int cmd_export(const Argv& argv) {
 }
 
 int cmd_inspect(const Argv& argv) {
-    Args args(argv, {"text", "text-b", "out", "vocab", "bertviz"});
+    Args args(argv, command_spec("inspect"));
     const std::string path = one_checkpoint(args), out = args.required("out");
     if (args.has("bertviz")) {
         const std::string ext = fs::path(args.get("bertviz")).extension().string();

@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "cli_util.h"
+#include "command_table.h"
 #include "commands.h"
 #include "engine/distributed.h"
 #include "engine/errors.h"
@@ -48,13 +49,13 @@ std::string fixed(double v, int digits) {
 }  // namespace
 
 int cmd_pretrain(const Argv& argv) {
-    Args args(argv, {"config", "out", "nproc-per-node"}, {}, {"set"});
+    Args args(argv, command_spec("pretrain"));
     std::vector<std::string> overrides = args.all("set");
     if (args.has("out")) overrides.push_back("out_dir=" + args.get("out"));
     engine::PretrainConfig config =
         experiments::load_pretrain_config(args.required("config"), overrides);
     if (args.has("nproc-per-node")) {
-        const long long n = args.get_int("nproc-per-node", 1);
+        const long long n = args.get_int("nproc-per-node");
         if (n < 1 || n > 1024) throw UsageError("--nproc-per-node must be in [1, 1024]");
         if (engine::distributed_env_present())
             throw UsageError(
@@ -314,8 +315,8 @@ int print_curve_points(const std::vector<std::string>& dirs, const std::string& 
 }  // namespace
 
 int cmd_curves(const Argv& argv) {
-    Args args(argv, {"metric", "png", "format"});
-    const std::string format = args.get("format", "table");
+    Args args(argv, command_spec("curves"));
+    const std::string format = args.get("format");
     if (format != "table" && format != "csv" && format != "json")
         throw UsageError("--format must be table, csv or json");
     if (format != "table" && (args.has("png") || args.has("metric")))
@@ -325,7 +326,7 @@ int cmd_curves(const Argv& argv) {
         if (args.positionals().empty()) throw UsageError("expected at least one RUN_DIR");
         return print_curve_points(args.positionals(), format);
     }
-    const std::string metric = args.get("metric", "loss");
+    const std::string metric = args.get("metric");
     if (metric != "loss" && metric != "accuracy")
         throw UsageError("--metric must be loss or accuracy");
     if (args.positionals().empty()) throw UsageError("expected at least one RUN_DIR");

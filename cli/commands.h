@@ -27,6 +27,7 @@ int cmd_report(const Argv& args);
 int cmd_claims(const Argv& args);
 int cmd_score(const Argv& args);
 int cmd_glue(const Argv& args);
-int cmd_submit(const Argv& args);  // cmd_submit.cpp
+int cmd_submit(const Argv& args);      // cmd_submit.cpp
+int cmd_completion(const Argv& args);  // command_table.cpp
 
 }  // namespace cli

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 
@@ -243,7 +244,7 @@ namespace experiments {
 namespace fs = std::filesystem;
 using detail::seconds_between;
 
-std::string experiment_status(const ExperimentSpec& spec, double claim_timeout_seconds) {
+std::vector<JobStatus> job_statuses(const ExperimentSpec& spec, double claim_timeout_seconds) {
     const auto plan = make_plan(spec);
     std::map<std::string, RunRecord> runs;
     std::map<std::string, JobClaim> claims;  // held ones, by job
@@ -266,51 +267,89 @@ std::string experiment_status(const ExperimentSpec& spec, double claim_timeout_s
         }
     }
     const double now = unix_time_now();
-    std::map<std::string, int> counts;
-    std::ostringstream os;
+    std::vector<JobStatus> out;
     for (const auto& job : plan) {
+        JobStatus js;
+        js.job = job.name;
+        js.kind = job.kind == Job::Kind::kPretrain ? "pretrain" : "finetune";
         auto it = runs.find(job.name);
-        std::string status = it == runs.end() ? "pending" : it->second.status;
-        std::string claim_text;
+        js.status = it == runs.end() ? "pending" : it->second.status;
+        if (it != runs.end()) {
+            js.step = it->second.step;
+            js.error = it->second.error_message;
+        }
         const auto held = claims.find(job.name);
-        if (status != "finished" && held != claims.end()) {
+        if (js.status != "finished" && held != claims.end()) {
             // The claim says whether the job runs now, whatever its run row last recorded.
             const JobClaim& c = held->second;
-            const std::string age =
-                std::to_string(seconds_between(c.heartbeat_time, now)) + " s ago";
+            js.owner = c.owner.text();
+            js.heartbeat_age_s = static_cast<double>(seconds_between(c.heartbeat_time, now));
             const ClaimHealth health = claim_health(c, claim_timeout_seconds, now);
-            if (health == ClaimHealth::kLive) {
-                status = "running";
-                claim_text = "(" + c.owner.text() + ", heartbeat " + age + ")";
-            } else {
-                status = "stale";
-                claim_text = "(owner " + c.owner.text() + ", last heartbeat " + age +
-                             (health == ClaimHealth::kOwnerGone ? ", no such process" : "") + ")";
-            }
-        } else if (status == "running") {
-            status = "stale";  // left running by a runner that is gone (or an older tupe)
-            claim_text = "(no runner holds it)";
+            js.status = health == ClaimHealth::kLive ? "running" : "stale";
+            js.owner_gone = health == ClaimHealth::kOwnerGone;
+        } else if (js.status == "running") {
+            js.status = "stale";  // left running by a runner that is gone (or an older tupe)
         }
-        ++counts[status];
-        if (job.kind == Job::Kind::kPretrain || status == "failed" || status == "running" ||
-            status == "stale") {
-            os << "  " << status << std::string(10 - std::min<size_t>(9, status.size()), ' ')
-               << job.name;
-            if (it != runs.end() && job.kind == Job::Kind::kPretrain)
-                os << "  (step " << it->second.step << ")";
+        out.push_back(std::move(js));
+    }
+    return out;
+}
+
+std::string experiment_status(const ExperimentSpec& spec, double claim_timeout_seconds) {
+    const auto jobs = job_statuses(spec, claim_timeout_seconds);
+    std::map<std::string, int> counts;
+    std::ostringstream os;
+    for (const auto& js : jobs) {
+        ++counts[js.status];
+        std::string claim_text;
+        const std::string age =
+            std::to_string(static_cast<long long>(js.heartbeat_age_s)) + " s ago";
+        if (js.status == "running" && !js.owner.empty())
+            claim_text = "(" + js.owner + ", heartbeat " + age + ")";
+        else if (js.status == "stale" && !js.owner.empty())
+            claim_text = "(owner " + js.owner + ", last heartbeat " + age +
+                         (js.owner_gone ? ", no such process" : "") + ")";
+        else if (js.status == "stale")
+            claim_text = "(no runner holds it)";
+        const bool pretrain = js.kind == "pretrain";
+        if (pretrain || js.status == "failed" || js.status == "running" || js.status == "stale") {
+            os << "  " << js.status << std::string(10 - std::min<size_t>(9, js.status.size()), ' ')
+               << js.job;
+            if (js.step >= 0 && pretrain) os << "  (step " << js.step << ")";
             if (!claim_text.empty()) os << "  " << claim_text;
-            if (it != runs.end() && !it->second.error_message.empty())
-                os << "  " << it->second.error_message;
+            if (!js.error.empty()) os << "  " << js.error;
             os << "\n";
         }
     }
     std::ostringstream head;
-    head << spec.name << ": " << plan.size() << " jobs (" << spec.variants.size()
-         << " pretraining, " << plan.size() - spec.variants.size() << " fine-tuning) in "
+    head << spec.name << ": " << jobs.size() << " jobs (" << spec.variants.size()
+         << " pretraining, " << jobs.size() - spec.variants.size() << " fine-tuning) in "
          << spec.database << "\n ";
     for (const auto& [status, n] : counts) head << " " << status << " " << n;
     head << "\n";
     return head.str() + os.str();
+}
+
+std::string experiment_status_json(const ExperimentSpec& spec, double claim_timeout_seconds) {
+    const auto jobs = job_statuses(spec, claim_timeout_seconds);
+    nlohmann::json j;
+    j["experiment"] = spec.name;
+    j["database"] = spec.database;
+    j["counts"] = nlohmann::json::object();
+    j["jobs"] = nlohmann::json::array();
+    for (const auto& js : jobs) {
+        j["counts"][js.status] = j["counts"].value(js.status, 0) + 1;
+        nlohmann::json row = {{"job", js.job}, {"kind", js.kind}, {"status", js.status}};
+        row["step"] = js.step >= 0 ? nlohmann::json(js.step) : nlohmann::json(nullptr);
+        if (!js.owner.empty()) {
+            row["owner"] = js.owner;
+            row["heartbeat_age_s"] = js.heartbeat_age_s;
+            row["owner_gone"] = js.owner_gone;
+        }
+        if (!js.error.empty()) row["error"] = js.error;
+        j["jobs"].push_back(std::move(row));
+    }
+    return j.dump(2) + "\n";
 }
 
 std::string prepare_builtin_tasks(const ExperimentSpec& spec) {

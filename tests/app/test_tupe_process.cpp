@@ -81,22 +81,41 @@ bool groupStopped(qint64 pgid) {
 
 }  // namespace
 
-TEST(RunProgress, ParsesJobLinesAndPlainProgressLines) {
+TEST(RunProgress, FoldsTheJsonEventsOfTupeRun) {
     PlanProgressInfo p;
-    EXPECT_TRUE(parseRunProgressLine("[2/4] tupe-a", p));
-    EXPECT_EQ(p.jobIndex, 2);
+    QString shown;
+    EXPECT_TRUE(parseRunProgressLine(
+        R"({"event":"plan","experiment":"q","variants":2,"jobs":4,"database":"r.sqlite"})", p,
+        &shown));
     EXPECT_EQ(p.jobCount, 4);
+    EXPECT_EQ(shown, "experiment q: 4 jobs, results in r.sqlite");
+    EXPECT_TRUE(
+        parseRunProgressLine(R"({"event":"job","job":"tupe-a","index":2,"total":4})", p, &shown));
+    EXPECT_EQ(p.jobIndex, 2);
     EXPECT_EQ(p.job, "tupe-a");
     EXPECT_DOUBLE_EQ(p.planFraction, 0.25);
-    // The bar counts hundredths of jobs: 150/400 = job 2 half done, plan 37.5%.
-    EXPECT_TRUE(parseRunProgressLine("150/400  loss 6.21  1,500 tok/s  plan ETA 3m  ETA 2m", p));
+    EXPECT_EQ(shown, "[2/4] tupe-a");
+    // Job 2 (1 done) half done: plan (1 + 0.5) / 4.
+    EXPECT_TRUE(parseRunProgressLine(
+        R"({"event":"progress","job":"tupe-a","done":1,"total":4,"fraction":0.5,)"
+        R"("status":"loss 6.21","eta_s":125})",
+        p, &shown));
     EXPECT_DOUBLE_EQ(p.jobFraction, 0.5);
     EXPECT_DOUBLE_EQ(p.planFraction, 0.375);
-    EXPECT_EQ(p.status, "loss 6.21  1,500 tok/s  plan ETA 3m");
-    // A terminal redraw ('\r', bar, colour reset) parses the same.
-    EXPECT_TRUE(parseRunProgressLine("\r[######..] 175/400  loss 6  ETA 1m\x1b[K", p));
-    EXPECT_DOUBLE_EQ(p.jobFraction, 0.75);
-    EXPECT_FALSE(parseRunProgressLine("experiment quickstart: 3 variants, 51 jobs", p));
+    EXPECT_EQ(p.status, "loss 6.21  ETA 2m05s");
+    EXPECT_TRUE(shown.isEmpty());  // progress is drawn as bars, not logged
+    EXPECT_FALSE(
+        parseRunProgressLine(R"({"event":"message","text":"bert-a: resumed at 40"})", p, &shown));
+    EXPECT_EQ(shown, "bert-a: resumed at 40");
+    // Lines that are not events (stderr: the error line) are shown as they are.
+    EXPECT_FALSE(parseRunProgressLine("tupe run: error: x.yaml:3: unknown key", p, &shown));
+    EXPECT_EQ(shown, "tupe run: error: x.yaml:3: unknown key");
+    EXPECT_FALSE(parseRunProgressLine("{not json", p, &shown));
+    EXPECT_EQ(shown, "{not json");
+    EXPECT_TRUE(parseRunProgressLine(
+        R"({"event":"summary","finished":4,"skipped":0,"failed":0,"stopped":false})", p, &shown));
+    EXPECT_DOUBLE_EQ(p.planFraction, 1.0);
+    EXPECT_EQ(p.jobIndex, 2);  // unchanged by events that do not name a job
 }
 
 TEST(TupeProcess, EmitsLinesProgressAndFailure) {
@@ -108,14 +127,17 @@ TEST(TupeProcess, EmitsLinesProgressAndFailure) {
     QObject::connect(&p, &TupeProcess::lineReceived, [&](const QString& l) { lines << l; });
     QObject::connect(&p, &TupeProcess::progressChanged,
                      [&](const PlanProgressInfo&) { ++progress; });
-    ASSERT_TRUE(p.start("/bin/sh", {"-c",
-                                    "echo '[1/2] bert-a'; echo '50/200  loss 3  ETA 1s' >&2; "
-                                    "echo 'tupe run: error: boom'; exit 3"}));
+    ASSERT_TRUE(p.start(
+        "/bin/sh",
+        {"-c",
+         R"(echo '{"event":"job","job":"bert-a","index":1,"total":2}'; )"
+         R"(echo '{"event":"progress","job":"bert-a","done":0,"total":2,"fraction":0.5,"status":"loss 3"}'; )"
+         R"(echo 'tupe run: error: boom' >&2; exit 3)"}));
     ASSERT_TRUE(waitFor([&] { return f->seen; }, 10000));
     EXPECT_EQ(f->code, 3);
     EXPECT_FALSE(f->cancelled);
     EXPECT_EQ(f->message, "tupe run: error: boom");
-    EXPECT_EQ(lines.size(), 3);
+    EXPECT_EQ(lines, (QStringList{"[1/2] bert-a", "tupe run: error: boom"}));
     EXPECT_EQ(progress, 2);
     EXPECT_DOUBLE_EQ(p.progress().jobFraction, 0.5);
     EXPECT_EQ(p.state(), TupeProcess::State::kIdle);
@@ -226,13 +248,18 @@ TEST(TupeCli, CancelStopsARunningExperiment) {
         << "database: " << dir.file("db.sqlite") << "\nruns_dir: " << dir.file("runs") << "\n";
     TupeProcess p;
     Finished* f = watch(p);
-    ASSERT_TRUE(p.start(TUPE_CLI, {"run", QString::fromStdString(dir.file("tiny.yaml"))}));
-    // The first job starts ("[1/2] bert-a"), then the cancel stops it between steps.
+    // As the app's launcher runs it: progress as JSON events on stdout.
+    ASSERT_TRUE(p.start(
+        TUPE_CLI, {"run", QString::fromStdString(dir.file("tiny.yaml")), "--progress", "jsonl"}));
+    // The first job starts (a "job" event for bert-a), then the cancel stops it between steps.
     ASSERT_TRUE(waitFor([&] { return p.progress().jobIndex == 1 || f->seen; }, 120000));
     ASSERT_FALSE(f->seen) << f->message.toStdString();
     EXPECT_EQ(p.progress().job, "bert-a");
     EXPECT_EQ(p.progress().jobCount, 2);
-    QThread::msleep(500);
+    // Progress events inside the job move its fraction (100,000 steps: far from done).
+    ASSERT_TRUE(waitFor([&] { return p.progress().jobFraction > 0 || f->seen; }, 60000));
+    EXPECT_LT(p.progress().jobFraction, 0.5);
+    EXPECT_TRUE(p.progress().status.contains("loss")) << p.progress().status.toStdString();
     p.cancel(30000);
     ASSERT_TRUE(waitFor([&] { return f->seen; }, 60000));
     EXPECT_TRUE(f->cancelled);

@@ -7,9 +7,13 @@
 
 #include <QCoreApplication>
 #include <QFileInfo>
-#include <QRegularExpression>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QJsonParseError>
 #include <QStandardPaths>
 #include <QTimer>
+#include <algorithm>
+#include <cmath>
 
 namespace app {
 
@@ -26,37 +30,76 @@ QString findTupeCli() {
     return QStandardPaths::findExecutable("tupe");
 }
 
-bool parseRunProgressLine(const QString& raw, PlanProgressInfo& p) {
-    QString line = raw;
-    const int cr = line.lastIndexOf('\r');
-    if (cr >= 0) line = line.mid(cr + 1);
-    line.remove(QRegularExpression("\x1b\\[[0-9;]*[A-Za-z]"));
-    line = line.trimmed();
-    static const QRegularExpression job("^\\[(\\d+)/(\\d+)\\]\\s+(\\S.*)$");
-    static const QRegularExpression bar(
-        "^(?:\\[[#.]*\\]\\s*)?(\\d+)/(\\d+)\\s+(.*?)\\s*(?:ETA\\s+\\S+)?$");
-    if (const auto m = job.match(line); m.hasMatch()) {
-        p.jobIndex = m.captured(1).toInt();
-        p.jobCount = m.captured(2).toInt();
-        p.job = m.captured(3).trimmed();
+bool parseRunProgressLine(const QString& line, PlanProgressInfo& p, QString* display) {
+    if (display) *display = line;
+    if (!line.startsWith('{')) return false;
+    QJsonParseError error;
+    const QJsonDocument doc = QJsonDocument::fromJson(line.toUtf8(), &error);
+    if (error.error != QJsonParseError::NoError || !doc.isObject()) return false;
+    const QJsonObject e = doc.object();
+    const QString event = e.value("event").toString();
+    if (event.isEmpty()) return false;
+    if (display) display->clear();
+    if (event == "plan") {
+        p.jobCount = e.value("jobs").toInt();
+        if (display)
+            *display = QString("experiment %1: %2 jobs, results in %3")
+                           .arg(e.value("experiment").toString())
+                           .arg(p.jobCount)
+                           .arg(e.value("database").toString());
+        return true;
+    }
+    if (event == "job") {
+        p.jobIndex = e.value("index").toInt();
+        p.jobCount = e.value("total").toInt(p.jobCount);
+        p.job = e.value("job").toString();
         p.jobFraction = 0;
         p.planFraction = p.jobCount > 0 ? double(p.jobIndex - 1) / p.jobCount : 0;
         p.status.clear();
+        if (display) *display = QString("[%1/%2] %3").arg(p.jobIndex).arg(p.jobCount).arg(p.job);
         return true;
     }
-    if (const auto m = bar.match(line); m.hasMatch()) {
-        const double done = m.captured(1).toDouble(), total = m.captured(2).toDouble();
+    if (event == "progress") {
+        const int total = e.value("total").toInt(p.jobCount);
         if (total <= 0) return false;
-        p.planFraction = std::min(1.0, done / total);
-        if (p.jobCount > 0 && p.jobIndex > 0) {
-            // The bar counts hundredths of a job: total = jobs * 100.
-            const double perJob = total / p.jobCount;
-            p.jobFraction = std::clamp((done - (p.jobIndex - 1) * perJob) / perJob, 0.0, 1.0);
+        p.jobCount = total;
+        p.job = e.value("job").toString(p.job);
+        p.jobIndex = e.value("done").toInt() + 1;
+        p.jobFraction = std::clamp(e.value("fraction").toDouble(), 0.0, 1.0);
+        p.planFraction = std::min(1.0, (e.value("done").toDouble() + p.jobFraction) / total);
+        p.status = e.value("status").toString();
+        const QJsonValue eta = e.value("eta_s");
+        if (eta.isDouble()) {
+            const int s = int(std::lround(eta.toDouble()));
+            p.status +=
+                s >= 3600
+                    ? QString("  ETA %1h%2m").arg(s / 3600).arg(s % 3600 / 60, 2, 10, QChar('0'))
+                : s >= 60 ? QString("  ETA %1m%2s").arg(s / 60).arg(s % 60, 2, 10, QChar('0'))
+                          : QString("  ETA %1s").arg(s);
         }
-        p.status = m.captured(3).trimmed();
         return true;
     }
-    return false;
+    if (event == "message") {
+        if (display) *display = e.value("text").toString();
+        return false;
+    }
+    if (event == "summary") {
+        const int failed = e.value("failed").toInt();
+        const bool stopped = e.value("stopped").toBool();
+        if (display)
+            *display = QString("%1 finished, %2 already done, %3 failed%4")
+                           .arg(e.value("finished").toInt())
+                           .arg(e.value("skipped").toInt())
+                           .arg(failed)
+                           .arg(stopped ? "; stopped" : "");
+        if (failed == 0 && !stopped) {
+            p.planFraction = 1;
+            p.jobFraction = 1;
+            return true;
+        }
+        return false;
+    }
+    return false;  // an event of a newer tupe: not progress this app knows
 }
 
 namespace {
@@ -162,7 +205,7 @@ void TupeProcess::cancel(int graceMs) {
 
 void TupeProcess::readOutput() {
     buffer_ += process_->readAll();
-    // Lines end in '\n'; a progress bar on a terminal ends in '\r' (not here: no tty).
+    // Lines end in '\n' (JSON events on stdout, plain lines on stderr).
     for (;;) {
         int cut = -1;
         for (int i = 0; i < buffer_.size(); ++i)
@@ -174,10 +217,14 @@ void TupeProcess::readOutput() {
         const QString line = QString::fromUtf8(buffer_.left(cut)).trimmed();
         buffer_.remove(0, cut + 1);
         if (line.isEmpty()) continue;
-        lastLine_ = line;
-        if (line.contains("error", Qt::CaseInsensitive)) lastError_ = line;
-        emit lineReceived(line);
-        if (parseRunProgressLine(line, progress_)) emit progressChanged(progress_);
+        QString display;
+        const bool changed = parseRunProgressLine(line, progress_, &display);
+        if (!display.isEmpty()) {
+            lastLine_ = display;
+            if (display.contains("error", Qt::CaseInsensitive)) lastError_ = display;
+            emit lineReceived(display);
+        }
+        if (changed) emit progressChanged(progress_);
     }
 }
 

@@ -28,10 +28,13 @@ struct PlanProgressInfo {
     QString status;           ///< e.g. "step 42/200  loss 7.624"
 };
 
-/// Folds one output line of `tupe run` into `p`; returns whether it changed the progress.
-/// Understands "[k/N] JOB" (a job starts) and "DONE/TOTAL  STATUS  ETA ..." (progress in
-/// hundredths of jobs, as cmd_run's ProgressBar prints it), with or without a leading '\r'.
-bool parseRunProgressLine(const QString& line, PlanProgressInfo& p);
+/// Folds one line of `tupe run --progress jsonl` into `p`; returns whether it changed the
+/// progress. The events are JSON objects (cli/cmd_experiment.cpp): "plan" {jobs}, "job" {job,
+/// index, total}, "progress" {job, done, total, fraction, status, eta_s}, "message" {text} and
+/// "summary" {finished, skipped, failed, stopped}. `display` receives what a person reads in
+/// the log for the line: a job's "[k/N] JOB", a message's text, nothing for progress events,
+/// and the line itself when it is not an event (stderr: warnings, the error line).
+bool parseRunProgressLine(const QString& line, PlanProgressInfo& p, QString* display = nullptr);
 
 /// One child `tupe` process with line-wise output.
 class TupeProcess : public QObject {

@@ -299,7 +299,9 @@ void LaunchView::startNext() {
         log_->appendPlainText("$ tupe run " + items_[i].path);
         liveStore_ = StoreHandle{};
         liveJob_.clear();
-        if (process_->start(findTupeCli(), {"run", items_[i].path}, workDir_)) liveTimer_.start();
+        if (process_->start(findTupeCli(), {"run", items_[i].path, "--progress", "jsonl"},
+                            workDir_))
+            liveTimer_.start();
         return;
     }
 }

