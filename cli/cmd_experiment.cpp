@@ -28,6 +28,7 @@
 #include "experiments/report.h"
 #include "experiments/result_store.h"
 #include "experiments/runner.h"
+#include "json_progress.h"
 #include "launcher.h"
 
 namespace cli {
@@ -149,12 +150,10 @@ int cmd_run(const Argv& argv) {
     const bool main_rank = !group || group->is_main();
 
     StopOnSignal stop_on_signal;
-    // --progress jsonl: one JSON object per line on stdout for programs (the app), flushed per
-    // line; errors still end as one line on stderr.
+    // --progress jsonl: events for programs (the app) on stdout; errors stay one line on stderr.
     const bool jsonl = args.get("progress") == "jsonl" && !quiet && main_rank;
-    auto emit = [](const nlohmann::json& event) { std::cout << event.dump() << std::endl; };
-    using Clock = std::chrono::steady_clock;
-    Clock::time_point last_event{};
+    JsonProgress json_progress(jsonl, std::cout);
+    auto emit = [&](const nlohmann::json& event) { json_progress.emit(event); };
     if (jsonl)
         emit({{"event", "plan"},
               {"experiment", spec.name},
@@ -175,26 +174,7 @@ int cmd_run(const Argv& argv) {
         std::cerr << m << "\n";
     };
     cb.on_progress = [&](const experiments::PlanProgress& p) {
-        if (jsonl) {
-            // A job's start always; progress inside it at most 5 times a second (every step
-            // of a slow job, so at least once per step).
-            const bool new_job = p.current != last_job;
-            if (new_job) {
-                last_job = p.current;
-                emit({{"event", "job"},
-                      {"job", p.current},
-                      {"index", p.done + 1},
-                      {"total", p.total}});
-            }
-            const auto now = Clock::now();
-            if (!new_job && now - last_event < std::chrono::milliseconds(200)) return;
-            last_event = now;
-            nlohmann::json e = {
-                {"event", "progress"}, {"job", p.current},           {"done", p.done},
-                {"total", p.total},    {"fraction", p.job_fraction}, {"status", p.job_status}};
-            e["eta_s"] = p.eta_seconds >= 0 ? nlohmann::json(p.eta_seconds) : nullptr;
-            return emit(e);
-        }
+        if (jsonl) return json_progress.progress(p);
         if (quiet || !main_rank) return;
         if (p.current != last_job) {
             bar.finish();

@@ -197,7 +197,7 @@ std::vector<CommandSpec> make_table() {
           opt("progress", "FORMAT", "bar",
               "bar: a progress bar on a terminal, plain lines otherwise; jsonl: one JSON object "
               "per line on stdout (the plan, each job start, progress at most 5 times a second and "
-              "at least once per training step, the summary)",
+              "at least every 2 s, the summary)",
               {"bar", "jsonl"})},
          "Several `tupe run` of one experiment share its plan: each claims the next job in the "
          "results store, and a dead runner's job is taken over (TUPE_CLAIM_TIMEOUT seconds "
@@ -302,7 +302,7 @@ std::vector<CommandSpec> make_table() {
     add({"completion",
          cmd_completion,
          "bash",
-         "print the bash completion script (the build installs it as build/completion/tupe)",
+         "print the bash completion script (the build writes it to build/completion/tupe)",
          {opt("out", "FILE", "", "write the script to FILE instead of stdout")},
          "Use it with `source <(tupe completion bash)`, or copy build/completion/tupe into "
          "~/.local/share/bash-completion/completions/.",

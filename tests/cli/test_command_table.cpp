@@ -4,16 +4,19 @@
 // json`, `run --progress jsonl`) print what programs can read, run as a user would.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli_util.h"
 #include "command_table.h"
+#include "json_progress.h"
 #include "support/test_support.h"
 
 namespace fs = std::filesystem;
@@ -128,6 +131,58 @@ TEST(CommandTable, RefusesUnknownOptionsValuesOutsideTheChoicesAndMissingRequire
               "missing --task");
     Args bad({"x.yaml", "--jobs", "two"}, run);
     EXPECT_THROW(bad.get_int("jobs"), UsageError);
+}
+
+// A step slower than the heartbeat (BERT-Base on a CPU) still shows the run alive: the last
+// progress comes again, marked, until the summary ends the stream. Bounds are generous: the
+// heartbeat is 50 ms, and the test waits up to 10 s for two of them.
+TEST(JsonProgress, RepeatsTheLastProgressWhileAStepIsSlowAndStopsAtTheSummary) {
+    std::ostringstream out;
+    auto lines = [&] {
+        std::vector<nlohmann::json> v;
+        std::istringstream in(out.str());
+        for (std::string l; std::getline(in, l);) v.push_back(nlohmann::json::parse(l));
+        return v;
+    };
+    {
+        cli::JsonProgress progress(true, out, std::chrono::milliseconds(50));
+        experiments::PlanProgress p;
+        p.total = 3;
+        p.current = "bert-a";
+        p.job_fraction = 0.25;
+        p.job_status = "step 5/20";
+        progress.progress(p);
+        for (int i = 0; i < 1000; ++i) {
+            int beats = 0;
+            for (const auto& e : lines()) beats += e.value("heartbeat", false) ? 1 : 0;
+            if (beats >= 2) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        progress.emit({{"event", "summary"}, {"finished", 3}});
+        const size_t at_summary = lines().size();
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        EXPECT_EQ(lines().size(), at_summary);  // nothing after the summary
+        progress.progress(p);
+        EXPECT_EQ(lines().size(), at_summary);
+    }
+    const auto events = lines();
+    ASSERT_GE(events.size(), 5u) << out.str();
+    EXPECT_EQ(events[0].at("event"), "job");
+    EXPECT_EQ(events[0].at("index"), 1);
+    EXPECT_EQ(events[1].at("event"), "progress");
+    EXPECT_FALSE(events[1].contains("heartbeat"));
+    int beats = 0;
+    double elapsed = -1;
+    for (size_t i = 2; i + 1 < events.size(); ++i) {
+        EXPECT_EQ(events[i].at("heartbeat"), true);
+        EXPECT_EQ(events[i].at("fraction"), 0.25);
+        EXPECT_EQ(events[i].at("status"), "step 5/20");
+        EXPECT_GE(events[i].at("job_elapsed_s").get<double>(), elapsed);
+        elapsed = events[i].at("job_elapsed_s").get<double>();
+        ++beats;
+    }
+    EXPECT_GE(beats, 2);
+    EXPECT_EQ(events.back().at("event"), "summary");
 }
 
 #ifdef TUPE_CLI
