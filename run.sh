@@ -118,7 +118,7 @@ run_fuzz() {
     # A bounded libFuzzer run of the file readers (tests/fuzz; clang + ASan in $BUILD-fuzz),
     # 30 s per target over its seed corpus; fails on a crash. TUPE_SKIP_FUZZ=1 skips it.
     if [ "${TUPE_SKIP_FUZZ:-0}" = 1 ]; then return; fi
-    log "fuzzing the GLUE, experiment YAML, vocab and checkpoint readers"
+    log "fuzzing the file readers (GLUE, YAML, vocab, checkpoint, submission, TensorBoard, index.json, HF index)"
     TUPE_FUZZ_BUILD_DIR="$BUILD-fuzz" "$ROOT/scripts/fuzz.sh"
 }
 
