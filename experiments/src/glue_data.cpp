@@ -153,6 +153,14 @@ std::string format_counts(const TaskInfo& task, const std::map<std::string, long
     return out;
 }
 
+/// The first non-empty line of `in` (the header row) into `line`; an empty file is an
+/// InputError naming `path`.
+void read_header_row(std::istream& in, const std::string& path, std::string& line, long& line_no) {
+    while (next_line(in, line, line_no))
+        if (!line.empty()) return;
+    throw engine::InputError(path, "empty file, expected a header row");
+}
+
 }  // namespace
 
 Split read_glue_tsv(const TaskInfo& task, const std::string& path) {
@@ -166,13 +174,7 @@ Split read_glue_tsv(const TaskInfo& task, const std::string& path) {
     // Field count every row must have: the header's, or (CoLA) the highest column used + 1.
     size_t expected = static_cast<size_t>(std::max({task.text_a, task.text_b, task.label}) + 1);
     if (task.header) {
-        bool found = false;
-        while (next_line(in, line, line_no))
-            if (!line.empty()) {
-                found = true;
-                break;
-            }
-        if (!found) throw engine::InputError(path, "empty file, expected a header row");
+        read_header_row(in, path, line, line_no);
         expected = split_tabs(line).size();
         const int highest = std::max(task.text_a, task.text_b);
         if (expected <= static_cast<size_t>(std::max(highest, task.label)))
@@ -334,13 +336,7 @@ Split read_glue_test_tsv(const TestSplitInfo& layout, const std::string& path) {
     split.path = path;
     std::string line;
     long line_no = 0;
-    bool found = false;
-    while (next_line(in, line, line_no))
-        if (!line.empty()) {
-            found = true;
-            break;
-        }
-    if (!found) throw engine::InputError(path, "empty file, expected a header row");
+    read_header_row(in, path, line, line_no);
     const size_t expected = split_tabs(line).size();
     const int highest = std::max(layout.text_a, layout.text_b);
     if (expected <= static_cast<size_t>(highest))

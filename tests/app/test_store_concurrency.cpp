@@ -25,30 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// 2 pretraining jobs of 16 steps + 2 variants x 2 tasks x 2 seeds = 10 jobs (the study of
-// tests/experiments/test_runner_claims.cpp), into dir/shared.sqlite.
-fs::path writeStudy(const fs::path& dir) {
-    const fs::path path = dir / "shared.yaml";
-    std::ofstream(path) << "name: claims\nvariants: [bert-a, tupe-r]\n"
-                           "model: {size: tiny, max_position_embeddings: 32}\n"
-                           "data: {corpus: "
-                        << (dir / "corpus.txt").string()
-                        << ", vocab: " << (dir / "vocab.txt").string()
-                        << ", cache_dir: " << (dir / "cache").string()
-                        << ", max_seq_len: 32, validation_fraction: 0.25}\n"
-                           "train: {steps: 16, batch_size: 8, eval_interval: 4, "
-                           "checkpoint_interval: 4, log_interval: 2, threads: 1}\n"
-                           "checkpoints: [1.0]\n"
-                           "glue: {data: builtin, tasks: [syn-cola, syn-stsb], "
-                           "synthetic_train: 32, synthetic_dev: 16}\n"
-                           "finetune: {lrs: [1.0e-3], seeds: [1, 2], batch_size: 8, "
-                           "epochs: 2, max_seq_len: 32}\n"
-                           "database: "
-                        << (dir / "shared.sqlite").string()
-                        << "\nruns_dir: " << (dir / "runs").string() << "\n";
-    return path;
-}
-
 // Everything the views load from the store, as lines of text (one per run, curve, GLUE cell,
 // claim, checkpoint, score and floor). Throws what the loads throw.
 std::vector<std::string> loadEverything(experiments::ResultStore& store, const QString& dbPath) {
@@ -99,7 +75,8 @@ std::vector<std::string> loadEverything(experiments::ResultStore& store, const Q
 TEST(StoreConcurrency, AppLoadsNeverFailWhileThreeRunnersWrite) {
     app_test::TempDir dir;
     test_support::write_toy_corpus(dir.path(), 16, 30, 7, 11);
-    const fs::path study = writeStudy(dir.path());
+    // The runner-claims study: 2 pretraining jobs of 16 steps + 2 variants x 2 tasks x 2 seeds.
+    const fs::path study = test_support::write_claims_study(dir.path(), "shared", 16);
     const std::string db = (dir.path() / "shared.sqlite").string();
     const QString dbPath = QString::fromStdString(db);
     // The store exists (with its schema) before the app looks: opening a file that a runner

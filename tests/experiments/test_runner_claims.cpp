@@ -32,8 +32,6 @@
 #include "experiments/runner.h"
 #include "runner_internal.h"  // ClaimKeeper
 
-extern char** environ;
-
 using namespace experiments;
 namespace fs = std::filesystem;
 
@@ -53,59 +51,16 @@ class RunnerClaimsTest : public test_support::TempDirTest {
     // 2 pretraining jobs of `steps` steps (checkpoints every 4) + 2 variants x 1 snapshot x
     // 2 tasks x 1 lr x 2 seeds = 10 jobs, with its own database and runs folder per `tag`.
     fs::path study(const std::string& tag, int steps) const {
-        const fs::path path = dir_ / (tag + ".yaml");
-        std::ofstream(path) << "name: claims\nvariants: [bert-a, tupe-r]\n"
-                               "model: {size: tiny, max_position_embeddings: 32}\n"
-                               "data: {corpus: "
-                            << (dir_ / "corpus.txt").string()
-                            << ", vocab: " << (dir_ / "vocab.txt").string()
-                            << ", cache_dir: " << (dir_ / ("cache-" + tag)).string()
-                            << ", max_seq_len: 32, validation_fraction: 0.25}\n"
-                               "train: {steps: "
-                            << steps
-                            << ", batch_size: 8, eval_interval: 4, checkpoint_interval: 4, "
-                               "log_interval: 2, threads: 1}\n"
-                               "checkpoints: [1.0]\n"
-                               "glue: {data: builtin, tasks: [syn-cola, syn-stsb], "
-                               "synthetic_train: 32, synthetic_dev: 16}\n"
-                               "finetune: {lrs: [1.0e-3], seeds: [1, 2], batch_size: 8, "
-                               "epochs: 2, max_seq_len: 32}\n"
-                               "database: "
-                            << (dir_ / (tag + ".sqlite")).string()
-                            << "\nruns_dir: " << (dir_ / ("runs-" + tag)).string() << "\n";
-        return path;
+        return test_support::write_claims_study(dir_, tag, steps);
     }
 
     // Starts `tupe run FILE --threads 1 EXTRA...` with stdout and stderr to dir_/LOG and `env`
-    // set on top of this environment; returns its pid. Everything the child needs is built
-    // before fork(), so that the child only calls async-signal-safe functions.
+    // set on top of this environment (test_support::start_process); returns its pid.
     pid_t start_run(const fs::path& file, const std::string& log, const Env& env = {},
                     const std::vector<std::string>& extra = {}) const {
-        const std::string tupe = TUPE_CLI;
-        std::vector<std::string> args = {tupe, "run", file.string(), "--threads", "1"};
+        std::vector<std::string> args = {TUPE_CLI, "run", file.string(), "--threads", "1"};
         args.insert(args.end(), extra.begin(), extra.end());
-        std::vector<std::string> vars;
-        for (char** e = environ; *e != nullptr; ++e) {
-            const std::string entry = *e;
-            bool replaced = false;
-            for (const auto& [name, value] : env) replaced |= entry.rfind(name + "=", 0) == 0;
-            if (!replaced) vars.push_back(entry);
-        }
-        for (const auto& [name, value] : env) vars.push_back(name + "=" + value);
-        std::vector<char*> argv, envp;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        for (auto& v : vars) envp.push_back(v.data());
-        envp.push_back(nullptr);
-        const std::string log_path = (dir_ / log).string();
-        const pid_t pid = fork();
-        if (pid == 0) {
-            const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            dup2(fd, 1);
-            dup2(fd, 2);
-            execve(tupe.c_str(), argv.data(), envp.data());
-            _exit(127);
-        }
+        const pid_t pid = test_support::start_process(args, dir_ / log, env);
         if (pid > 0) started_.insert(pid);
         return pid;
     }

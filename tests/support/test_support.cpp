@@ -104,6 +104,30 @@ engine::ModelConfig tiny16_config(const std::string& preset, int64_t vocab_size,
     return c;
 }
 
+fs::path write_claims_study(const fs::path& dir, const std::string& tag, int steps) {
+    const fs::path path = dir / (tag + ".yaml");
+    std::ofstream(path) << "name: claims\nvariants: [bert-a, tupe-r]\n"
+                           "model: {size: tiny, max_position_embeddings: 32}\n"
+                           "data: {corpus: "
+                        << (dir / "corpus.txt").string()
+                        << ", vocab: " << (dir / "vocab.txt").string()
+                        << ", cache_dir: " << (dir / ("cache-" + tag)).string()
+                        << ", max_seq_len: 32, validation_fraction: 0.25}\n"
+                           "train: {steps: "
+                        << steps
+                        << ", batch_size: 8, eval_interval: 4, checkpoint_interval: 4, "
+                           "log_interval: 2, threads: 1}\n"
+                           "checkpoints: [1.0]\n"
+                           "glue: {data: builtin, tasks: [syn-cola, syn-stsb], "
+                           "synthetic_train: 32, synthetic_dev: 16}\n"
+                           "finetune: {lrs: [1.0e-3], seeds: [1, 2], batch_size: 8, "
+                           "epochs: 2, max_seq_len: 32}\n"
+                           "database: "
+                        << (dir / (tag + ".sqlite")).string()
+                        << "\nruns_dir: " << (dir / ("runs-" + tag)).string() << "\n";
+    return path;
+}
+
 void write_tiny_pretraining(const fs::path& dir) {
     write_vocab(dir / "vocab.txt",
                 {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat",

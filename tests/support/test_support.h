@@ -143,6 +143,13 @@ void write_phrase_corpus(const std::filesystem::path& dir, const PhraseLists& li
 /// (tupe-r, tiny, 32 positions, 3 steps of batch 4, one thread, cache under dir/cache).
 void write_tiny_pretraining(const std::filesystem::path& dir);
 
+/// The shared-plan study of the runner-claims and store-concurrency tests, as `tag`.yaml in
+/// `dir` over dir/corpus.txt and dir/vocab.txt (write_toy_corpus): bert-a and tupe-r, tiny, 32
+/// positions, `steps` steps (checkpoints every 4), then 2 built-in tasks x 1 lr x 2 seeds: 10
+/// jobs, into dir/`tag`.sqlite with cache-`tag` and runs-`tag` folders. Returns the file.
+std::filesystem::path write_claims_study(const std::filesystem::path& dir, const std::string& tag,
+                                         int steps);
+
 // ---- the tupe CLI ----------------------------------------------------------------------------
 
 /// `s` in single quotes for /bin/sh.
