@@ -90,6 +90,7 @@ int cmd_run(const Argv& argv) {
     options.threads = args.get_int("threads");
     options.self_exe = self_exe();
     options.overrides = args.all("set");
+    options.new_runs = args.has("new-runs");
     // Job claims (several runners on one plan): the stale timeout, and the claim this
     // process takes over from the runner that started it for its job.
     options.claim_timeout_seconds = claim_timeout_from_env();
@@ -107,7 +108,12 @@ int cmd_run(const Argv& argv) {
             "(torchrun/srun or --nproc-per-node), not both");
     if (nproc > 1 && args.has("jobs"))
         throw UsageError("--jobs and --nproc-per-node: choose parallel jobs or data-parallel jobs");
-    const auto plan = experiments::make_plan(spec);
+    // The plan as the store knows it: run names, and the study checked before anything is
+    // written (a changed job is refused here, in one line, unless --new-runs).
+    const auto bound =
+        experiments::bind_plan(spec, options.new_runs ? experiments::ChangedJobs::kRunBeside
+                                                      : experiments::ChangedJobs::kRefuse);
+    const auto& plan = bound.jobs;
     const experiments::Job* only = nullptr;  // --job NAME
     for (const auto& j : plan)
         if (j.name == options.only_job) only = &j;
@@ -136,7 +142,7 @@ int cmd_run(const Argv& argv) {
                 "a data-parallel worker (RANK/WORLD_SIZE set) runs one job: pass "
                 "--job NAME, or run the whole plan with --nproc-per-node N");
         std::string device = "cpu";  // the job's variant's train.device picks Gloo or NCCL
-        for (const auto& v : spec.variants)
+        for (const auto& v : bound.spec.variants)
             if (v.name == only->variant) device = v.config.train.device;
         try {
             group = join_worker_group(device, options.threads);
@@ -201,10 +207,14 @@ int cmd_run(const Argv& argv) {
               {"finished", summary.finished},
               {"skipped", summary.skipped},
               {"failed", summary.failed},
+              {"blocked", summary.blocked},
               {"stopped", summary.stopped}});
     else if (!quiet)
         std::cerr << spec.name << ": " << summary.finished << " finished, " << summary.skipped
                   << " already done, " << summary.failed << " failed"
+                  << (summary.blocked > 0 ? ", " + std::to_string(summary.blocked) +
+                                                " blocked (their pretraining failed: `tupe status`)"
+                                          : std::string())
                   << (summary.stopped ? "; stopped (run the same command to resume)" : "") << "\n";
     if (summary.stopped) return 130;
     return summary.failed > 0 ? 1 : 0;
@@ -283,7 +293,6 @@ int cmd_claims(const Argv& argv) {
     Args args(argv, command_spec("claims"));
     const auto format = experiments::claims_format_from_string(args.get("format"));
     auto store = open_results(args.get("db"));
-    const std::string name = chosen_experiments(store, args, false).front().name;
     // Parameters counted on the engine's own modules (nothing is trained).
     auto count = [](const engine::ModelConfig& config) {
         torch::NoGradGuard no_grad;
@@ -292,8 +301,21 @@ int cmd_claims(const Argv& argv) {
         for (const auto& p : model->parameters()) n += p.numel();
         return n;
     };
-    const auto claims = experiments::evaluate_claims(store, name, count);
-    std::cout << experiments::render_claims(name, claims, format);
+    const auto chosen = chosen_experiments(store, args, true);
+    if (format == experiments::ClaimsFormat::kJson && !args.has("experiment")) {
+        // Every experiment: {"experiments": [one claims object per experiment]}.
+        nlohmann::json all = {{"experiments", nlohmann::json::array()}};
+        for (const auto& e : chosen)
+            all["experiments"].push_back(nlohmann::json::parse(experiments::render_claims(
+                e.name, experiments::evaluate_claims(store, e.name, count), format)));
+        std::cout << all.dump(2) << "\n";
+        return 0;
+    }
+    for (size_t i = 0; i < chosen.size(); ++i) {
+        if (i) std::cout << "\n";
+        const auto claims = experiments::evaluate_claims(store, chosen[i].name, count);
+        std::cout << experiments::render_claims(chosen[i].name, claims, format);
+    }
     return 0;
 }
 

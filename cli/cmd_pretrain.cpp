@@ -26,6 +26,7 @@
 #include "commands.h"
 #include "engine/distributed.h"
 #include "engine/errors.h"
+#include "engine/run_folder.h"
 #include "engine/trainer.h"
 #include "experiments/config_loader.h"
 #include "experiments/experiment.h"
@@ -86,6 +87,17 @@ int cmd_pretrain(const Argv& argv) {
         return kPeerFailureStatus;
     }
     const bool main_rank = !group || group->is_main();
+    // One writer per folder: a second `tupe pretrain` on it fails at once, naming the first;
+    // a study's pretraining folder (its owner record) is not ours to write.
+    std::unique_ptr<engine::RunFolderLock> folder_lock;
+    if (main_rank) {
+        if (const auto owner = engine::read_run_owner(config.out_dir))
+            throw engine::InputError(config.out_dir,
+                                     "belongs to job " + owner->job + " of experiment '" +
+                                         owner->experiment +
+                                         "' (tupe run resumes it); choose another --out");
+        folder_lock = std::make_unique<engine::RunFolderLock>(config.out_dir);
+    }
 
     const auto& m = config.model;
     if (main_rank)

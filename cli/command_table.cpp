@@ -193,6 +193,9 @@ std::vector<CommandSpec> make_table() {
           opt("threads", "N", "0", "intra-op threads per process (0 = the CPUs available)"),
           opt("job", "NAME", "", "run only this job of the plan (`tupe status` lists them)"),
           opt("nproc-per-node", "N", "1", "data-parallel workers per job on this machine"),
+          flag("new-runs",
+               "jobs whose config, data or protocol changed since their run was stored run as new "
+               "runs NAME~FINGERPRINT beside it (without it, `tupe run` refuses them)"),
           flag("quiet", "print nothing but errors"),
           opt("progress", "FORMAT", "bar",
               "bar: a progress bar on a terminal, plain lines otherwise; jsonl: one JSON object "
@@ -201,7 +204,9 @@ std::vector<CommandSpec> make_table() {
               {"bar", "jsonl"})},
          "Several `tupe run` of one experiment share its plan: each claims the next job in the "
          "results store, and a dead runner's job is taken over (TUPE_CLAIM_TIMEOUT seconds "
-         "without a heartbeat, default 60).",
+         "without a heartbeat, default 60). A job is its config: a stored run counts as done "
+         "only when its fingerprint (the resolved config, the data files' hashes, the task data "
+         "and the fine-tuning protocol) is the job's.",
          "yaml"});
     add({"status",
          cmd_status,
@@ -229,7 +234,9 @@ std::vector<CommandSpec> make_table() {
          "the paper's claims tested on stored runs: supported / contradicted / inconclusive / "
          "not run, with the numbers and the test",
          {opt("db", "FILE", kDb, "the results store"),
-          opt("experiment", "NAME", "", "one experiment (default: every experiment stored)"),
+          opt("experiment", "NAME", "",
+              "one experiment (default: every experiment stored, in the order they were made; "
+              "JSON then wraps them as {\"experiments\": [...]})"),
           opt("format", "FORMAT", "table", "output format", {"table", "markdown", "json"})},
          "",
          ""});

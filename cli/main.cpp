@@ -19,6 +19,7 @@
 #include "engine/threads.h"
 #include "experiments/build_info.h"
 #include "experiments/config_loader.h"
+#include "experiments/result_store.h"
 
 namespace {
 
@@ -97,6 +98,9 @@ int main(int argc, char** argv) {
         return 2;
     }
     cli::Argv args(argv + 2, argv + argc);
+    // A store locked by another writer for more than a moment says so, once per operation.
+    experiments::set_default_wait_notice(
+        [name](const std::string& line) { std::cerr << "tupe " << name << ": " << line << "\n"; });
     for (const auto& a : args)
         if (a == "--help" || a == "-h") {
             std::cout << cli::help_text(*command);

@@ -24,6 +24,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A path as the store gives it back (absolute, normalised), for comparing with recorded ones.
+std::string as_recorded(const fs::path& path) {
+    return fs::absolute(path).lexically_normal().generic_string();
+}
+
 std::string extrapolation_dir(const Variant& v) {
     return (fs::path(v.config.out_dir) / "extrapolation").string();
 }
@@ -60,7 +65,7 @@ bool AnalysisExecutor::extrapolation_pending(const Variant& v,
                                              const std::set<std::string>& recorded) const {
     // Needs the tupe executable (the renderers and the figure live in the CLI).
     return ctx_.spec.extrapolation.enabled && !ctx_.options.self_exe.empty() &&
-           !recorded.count((fs::path(extrapolation_dir(v)) / "extrapolation.json").string());
+           !recorded.count(as_recorded(fs::path(extrapolation_dir(v)) / "extrapolation.json"));
 }
 
 std::vector<int64_t> AnalysisExecutor::pending_steps(const Job& job, int64_t run_id) const {
@@ -70,7 +75,7 @@ std::vector<int64_t> AnalysisExecutor::pending_steps(const Job& job, int64_t run
     for (const auto& a : ctx_.store.artifacts(run_id)) recorded.insert(a.path);
     std::set<int64_t> pending;
     for (int64_t step : steps)
-        if (!recorded.count((fs::path(analysis_dir(v, step)) / "index.json").string()))
+        if (!recorded.count(as_recorded(fs::path(analysis_dir(v, step)) / "index.json")))
             pending.insert(step);
     if (extrapolation_pending(v, recorded)) pending.insert(v.config.train.steps);
     return {pending.begin(), pending.end()};

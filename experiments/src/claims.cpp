@@ -103,6 +103,19 @@ Verdict combine(const std::vector<Verdict>& parts) {
     return Verdict::kInconclusive;
 }
 
+// The verdict of an order claim over the paper's four variants: its three adjacent pairs are
+// the claim; with a variant missing, agreement on the pairs that were run is only "partly
+// tested" (a contradiction stays one). Adds "k of 3 pairs" and what is missing to `evidence`.
+Verdict order_verdict(const std::vector<Verdict>& parts, const std::vector<std::string>& missing,
+                      std::string* evidence) {
+    const Verdict v = combine(parts);
+    if (parts.empty() || missing.empty()) return v;
+    std::string names;
+    for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
+    *evidence = std::to_string(parts.size()) + " of 3 pairs (" + names + " not run); " + *evidence;
+    return v == Verdict::kSupported ? Verdict::kPartlyTested : v;
+}
+
 struct LossComparison {
     analysis::PairedTest test;
     std::string line;
@@ -238,6 +251,7 @@ std::string to_string(Verdict v) {
         case Verdict::kContradicted: return "contradicted";
         case Verdict::kInconclusive: return "inconclusive";
         case Verdict::kNotRun: return "not run";
+        case Verdict::kPartlyTested: return "partly tested";
     }
     return "?";
 }
@@ -255,8 +269,20 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
     if (!experiment)
         throw std::invalid_argument("no experiment named '" + name + "' in " + store.path());
     Groups groups;
+    // Runs of one variant with different configs (another cell: a rerun with --new-runs) are
+    // never pooled: each variant is judged on the cell of its latest run.
+    std::map<std::string, std::string> cell_of_group;
+    std::map<std::string, int> left_out;
+    for (const auto& r : store.list_runs(experiment->id))
+        if (r.kind == "pretrain" && r.status == "finished")
+            cell_of_group[variant_group(r.variant.empty() ? r.name : r.variant)] = r.cell;
     for (const auto& r : store.list_runs(experiment->id)) {
         if (r.kind != "pretrain" || r.status != "finished") continue;
+        const std::string group = variant_group(r.variant.empty() ? r.name : r.variant);
+        if (r.cell != cell_of_group[group]) {
+            ++left_out[group];
+            continue;
+        }
         PretrainRun p;
         p.id = r.id;
         p.name = r.name;
@@ -385,10 +411,18 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
                 early = &row;
         if (!base || !early) {
             c.verdict = Verdict::kNotRun;
+            // What the runs hold, not what the defaults would give.
+            std::set<int64_t> stored;
+            for (const auto& row : report.rows)
+                if (!row.reference && row.variant == "tupe-a") stored.insert(row.step);
+            std::string steps;
+            for (int64_t s : stored) steps += (steps.empty() ? "" : ", ") + std::to_string(s);
             c.evidence =
-                "needs tupe-a fine-tuned from a checkpoint at <= 35% of its steps (checkpoints: "
-                "[0.3, 1.0]) "
-                "and bert-a from its last";
+                "needs tupe-a fine-tuned from a checkpoint at <= 35% of its steps and "
+                "bert-a from its last (finetune.checkpoints: [0.3, 1.0]); stored: " +
+                std::string(base ? "bert-a at its last step" : "no bert-a row") + ", tupe-a " +
+                (steps.empty() ? std::string("none")
+                               : "from step(s) " + steps + " of " + std::to_string(total));
         } else {
             const auto cmp = compare_scores(*early, *base, report.columns, "Avg");
             c.verdict = score_verdict(cmp);
@@ -421,7 +455,6 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
             parts.push_back(paired_verdict(cmp.test));
             c.details.push_back(to_string(parts.back()) + ": " + cmp.line);
         }
-        c.verdict = combine(parts);
         std::string observed;
         std::vector<std::pair<double, std::string>> finals;
         for (const auto& g : present) {
@@ -434,6 +467,10 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
             observed += (observed.empty() ? "" : " < ") + g + " " + fmt(loss);
         c.evidence = parts.empty() ? "needs at least two of tupe-r, tupe-a, bert-r, bert-a"
                                    : "observed (mean final loss): " + observed;
+        std::vector<std::string> missing;
+        for (const auto& g : paper_order)
+            if (!groups.count(g)) missing.push_back(g);
+        c.verdict = order_verdict(parts, missing, &c.evidence);
         c.runs = run_names(groups, paper_order);
         claims.push_back(c);
     }
@@ -460,7 +497,6 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
             parts.push_back(score_verdict(cmp));
             c.details.push_back(to_string(parts.back()) + ": " + cmp.line);
         }
-        c.verdict = combine(parts);
         std::vector<std::pair<double, std::string>> avgs;
         for (const auto* r : rows) avgs.push_back({-r->average, r->variant});
         std::sort(avgs.begin(), avgs.end());
@@ -471,6 +507,11 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
             parts.empty()
                 ? "needs fine-tuning results of at least two of tupe-r, tupe-a, bert-r, bert-a"
                 : "observed Avg at the last checkpoint: " + observed;
+        std::vector<std::string> missing;
+        for (const auto& g : paper_order)
+            if (std::find(with_rows.begin(), with_rows.end(), g) == with_rows.end())
+                missing.push_back(g);
+        c.verdict = order_verdict(parts, missing, &c.evidence);
         c.runs = run_names(groups, paper_order);
         claims.push_back(c);
     }
@@ -662,6 +703,13 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
         }
         claims.push_back(c);
     }
+    for (const auto& [group, n] : left_out)
+        for (auto& c : claims)
+            if (std::find(c.runs.begin(), c.runs.end(), group) != c.runs.end() ||
+                std::any_of(c.runs.begin(), c.runs.end(),
+                            [&](const std::string& run) { return variant_group(run) == group; }))
+                c.details.push_back(group + ": judged on its latest config; " + std::to_string(n) +
+                                    " finished run(s) of another config left out");
     return claims;
 }
 

@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -117,7 +118,14 @@ std::vector<int64_t> ExperimentSpec::analysis_steps(const Variant& v) const {
     return analysis.enabled ? steps_of(analysis.checkpoints, v) : std::vector<int64_t>{};
 }
 
-std::string variant_group(const std::string& name) {
+std::string variant_group(const std::string& full_name) {
+    // A run beside a changed one is NAME~FINGERPRINT8 (runner.h, bind_plan): same group.
+    std::string name = full_name;
+    const auto tilde = name.rfind('~');
+    if (tilde != std::string::npos && tilde > 0 && name.size() - tilde == 9 &&
+        std::all_of(name.begin() + static_cast<long>(tilde) + 1, name.end(),
+                    [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }))
+        name.resize(tilde);
     const auto at = name.rfind("@seed");
     if (at == std::string::npos || at == 0 || at + 5 == name.size()) return name;
     for (size_t i = at + 5; i < name.size(); ++i)

@@ -106,12 +106,8 @@ std::string finetune_job_dir(const std::string& out_dir, const std::string& job)
 
 }  // namespace
 
-void FinetuneExecutor::describe(const Job& job, RunRecord& r) const {
-    const ExperimentSpec& spec = ctx_.spec;
-    const Variant& v = variant_named(spec, job.variant);
+std::string finetune_config_text(const ExperimentSpec& spec, const Variant& v, const Job& job) {
     const TaskInfo& task = find_task(job.task);
-    r.seed = static_cast<int64_t>(job.seed);
-    if (auto parent = ctx_.store.find_run(ctx_.experiment_id, v.name)) r.parent_run_id = parent->id;
     std::ostringstream cfg;
     cfg << "task = " << job.task << "\ncheckpoint = " << snapshot_path(v, job.checkpoint_step)
         << "\nlr = " << job.lr << "\nseed = " << job.seed
@@ -124,7 +120,15 @@ void FinetuneExecutor::describe(const Job& job, RunRecord& r) const {
     if (spec.finetune.classifier_dropout != FinetuneProtocol{}.classifier_dropout)
         cfg << "classifier_dropout = " << spec.finetune.classifier_dropout << "\n";
     if (spec.finetune.shuffle_words) cfg << "shuffle_words = true\n";
-    r.config_text = cfg.str();
+    return cfg.str();
+}
+
+void FinetuneExecutor::describe(const Job& job, RunRecord& r) const {
+    const ExperimentSpec& spec = ctx_.spec;
+    const Variant& v = variant_named(spec, job.variant);
+    r.seed = static_cast<int64_t>(job.seed);
+    if (auto parent = ctx_.store.find_run(ctx_.experiment_id, v.name)) r.parent_run_id = parent->id;
+    r.config_text = finetune_config_text(spec, v, job);
 }
 
 const TaskData& FinetuneExecutor::task_data(const std::string& key) {

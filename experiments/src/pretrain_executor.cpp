@@ -6,7 +6,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 
+#include "engine/run_folder.h"
 #include "engine/tokenizer.h"
 #include "experiments/analysis_artifacts.h"
 #include "runner_internal.h"
@@ -15,8 +20,46 @@ namespace experiments::detail {
 
 namespace fs = std::filesystem;
 
-void PretrainExecutor::describe(const Job& job, RunRecord& r) const {
-    const Variant& v = variant_named(ctx_.spec, job.variant);
+namespace {
+
+// The points of out_dir/metrics.tsv at steps <= `up_to` that the store lacks (a process killed
+// after its checkpoint but before its last points reached the store, or a run resumed at its
+// final step), added with the time of this call; the points the store has are kept as they are.
+void ingest_missing_metrics(ResultStore& store, int64_t run_id, const std::string& out_dir,
+                            int64_t up_to) {
+    std::ifstream in(engine::metrics_path(out_dir));
+    std::string line;
+    std::map<std::string, std::set<int64_t>> have;
+    std::vector<MetricPoint> missing;
+    const double now = unix_time_now();
+    while (std::getline(in, line)) {
+        std::istringstream row(line);
+        std::string step_text, split, metric, value_text;
+        if (!std::getline(row, step_text, '\t') || !std::getline(row, split, '\t') ||
+            !std::getline(row, metric, '\t') || !std::getline(row, value_text, '\t'))
+            continue;
+        int64_t step = 0;
+        double value = 0;
+        try {
+            step = std::stoll(step_text);
+            value = std::stod(value_text);
+        } catch (const std::exception&) {
+            continue;  // the header, or a line cut by a kill
+        }
+        if (step > up_to) continue;
+        const std::string key = split + "/" + metric;
+        if (!have.count(key)) {
+            auto& steps = have[key];
+            for (const auto& p : store.metrics(run_id, key)) steps.insert(p.step);
+        }
+        if (!have[key].count(step)) missing.push_back({key, step, value, now});
+    }
+    if (!missing.empty()) store.add_metrics(run_id, missing);
+}
+
+}  // namespace
+
+std::string pretrain_config_text(const Variant& v) {
     // pretrain() sizes the embeddings from the vocabulary; record that size, not the
     // preset's default, so the stored config says what was trained.
     engine::PretrainConfig resolved = v.config;
@@ -26,7 +69,12 @@ void PretrainExecutor::describe(const Job& job, RunRecord& r) const {
     } catch (const std::exception&) {
         // No vocabulary yet: pretrain() reports it when the job runs.
     }
-    r.config_text = engine::config_to_text(resolved);
+    return engine::config_to_text(resolved);
+}
+
+void PretrainExecutor::describe(const Job& job, RunRecord& r) const {
+    const Variant& v = variant_named(ctx_.spec, job.variant);
+    r.config_text = pretrain_config_text(v);
     r.seed = static_cast<int64_t>(v.config.train.seed);
 }
 
@@ -38,12 +86,20 @@ bool PretrainExecutor::run(const Job& job, int64_t run_id) const {
                               {"size", v.config.model.size},
                               {"group", v.group},
                               {"pretrain_seed", std::to_string(v.config.train.seed)}});
+    // The folder is this job's from now on: no other study adopts it (plan_binding.cpp).
+    engine::write_run_owner(v.config.out_dir,
+                            {ctx_.spec.name, job.name, job.fingerprint,
+                             fs::path(fs::absolute(ctx_.spec.database))
+                                 .lexically_relative(fs::absolute(v.config.out_dir))
+                                 .generic_string()});
     // A resume continues from the checkpoint; points after it (from a killed process)
-    // are dropped so no curve holds a step twice.
+    // are dropped so no curve holds a step twice, and the points up to it that never reached
+    // the store are taken from the folder's metrics.tsv.
     const std::string ckpt = engine::checkpoint_path(v.config.out_dir);
     int64_t resume_step = 0;
     if (fs::exists(ckpt)) resume_step = engine::load_checkpoint(ckpt).step;
     store.delete_metrics_after(run_id, resume_step);
+    if (resume_step > 0) ingest_missing_metrics(store, run_id, v.config.out_dir, resume_step);
 
     std::vector<MetricPoint> pending;
     auto flush = [&]() {
@@ -100,6 +156,7 @@ bool PretrainExecutor::run(const Job& job, int64_t run_id) const {
     };
     auto result = engine::pretrain(v.config, tc, ctx_.options.dist);
     flush();
+    store.set_run_step(run_id, result.final_step);  // also when resumed at its final step
     if (result.floor.validation_tokens > 0) {
         char uni[32], bi[32];
         std::snprintf(uni, sizeof uni, "%.6f", result.floor.unigram_nats);

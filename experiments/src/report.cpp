@@ -9,12 +9,14 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 #include "analysis/evidence.h"
 #include "analysis/tasks.h"
 #include "engine/corpus.h"
 #include "engine/errors.h"
 #include "experiments/experiment.h"
+#include "experiments/job_identity.h"
 
 namespace experiments {
 
@@ -72,9 +74,13 @@ Report load_report(ResultStore& store, const std::string& name) {
     const auto e = store.find_experiment(name);
     if (!e) throw std::invalid_argument("no experiment named '" + name + "' in " + store.path());
     std::map<int64_t, int64_t> parent_of;
-    for (const auto& r : store.list_runs(e->id))
+    std::map<std::string, std::string> identity_of_cell;
+    for (const auto& r : store.list_runs(e->id)) {
         if (r.parent_run_id) parent_of[r.id] = *r.parent_run_id;
-    return build_report(name, store.glue_results(e->id), store.predictions(e->id), parent_of);
+        if (r.kind == "finetune" && !r.cell.empty()) identity_of_cell.emplace(r.cell, r.identity);
+    }
+    return build_report(name, store.glue_results(e->id), store.predictions(e->id), parent_of,
+                        identity_of_cell);
 }
 
 std::string pretraining_summary(ResultStore& store, const std::string& name) {
@@ -139,21 +145,23 @@ std::string column_title(const std::string& key) {
 
 Report build_report(const std::string& experiment, const std::vector<GlueResultRecord>& results,
                     const std::vector<PredictionSet>& predictions,
-                    const std::map<int64_t, int64_t>& parent_of) {
+                    const std::map<int64_t, int64_t>& parent_of,
+                    const std::map<std::string, std::string>& identity_of_cell) {
     Report report;
     report.experiment = experiment;
-    // (variant group, step) -> task -> lr -> values over seeds, and the runs behind them
-    std::map<std::pair<std::string, int64_t>,
-             std::map<std::string, std::map<double, std::vector<double>>>>
-        groups;
-    std::map<std::pair<std::string, int64_t>,
-             std::map<std::string, std::map<double, std::vector<const GlueResultRecord*>>>>
+    // (variant group, step, cell) -> task -> lr -> values over seeds, and the runs behind them
+    using RowKey = std::tuple<std::string, int64_t, std::string>;
+    std::map<RowKey, std::map<std::string, std::map<double, std::vector<double>>>> groups;
+    std::map<RowKey, std::map<std::string, std::map<double, std::vector<const GlueResultRecord*>>>>
         runs_of;
-    std::vector<std::pair<std::string, int64_t>> row_order;
+    std::vector<RowKey> row_order;
     std::set<std::string> tasks;
+    std::map<std::string, std::vector<std::string>> cells_of;  // group -> its cells
     for (const auto& r : results) {
         if (r.metric != selection_metric(r.task)) continue;
-        const auto key = std::make_pair(variant_group(r.variant), r.checkpoint_step);
+        const auto key = std::make_tuple(variant_group(r.variant), r.checkpoint_step, r.cell);
+        auto& cells = cells_of[std::get<0>(key)];
+        if (std::find(cells.begin(), cells.end(), r.cell) == cells.end()) cells.push_back(r.cell);
         if (!groups.count(key)) row_order.push_back(key);
         groups[key][r.task][r.lr].push_back(r.value);
         runs_of[key][r.task][r.lr].push_back(&r);
@@ -206,13 +214,36 @@ Report build_report(const std::string& experiment, const std::vector<GlueResultR
     for (const auto& c : report.columns)
         if (c.rfind("syn-", 0) == 0) report.synthetic = true;
 
-    // Rows in order of first appearance of their variant (the plan's order), steps ascending.
+    // Rows in order of first appearance of their variant (the plan's order), then cell, then
+    // steps ascending.
     std::map<std::string, size_t> first_seen;
-    for (const auto& key : row_order) first_seen.emplace(key.first, first_seen.size());
+    for (const auto& key : row_order) first_seen.emplace(std::get<0>(key), first_seen.size());
+    const auto cell_rank = [&](const RowKey& k) {
+        const auto& cells = cells_of.at(std::get<0>(k));
+        return std::find(cells.begin(), cells.end(), std::get<2>(k)) - cells.begin();
+    };
     std::stable_sort(row_order.begin(), row_order.end(), [&](const auto& a, const auto& b) {
-        const size_t pa = first_seen.at(a.first), pb = first_seen.at(b.first);
-        return pa != pb ? pa < pb : a.second < b.second;
+        const size_t pa = first_seen.at(std::get<0>(a)), pb = first_seen.at(std::get<0>(b));
+        if (pa != pb) return pa < pb;
+        if (cell_rank(a) != cell_rank(b)) return cell_rank(a) < cell_rank(b);
+        return std::get<1>(a) < std::get<1>(b);
     });
+    // A variant with runs of several cells: each row says what sets its cell apart.
+    std::map<std::pair<std::string, std::string>, std::string> cell_label;  // (group, cell)
+    for (const auto& [group, cells] : cells_of) {
+        if (cells.size() < 2) continue;
+        std::vector<std::string> identities;
+        for (const auto& c : cells) {
+            const auto it = identity_of_cell.find(c);
+            identities.push_back(it == identity_of_cell.end() ? "" : it->second);
+        }
+        const auto labels = distinguishing_labels(identities, true);
+        for (size_t i = 0; i < cells.size(); ++i)
+            cell_label[{group, cells[i]}] =
+                labels[i].empty() ? "cell " + (cells[i].empty() ? std::string("(before identities)")
+                                                                : cells[i].substr(0, 8))
+                                  : labels[i];
+    }
     const bool all_nine =
         std::all_of(analysis::paper_columns().begin(), analysis::paper_columns().end(),
                     [&](const std::string& t) { return tasks.count(t) > 0; });
@@ -224,9 +255,12 @@ Report build_report(const std::string& experiment, const std::vector<GlueResultR
                        (report.synthetic ? "; SYN-* are synthetic built-in tasks" : "") + ")";
     for (const auto& key : row_order) {
         ReportRow row;
-        row.variant = key.first;
-        row.step = key.second;
-        row.label = key.first + " @ " + std::to_string(key.second);
+        row.variant = std::get<0>(key);
+        row.step = std::get<1>(key);
+        row.cell = std::get<2>(key);
+        row.label = row.variant + " @ " + std::to_string(row.step);
+        if (const auto it = cell_label.find({row.variant, row.cell}); it != cell_label.end())
+            row.label += " [" + it->second + "]";
         double sum = 0;
         int count = 0;
         for (const auto& [task, by_lr] : groups[key]) {
@@ -377,6 +411,7 @@ std::string render_report(const Report& report, ReportFormat format, bool mean_s
                                 {"variant", row.variant},
                                 {"step", row.step},
                                 {"reference", row.reference}};
+            if (!row.reference) r["cell"] = row.cell;
             auto evidence = [](nlohmann::json& j, const ReportCell& c) {
                 if (c.has_interval) j["ci95"] = {c.lo, c.hi};
                 if (c.has_chance) j["chance"] = c.chance;

@@ -140,9 +140,33 @@ CREATE INDEX job_claims_owner ON job_claims(host, pid);
         R"sql(
 ALTER TABLE predictions ADD COLUMN example_id TEXT NOT NULL DEFAULT '';
 )sql",
+        // Version 5: a run's identity (what determines its result), its fingerprint and the
+        // fingerprint of what a report may pool (experiments/job_identity.h), so a rerun with
+        // another config is never taken for the stored run; '' for runs stored before. The
+        // same step rewrites every stored path relative to the store's folder
+        // (relocate_paths_v5 in the migration below).
+        R"sql(
+ALTER TABLE runs ADD COLUMN identity TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN cell TEXT NOT NULL DEFAULT '';
+CREATE INDEX runs_fingerprint ON runs(experiment_id, fingerprint);
+)sql",
     };
     return steps;
 }
+
+namespace {
+std::function<void(const std::string&)>& wait_notice_slot() {
+    static std::function<void(const std::string&)> notice;
+    return notice;
+}
+}  // namespace
+
+void set_default_wait_notice(std::function<void(const std::string&)> notice) {
+    wait_notice_slot() = std::move(notice);
+}
+
+const std::function<void(const std::string&)>& default_wait_notice() { return wait_notice_slot(); }
 
 std::string utc_now_iso8601() {
     const auto now = std::chrono::system_clock::now();
@@ -236,6 +260,11 @@ ResultStore ResultStore::open_for_reading(const std::string& path, const StoreOp
 ResultStore ResultStore::open(const std::string& path, OpenMode mode, const StoreOptions& options) {
     auto impl = std::make_unique<Impl>();
     impl->path = path;
+    {
+        std::error_code ignored;
+        impl->directory =
+            fs::absolute(fs::path(path), ignored).lexically_normal().parent_path().generic_string();
+    }
     impl->mode = mode;
     impl->options = options;
     int flags = SQLITE_OPEN_READONLY;
@@ -279,6 +308,8 @@ int ResultStore::schema_version() {
 }
 
 const std::string& ResultStore::path() const { return impl_->path; }
+
+const std::string& ResultStore::directory() const { return impl_->directory; }
 
 OpenMode ResultStore::mode() const { return impl_->mode; }
 

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <thread>
@@ -32,8 +33,8 @@ using std::chrono::milliseconds;
 struct Busy {};
 
 inline const std::vector<std::string> kRunKinds = {"pretrain", "finetune"};
-inline const std::vector<std::string> kRunStatuses = {"pending", "running", "finished", "failed",
-                                                      "stopped"};
+inline const std::vector<std::string> kRunStatuses = {"pending", "running", "finished",
+                                                      "failed",  "stopped", "blocked"};
 
 inline std::string one_line(std::string text) {
     std::replace(text.begin(), text.end(), '\n', ' ');
@@ -54,6 +55,7 @@ inline bool contains(const std::vector<std::string>& words, const std::string& w
 // One SQLite connection, its statement cache, and the error mapping every call goes through.
 struct Connection {
     std::string path;
+    std::string directory;  // absolute folder of the file: stored paths are relative to it
     OpenMode mode = OpenMode::kReadWrite;
     StoreOptions options;
     sqlite3* db = nullptr;
@@ -125,13 +127,25 @@ struct Connection {
         using Clock = std::chrono::steady_clock;
         const auto start = Clock::now();
         milliseconds backoff(2);
+        bool noticed = false;
         for (;;) {
             const auto elapsed = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
             const auto left = std::max(milliseconds(0), options.lock_timeout - elapsed);
-            sqlite3_busy_timeout(db, static_cast<int>(std::min(left, milliseconds(1000)).count()));
+            // SQLite waits inside one attempt for at most a second, or until the notice is due.
+            milliseconds slice = std::min(left, milliseconds(1000));
+            if (!noticed && options.on_wait)
+                slice = std::min(slice,
+                                 std::max(milliseconds(10), options.wait_notice_after - elapsed));
+            sqlite3_busy_timeout(db, static_cast<int>(slice.count()));
             try {
                 return operation();
             } catch (const Busy&) {
+            }
+            if (!noticed && options.on_wait && Clock::now() - start >= options.wait_notice_after) {
+                noticed = true;
+                options.on_wait("waiting for the lock on " + path +
+                                " (another process is writing; giving up after " +
+                                std::to_string(options.lock_timeout.count() / 1000) + " s)");
             }
             if (Clock::now() - start >= options.lock_timeout)
                 throw StoreError(path, "database is locked by another process");
@@ -144,6 +158,24 @@ struct Connection {
     auto write(const std::string& what, Operation&& operation) -> decltype(operation());
 
     int user_version();
+
+    // A path as the store keeps it: relative to `directory` (an absolute path outside the
+    // store's file system tree stays absolute only when no relative form exists).
+    std::string to_stored(const std::string& given) const {
+        if (given.empty()) return given;
+        namespace fs = std::filesystem;
+        const fs::path absolute = fs::absolute(fs::path(given)).lexically_normal();
+        const fs::path relative = absolute.lexically_relative(fs::path(directory));
+        return relative.empty() ? absolute.generic_string() : relative.generic_string();
+    }
+    // A stored path as readers get it: absolute.
+    std::string from_stored(const std::string& stored) const {
+        if (stored.empty()) return stored;
+        namespace fs = std::filesystem;
+        const fs::path p(stored);
+        if (p.is_absolute()) return p.lexically_normal().generic_string();
+        return (fs::path(directory) / p).lexically_normal().generic_string();
+    }
 };
 
 // A cached statement in use: binds by 1-based index, steps, and resets when it goes out of
@@ -260,9 +292,10 @@ inline int Connection::user_version() {
 
 inline constexpr const char* kRunColumns =
     "id, experiment_id, kind, name, variant, parent_run_id, config_text, seed, status, "
-    "start_time, end_time, host, torch_version, git_commit, error_message, out_dir, step";
+    "start_time, end_time, host, torch_version, git_commit, error_message, out_dir, step, "
+    "identity, fingerprint, cell";
 
-inline RunRecord read_run(const Query& q) {
+inline RunRecord read_run(const Query& q, const Connection& connection) {
     RunRecord run;
     run.id = q.integer(0);
     run.experiment_id = q.integer(1);
@@ -279,13 +312,16 @@ inline RunRecord read_run(const Query& q) {
     run.torch_version = q.text(12);
     run.git_commit = q.text(13);
     run.error_message = q.text(14);
-    run.out_dir = q.text(15);
+    run.out_dir = connection.from_stored(q.text(15));
     run.step = q.integer(16);
+    run.identity = q.text(17);
+    run.fingerprint = q.text(18);
+    run.cell = q.text(19);
     return run;
 }
 
-inline ExperimentRecord read_experiment(const Query& q) {
-    return {q.integer(0), q.text(1), q.text(2), q.text(3), q.text(4)};
+inline ExperimentRecord read_experiment(const Query& q, const Connection& connection) {
+    return {q.integer(0), q.text(1), connection.from_stored(q.text(2)), q.text(3), q.text(4)};
 }
 
 inline constexpr const char* kClaimColumns =
@@ -318,6 +354,10 @@ struct ResultStore::Impl : Connection {
         const int version = checked_version(latest);
         exec("PRAGMA foreign_keys = ON", "enable foreign keys");
         if (mode == OpenMode::kReadOnly) {
+            if (version == 0)
+                throw StoreError(path,
+                                 "empty database: nothing has been stored in it yet (`tupe run` "
+                                 "creates a store)");
             if (version < latest)
                 throw StoreError(path, "schema version " + std::to_string(version) +
                                            " is older than this build (" + std::to_string(latest) +
@@ -365,12 +405,56 @@ struct ResultStore::Impl : Connection {
         Transaction transaction(*this);
         const int version = checked_version(latest);  // Another process may have migrated.
         const auto& steps = schema_migrations();
-        for (int v = version; v < latest; ++v)
+        for (int v = version; v < latest; ++v) {
             exec(steps[static_cast<std::size_t>(v)], "migrate the schema from version " +
                                                          std::to_string(v) + " to " +
                                                          std::to_string(v + 1));
+            if (v + 1 == 5 && version > 0) relocate_paths_v5();
+        }
         exec("PRAGMA user_version = " + std::to_string(latest), "set the schema version");
         transaction.commit();
+    }
+
+    // Schema 5 stores paths relative to the store's folder; before, they were stored as given,
+    // relative to the working directory of whoever wrote them, which is no longer known. Each
+    // relative path is read from the first place it exists: this process's working directory,
+    // the store folder's parent (the usual results/ beside runs/ layout), the store folder;
+    // a path found nowhere keeps the working-directory reading. Absolute paths are rewritten
+    // relative to the store too.
+    void relocate_paths_v5() {
+        namespace fs = std::filesystem;
+        const fs::path dir(directory);
+        const auto relocate = [&](const std::string& old) -> std::string {
+            if (old.empty()) return old;
+            const fs::path p(old);
+            if (p.is_absolute()) return to_stored(old);
+            std::error_code error;
+            for (const fs::path& base : {fs::current_path(error), dir.parent_path(), dir})
+                if (!base.empty() && fs::exists(base / p, error))
+                    return to_stored((base / p).string());
+            return to_stored(fs::absolute(p, error).string());
+        };
+        const auto rewrite = [&](const char* table, const char* column, const char* key) {
+            std::vector<std::pair<std::int64_t, std::string>> rows;
+            {
+                Query select(*this,
+                             std::string("SELECT ") + key + ", " + column + " FROM " + table);
+                while (select.step("read the paths of " + std::string(table)))
+                    rows.emplace_back(select.integer(0), select.text(1));
+            }
+            Query update(*this, std::string("UPDATE ") + table + " SET " + column + " = ?2 WHERE " +
+                                    key + " = ?1");
+            for (const auto& [id, old] : rows) {
+                const std::string now = relocate(old);
+                if (now == old) continue;
+                update.bind(1, id).bind(2, now).run("rewrite a path of " + std::string(table));
+                update.reset();
+            }
+        };
+        rewrite("runs", "out_dir", "id");
+        rewrite("checkpoints", "path", "id");
+        rewrite("artifacts", "path", "id");
+        rewrite("experiments", "yaml_path", "id");
     }
 
     // After an UPDATE of one run by id: no changed row means no such run.

@@ -13,7 +13,7 @@ std::vector<ExperimentRecord> ResultStore::list_experiments() {
         std::vector<ExperimentRecord> out;
         Query q(*impl_,
                 "SELECT id, name, yaml_path, yaml_text, created_at FROM experiments ORDER BY id");
-        while (q.step("list experiments")) out.push_back(read_experiment(q));
+        while (q.step("list experiments")) out.push_back(read_experiment(q, *impl_));
         return out;
     });
 }
@@ -24,7 +24,7 @@ std::optional<ExperimentRecord> ResultStore::find_experiment(const std::string& 
                 "SELECT id, name, yaml_path, yaml_text, created_at FROM experiments "
                 "WHERE name = ?1");
         if (!q.bind(1, name).step("find experiment '" + name + "'")) return std::nullopt;
-        return read_experiment(q);
+        return read_experiment(q, *impl_);
     });
 }
 
@@ -34,7 +34,7 @@ std::vector<RunRecord> ResultStore::list_runs(std::int64_t experiment_id) {
         Query q(*impl_, std::string("SELECT ") + kRunColumns +
                             " FROM runs WHERE experiment_id = ?1 ORDER BY id");
         q.bind(1, experiment_id);
-        while (q.step("list runs")) out.push_back(read_run(q));
+        while (q.step("list runs")) out.push_back(read_run(q, *impl_));
         return out;
     });
 }
@@ -46,7 +46,7 @@ std::optional<RunRecord> ResultStore::find_run(std::int64_t experiment_id,
                             " FROM runs WHERE experiment_id = ?1 AND name = ?2");
         if (!q.bind(1, experiment_id).bind(2, name).step("find run '" + name + "'"))
             return std::nullopt;
-        return read_run(q);
+        return read_run(q, *impl_);
     });
 }
 
@@ -54,7 +54,7 @@ std::optional<RunRecord> ResultStore::get_run(std::int64_t run_id) {
     return impl_->with_retry([&]() -> std::optional<RunRecord> {
         Query q(*impl_, std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?1");
         if (!q.bind(1, run_id).step("read run " + std::to_string(run_id))) return std::nullopt;
-        return read_run(q);
+        return read_run(q, *impl_);
     });
 }
 
@@ -98,14 +98,16 @@ std::vector<GlueResultRecord> ResultStore::glue_results(std::int64_t experiment_
         Query q(*impl_,
                 "SELECT g.id, g.run_id, g.task, g.split, g.metric, g.value, g.checkpoint_step, "
                 "g.lr, g.seed, r.name, "
-                "CASE WHEN r.variant <> '' THEN r.variant ELSE COALESCE(p.variant, '') END "
+                "CASE WHEN r.variant <> '' THEN r.variant ELSE COALESCE(p.variant, '') END, "
+                "r.cell "
                 "FROM glue_results g JOIN runs r ON r.id = g.run_id "
                 "LEFT JOIN runs p ON p.id = r.parent_run_id "
                 "WHERE r.experiment_id = ?1 ORDER BY r.id, g.task, g.split, g.metric");
         q.bind(1, experiment_id);
         while (q.step("read GLUE results")) {
             out.push_back({q.integer(0), q.integer(1), q.text(2), q.text(3), q.text(4), q.real(5),
-                           q.integer(6), q.real(7), q.integer(8), q.text(9), q.text(10)});
+                           q.integer(6), q.real(7), q.integer(8), q.text(9), q.text(10),
+                           q.text(11)});
         }
         return out;
     });
@@ -145,8 +147,8 @@ std::vector<CheckpointRecord> ResultStore::checkpoints(std::int64_t run_id) {
                 "ORDER BY step");
         q.bind(1, run_id);
         while (q.step("read checkpoints")) {
-            out.push_back(
-                {q.integer(0), q.integer(1), q.integer(2), q.text(3), q.integer(4), q.text(5)});
+            out.push_back({q.integer(0), q.integer(1), q.integer(2), impl_->from_stored(q.text(3)),
+                           q.integer(4), q.text(5)});
         }
         return out;
     });
@@ -160,8 +162,8 @@ std::vector<ArtifactRecord> ResultStore::artifacts(std::int64_t run_id) {
                 "WHERE run_id = ?1 ORDER BY id");
         q.bind(1, run_id);
         while (q.step("read artifacts")) {
-            out.push_back({q.integer(0), q.integer(1), q.text(2), q.text(3), q.integer(4),
-                           q.text(5), q.text(6)});
+            out.push_back({q.integer(0), q.integer(1), q.text(2), impl_->from_stored(q.text(3)),
+                           q.integer(4), q.text(5), q.text(6)});
         }
         return out;
     });

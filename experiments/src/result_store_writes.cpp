@@ -20,7 +20,8 @@ std::int64_t ResultStore::get_or_create_experiment(const std::string& name,
         Query insert(*impl_,
                      "INSERT INTO experiments (name, yaml_path, yaml_text, created_at) "
                      "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (name) DO NOTHING");
-        insert.bind(1, name).bind(2, yaml_path).bind(3, yaml_text).bind(4, utc_now_iso8601());
+        insert.bind(1, name).bind(2, impl_->to_stored(yaml_path)).bind(3, yaml_text);
+        insert.bind(4, utc_now_iso8601());
         insert.run("store experiment '" + name + "'");
         Query select(*impl_, "SELECT id FROM experiments WHERE name = ?1");
         select.bind(1, name).step("find experiment '" + name + "'");
@@ -42,19 +43,23 @@ std::int64_t ResultStore::upsert_run(const RunRecord& run) {
             *impl_,
             "INSERT INTO runs (experiment_id, kind, name, variant, parent_run_id, config_text, "
             "seed, status, start_time, end_time, host, torch_version, git_commit, error_message, "
-            "out_dir, step) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-            "?15, ?16) ON CONFLICT (experiment_id, name) DO UPDATE SET kind = excluded.kind, "
+            "out_dir, step, identity, fingerprint, cell) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+            "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) "
+            "ON CONFLICT (experiment_id, name) DO UPDATE SET kind = excluded.kind, "
             "variant = excluded.variant, parent_run_id = excluded.parent_run_id, "
             "config_text = excluded.config_text, seed = excluded.seed, status = excluded.status, "
             "start_time = excluded.start_time, end_time = excluded.end_time, "
             "host = excluded.host, torch_version = excluded.torch_version, "
             "git_commit = excluded.git_commit, error_message = excluded.error_message, "
-            "out_dir = excluded.out_dir, step = excluded.step");
+            "out_dir = excluded.out_dir, step = excluded.step, identity = excluded.identity, "
+            "fingerprint = excluded.fingerprint, cell = excluded.cell");
         upsert.bind(1, run.experiment_id).bind(2, run.kind).bind(3, run.name).bind(4, run.variant);
         upsert.bind(5, run.parent_run_id).bind(6, run.config_text).bind(7, run.seed);
         upsert.bind(8, run.status).bind(9, run.start_time).bind(10, run.end_time);
         upsert.bind(11, run.host).bind(12, run.torch_version).bind(13, run.git_commit);
-        upsert.bind(14, run.error_message).bind(15, run.out_dir).bind(16, run.step);
+        upsert.bind(14, run.error_message).bind(15, impl_->to_stored(run.out_dir));
+        upsert.bind(16, run.step).bind(17, run.identity).bind(18, run.fingerprint);
+        upsert.bind(19, run.cell);
         upsert.run(what);
         Query select(*impl_, "SELECT id FROM runs WHERE experiment_id = ?1 AND name = ?2");
         select.bind(1, run.experiment_id).bind(2, run.name).step(what);
@@ -85,6 +90,17 @@ void ResultStore::set_run_step(std::int64_t run_id, std::int64_t step) {
     impl_->write("set the step of run " + std::to_string(run_id), [&] {
         Query update(*impl_, "UPDATE runs SET step = ?2 WHERE id = ?1");
         update.bind(1, run_id).bind(2, step).run("set the step of run " + std::to_string(run_id));
+        impl_->require_run_exists(run_id);
+    });
+}
+
+void ResultStore::set_run_identity(std::int64_t run_id, const std::string& identity,
+                                   const std::string& fingerprint, const std::string& cell) {
+    const std::string what = "set the identity of run " + std::to_string(run_id);
+    impl_->write(what, [&] {
+        Query update(*impl_,
+                     "UPDATE runs SET identity = ?2, fingerprint = ?3, cell = ?4 WHERE id = ?1");
+        update.bind(1, run_id).bind(2, identity).bind(3, fingerprint).bind(4, cell).run(what);
         impl_->require_run_exists(run_id);
     });
 }
@@ -217,7 +233,8 @@ void ResultStore::add_checkpoint(const CheckpointRecord& checkpoint) {
                      "INSERT INTO checkpoints (run_id, step, path, size, hash) "
                      "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (run_id, step) DO UPDATE SET "
                      "path = excluded.path, size = excluded.size, hash = excluded.hash");
-        insert.bind(1, checkpoint.run_id).bind(2, checkpoint.step).bind(3, checkpoint.path);
+        insert.bind(1, checkpoint.run_id).bind(2, checkpoint.step);
+        insert.bind(3, impl_->to_stored(checkpoint.path));
         insert.bind(4, checkpoint.size).bind(5, checkpoint.hash).run(what);
     });
 }
@@ -230,8 +247,10 @@ constexpr const char* kUpsertArtifact =
     "kind = excluded.kind, size = excluded.size, hash = excluded.hash, "
     "description = excluded.description";
 
-void upsert_artifact(Query& insert, const ArtifactRecord& artifact, const std::string& what) {
-    insert.bind(1, artifact.run_id).bind(2, artifact.kind).bind(3, artifact.path);
+void upsert_artifact(Query& insert, const Connection& connection, const ArtifactRecord& artifact,
+                     const std::string& what) {
+    insert.bind(1, artifact.run_id).bind(2, artifact.kind);
+    insert.bind(3, connection.to_stored(artifact.path));
     insert.bind(4, artifact.size).bind(5, artifact.hash).bind(6, artifact.description);
     insert.run(what);
     insert.reset();
@@ -244,7 +263,7 @@ void ResultStore::add_artifact(const ArtifactRecord& artifact) {
         "add artifact " + artifact.path + " to run " + std::to_string(artifact.run_id);
     impl_->write(what, [&] {
         Query insert(*impl_, kUpsertArtifact);
-        upsert_artifact(insert, artifact, what);
+        upsert_artifact(insert, *impl_, artifact, what);
     });
 }
 
@@ -254,7 +273,7 @@ void ResultStore::add_artifacts(const std::vector<ArtifactRecord>& artifacts) {
         Query insert(*impl_, kUpsertArtifact);
         for (const auto& artifact : artifacts)
             upsert_artifact(
-                insert, artifact,
+                insert, *impl_, artifact,
                 "add artifact " + artifact.path + " to run " + std::to_string(artifact.run_id));
     });
 }

@@ -86,13 +86,14 @@ RunnerCallbacks with_stop(RunnerCallbacks callbacks, const std::atomic<bool>* st
 
 class Runner {
   public:
-    Runner(const ExperimentSpec& spec, const RunnerOptions& options, const RunnerCallbacks& cb)
-        : spec_(spec),
+    Runner(BoundPlan bound, const RunnerOptions& options, const RunnerCallbacks& cb)
+        : bound_(std::move(bound)),
+          spec_(bound_.spec),
           options_(options),
           user_stop_(cb.stop),
           cb_(with_stop(cb, &job_stop_)),
-          store_(ResultStore::open(spec.database, OpenMode::kReadWrite)),
-          experiment_id_(store_.get_or_create_experiment(spec.name, spec.path, spec.yaml_text)),
+          store_(ResultStore::open(spec_.database, OpenMode::kReadWrite)),
+          experiment_id_(store_.get_or_create_experiment(spec_.name, spec_.path, spec_.yaml_text)),
           owner_(ClaimOwner::self()),
           handoff_(ClaimOwner::parse(options.claim_from)),
           session_start_(utc_now_iso8601()),
@@ -111,7 +112,12 @@ class Runner {
     }
 
     RunSummary run() {
-        plan_ = make_plan(spec_);
+        plan_ = bound_.jobs;
+        // Runs stored before run identities that their jobs' configs match: recorded now.
+        for (const Job& job : plan_)
+            if (job.adopt && in_scope(job))
+                if (const auto run = store_.find_run(experiment_id_, job.name))
+                    store_.set_run_identity(run->id, job.identity, job.fingerprint, job.cell);
         RunSummary summary;
         progress_.total = static_cast<int64_t>(plan_.size());
         // Parallel fine-tuning: children run one job each (`tupe run FILE --job NAME`).
@@ -226,6 +232,11 @@ class Runner {
                     ++summary.skipped;
                     continue;
                 }
+                if (const std::string failed = failed_pretraining(job, runs); !failed.empty()) {
+                    block(job, failed);
+                    ++summary.blocked;
+                    continue;
+                }
                 if (waits_for_pretraining(job, runs, live_elsewhere)) continue;
                 if (const auto other = live_elsewhere.find(job.name);
                     other != live_elsewhere.end() && !options_.dist) {
@@ -326,6 +337,30 @@ class Runner {
         return options_.only_job.empty() || live_elsewhere.count(job.variant) > 0;
     }
 
+    /// The error of the job's pretraining when it failed in this session (here or in another
+    /// runner): the fine-tuning cannot run; "" otherwise.
+    std::string failed_pretraining(const Job& job,
+                                   const std::map<std::string, RunRecord>& runs) const {
+        if (job.kind != Job::Kind::kFinetune) return "";
+        if (const auto it = failed_here_.find(job.variant); it != failed_here_.end())
+            return it->second;
+        const auto it = runs.find(job.variant);
+        if (it != runs.end() && it->second.status == "failed" &&
+            it->second.end_time >= session_start_)
+            return it->second.error_message;
+        return "";
+    }
+
+    /// A fine-tuning whose pretraining failed: its run row says so (status blocked), and the
+    /// plan goes on with the other variants.
+    void block(const Job& job, const std::string& pretraining_error) {
+        RunRecord r = record_for(job);
+        r.status = "blocked";
+        r.error_message = "its pretraining " + job.variant + " failed: " + pretraining_error;
+        store_.upsert_run(r);
+        settle(job);
+    }
+
     bool all_done() const {
         for (const auto& job : plan_)
             if (in_scope(job) && !done_.count(job.name)) return false;
@@ -405,6 +440,9 @@ class Runner {
         const Variant& v = variant_named(spec_, job.variant);
         RunRecord r = base_record(experiment_id_, job);
         r.out_dir = v.config.out_dir;
+        r.identity = job.identity;
+        r.fingerprint = job.fingerprint;
+        r.cell = job.cell;
         if (job.kind == Job::Kind::kPretrain)
             pretrain_.describe(job, r);
         else
@@ -451,6 +489,7 @@ class Runner {
         } catch (const engine::TrainingDiverged& e) {
             store_.set_run_status(run_id, "failed", e.what());
             say("job " + job.name + " failed: " + e.what());
+            if (job.kind == Job::Kind::kPretrain) failed_here_[job.name] = e.what();
             ++summary.failed;
             end_timing();
         } catch (const std::exception& e) {
@@ -474,6 +513,7 @@ class Runner {
     std::vector<std::string> job_command(const Job& job, std::vector<std::string> extra) const {
         std::vector<std::string> args = {options_.self_exe, "run", spec_.path, "--job", job.name};
         for (const auto& o : options_.overrides) args.insert(args.end(), {"--set", o});
+        if (options_.new_runs) args.push_back("--new-runs");
         args.insert(args.end(), extra.begin(), extra.end());
         return args;
     }
@@ -576,7 +616,8 @@ class Runner {
         report(0, std::to_string(children_.size()) + " running");
     }
 
-    const ExperimentSpec& spec_;
+    const BoundPlan bound_;
+    const ExperimentSpec& spec_;  // bound_.spec: the study with its variants' run names
     RunnerOptions options_;
     const std::atomic<bool>* user_stop_;  // the caller's stop flag (Ctrl-C)
     std::atomic<bool> job_stop_{false};   // the executors' stop flag, set by the claim keeper
@@ -587,9 +628,10 @@ class Runner {
     std::optional<ClaimOwner> handoff_;  // the runner that started this one for its job
     std::string session_start_;          // ISO-8601: a failure after it is not retried
     std::vector<Job> plan_;
-    std::set<std::string> done_;         // jobs that need nothing more from this runner
-    std::set<std::string> eta_pending_;  // jobs counted as pending in the ETA
-    ClaimKeeper* keeper_ = nullptr;      // while run() runs
+    std::set<std::string> done_;  // jobs that need nothing more from this runner
+    std::map<std::string, std::string> failed_here_;  // pretrainings that failed here: error
+    std::set<std::string> eta_pending_;               // jobs counted as pending in the ETA
+    ClaimKeeper* keeper_ = nullptr;                   // while run() runs
     int64_t parallel_ = 1;
     bool pooled_ = false;  // fine-tuning jobs go to child processes
     bool said_parallel_ = false;
@@ -641,8 +683,11 @@ RunSummary run_experiment(const ExperimentSpec& spec, const RunnerOptions& optio
                           const RunnerCallbacks& callbacks) {
     if (options.dist && options.only_job.empty())
         throw std::invalid_argument("a data-parallel worker runs one job: pass --job NAME");
-    if (options.dist && !options.dist->is_main()) return run_worker_job(spec, options, callbacks);
-    Runner runner(spec, options, callbacks);
+    BoundPlan bound =
+        bind_plan(spec, options.new_runs ? ChangedJobs::kRunBeside : ChangedJobs::kRefuse);
+    if (!options.only_job.empty()) job_named(bound.jobs, spec, options.only_job);  // exists?
+    if (options.dist && !options.dist->is_main()) return run_worker_job(bound, options, callbacks);
+    Runner runner(std::move(bound), options, callbacks);
     return runner.run();
 }
 

@@ -57,6 +57,12 @@ struct TaskData {
 TaskData load_task_data(const std::string& task_key, const std::string& dir,
                         bool shuffle_words = false);
 
+/// The config text stored with a variant's pretraining run: its resolved config (the
+/// vocabulary's size once the file exists), as engine::config_to_text writes it.
+std::string pretrain_config_text(const Variant& v);
+/// The protocol text stored with a fine-tuning run (config_text of its run row).
+std::string finetune_config_text(const ExperimentSpec& spec, const Variant& v, const Job& job);
+
 /// The snapshot steps a variant's pretraining writes: fine-tuning and analysis checkpoints.
 std::vector<int64_t> snapshot_steps(const ExperimentSpec& spec, const Variant& v);
 /// The engine settings of a fine-tuning job.
@@ -65,7 +71,7 @@ engine::FinetuneConfig finetune_config(const ExperimentSpec& spec, const Variant
 
 /// A data-parallel job on a rank other than 0 (options.dist, options.only_job): the same
 /// pretraining or fine-tuning as rank 0, without the results store (rank 0 records).
-RunSummary run_worker_job(const ExperimentSpec& spec, const RunnerOptions& options,
+RunSummary run_worker_job(const BoundPlan& bound, const RunnerOptions& options,
                           const RunnerCallbacks& callbacks);
 
 /// Runs argv as a child process (stdout to /dev/null, stderr kept: a failing child says why

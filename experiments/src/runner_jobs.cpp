@@ -17,7 +17,9 @@
 
 #include "engine/distributed.h"
 #include "engine/errors.h"
+#include "engine/sha256.h"
 #include "engine/tokenizer.h"
+#include "experiments/job_identity.h"
 #include "experiments/process_pool.h"
 #include "experiments/synthetic_tasks.h"
 #include "runner_internal.h"
@@ -204,11 +206,11 @@ void ClaimKeeper::loop() {
     }
 }
 
-RunSummary run_worker_job(const ExperimentSpec& spec, const RunnerOptions& options,
+RunSummary run_worker_job(const BoundPlan& bound, const RunnerOptions& options,
                           const RunnerCallbacks& callbacks) {
     engine::DistributedContext& dist = *options.dist;
-    const auto plan = make_plan(spec);
-    const Job& job = job_named(plan, spec, options.only_job);
+    const ExperimentSpec& spec = bound.spec;
+    const Job& job = job_named(bound.jobs, spec, options.only_job);
     const Variant& v = variant_named(spec, job.variant);
     RunSummary summary;
     if (job.kind == Job::Kind::kPretrain) {
@@ -244,8 +246,10 @@ namespace experiments {
 namespace fs = std::filesystem;
 using detail::seconds_between;
 
-std::vector<JobStatus> job_statuses(const ExperimentSpec& spec, double claim_timeout_seconds) {
-    const auto plan = make_plan(spec);
+std::vector<JobStatus> job_statuses(const ExperimentSpec& study, double claim_timeout_seconds) {
+    const BoundPlan bound = bind_plan(study, ChangedJobs::kDescribe);
+    const ExperimentSpec& spec = bound.spec;
+    const auto& plan = bound.jobs;
     std::map<std::string, RunRecord> runs;
     std::map<std::string, JobClaim> claims;  // held ones, by job
     if (fs::exists(spec.database)) {
@@ -277,6 +281,11 @@ std::vector<JobStatus> job_statuses(const ExperimentSpec& spec, double claim_tim
         if (it != runs.end()) {
             js.step = it->second.step;
             js.error = it->second.error_message;
+        }
+        if (!job.change.empty()) {
+            // The stored run has another identity: it is not this job's result.
+            js.status = "changed";
+            js.error = job.change;
         }
         const auto held = claims.find(job.name);
         if (js.status != "finished" && held != claims.end()) {
@@ -354,7 +363,12 @@ std::string experiment_status_json(const ExperimentSpec& spec, double claim_time
 
 std::string prepare_builtin_tasks(const ExperimentSpec& spec) {
     const auto& data = spec.variants.front().config.data;
-    const fs::path dir = fs::path(spec.runs_dir) / "builtin_tasks";
+    // One folder per task-data identity (generator version, corpus hash, sizes): a study with
+    // other sizes, or another study sharing runs_dir, never rewrites the tasks stored scores
+    // came from.
+    static FileHashes hashes;
+    const fs::path dir = fs::path(spec.runs_dir) / "builtin_tasks" /
+                         engine::sha256_hex(task_data_identity(spec, {}, hashes)).substr(0, 12);
     std::ostringstream stamp;
     stamp << "corpus=" << data.corpus << " fraction=" << data.validation_fraction
           << " train=" << spec.glue.synthetic_train << " dev=" << spec.glue.synthetic_dev << "\n";

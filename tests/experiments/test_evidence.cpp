@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -208,8 +209,12 @@ TEST_F(EvidenceTest, ClaimsSupportedWhenTupeIsClearlyBetter) {
     });
     EXPECT_EQ(claim(claims, "1").verdict, Verdict::kSupported) << claim(claims, "1").evidence;
     EXPECT_EQ(claim(claims, "2").verdict, Verdict::kSupported) << claim(claims, "2").evidence;
-    EXPECT_EQ(claim(claims, "3a").verdict, Verdict::kSupported);
-    EXPECT_EQ(claim(claims, "3b").verdict, Verdict::kSupported) << claim(claims, "3b").evidence;
+    // The order claims are about three adjacent pairs: one pair run is not the claim.
+    EXPECT_EQ(claim(claims, "3a").verdict, Verdict::kPartlyTested);
+    EXPECT_NE(claim(claims, "3a").evidence.find("1 of 3 pairs (tupe-r, bert-r not run)"),
+              std::string::npos)
+        << claim(claims, "3a").evidence;
+    EXPECT_EQ(claim(claims, "3b").verdict, Verdict::kPartlyTested) << claim(claims, "3b").evidence;
     EXPECT_EQ(claim(claims, "4").verdict, Verdict::kNotRun);  // no tupe-a-tie-cls
     EXPECT_EQ(claim(claims, "5").verdict, Verdict::kNotRun);  // no analysis artifacts
     EXPECT_EQ(claim(claims, "6").verdict, Verdict::kNotRun);
@@ -218,8 +223,18 @@ TEST_F(EvidenceTest, ClaimsSupportedWhenTupeIsClearlyBetter) {
         << claim(claims, "1").evidence;
     const std::string json = render_claims("hand", claims, ClaimsFormat::kJson);
     EXPECT_NE(json.find("\"verdict\": \"not run\""), std::string::npos);
-    EXPECT_NE(render_claims("hand", claims, ClaimsFormat::kTable).find("supported"),
+    EXPECT_NE(render_claims("hand", claims, ClaimsFormat::kTable).find("partly tested"),
               std::string::npos);
+    // With all four variants in the paper's order, every pair is run and 3a is supported.
+    const double tupe_r_final[] = {5.00, 5.05, 4.98}, bert_r_final[] = {5.90, 5.95, 5.88};
+    for (int s = 0; s < 3; ++s) {
+        h.pretrain("tupe-r", s + 1, tupe_r_final[s], 300);
+        h.pretrain("bert-r", s + 1, bert_r_final[s]);
+    }
+    const auto all_four = evaluate_claims(h.store, "hand");
+    EXPECT_EQ(claim(all_four, "3a").verdict, Verdict::kSupported) << claim(all_four, "3a").evidence;
+    EXPECT_EQ(claim(all_four, "3a").details.size(), 3u);
+    EXPECT_EQ(claim(all_four, "3a").evidence.find("of 3 pairs"), std::string::npos);
 }
 
 TEST_F(EvidenceTest, ClaimsContradictedWhenTupeIsClearlyWorse) {
@@ -277,6 +292,33 @@ TEST_F(EvidenceTest, ClaimsInconclusiveOnMixedOrSingleSeeds) {
     one.store.upsert_run(bare);
     claims = evaluate_claims(one.store, "hand");
     EXPECT_NE(claim(claims, "3a").evidence.find("tupe-a"), std::string::npos);
+}
+
+TEST_F(EvidenceTest, ClaimsWithoutExperimentJudgeEveryExperiment) {
+    const fs::path db = dir_ / "db.sqlite";
+    {
+        HandStore h(db);  // experiment "hand"
+        h.pretrain("bert-a", 1, 6.0);
+        h.experiment = h.store.get_or_create_experiment("later", "later.yaml", "name: later\n");
+        h.pretrain("tupe-a", 1, 5.0);
+    }
+    const auto table =
+        test_support::run_tupe("claims --db " + test_support::quote(db.string()), dir_ / "err.txt");
+    ASSERT_EQ(table.status, 0) << test_support::read_file(dir_ / "err.txt");
+    EXPECT_NE(table.out.find("experiment 'hand'"), std::string::npos) << table.out;
+    EXPECT_NE(table.out.find("experiment 'later'"), std::string::npos) << table.out;
+    const auto json = test_support::run_tupe(
+        "claims --format json --db " + test_support::quote(db.string()), dir_ / "err.txt");
+    ASSERT_EQ(json.status, 0);
+    const auto j = nlohmann::json::parse(json.out);
+    ASSERT_EQ(j.at("experiments").size(), 2u);
+    EXPECT_EQ(j["experiments"][0]["experiment"], "hand");
+    EXPECT_EQ(j["experiments"][1]["experiment"], "later");
+    const auto one = test_support::run_tupe(
+        "claims --format json --experiment hand --db " + test_support::quote(db.string()),
+        dir_ / "err.txt");
+    ASSERT_EQ(one.status, 0);
+    EXPECT_EQ(nlohmann::json::parse(one.out).at("experiment"), "hand");
 }
 
 TEST_F(EvidenceTest, ClaimsFromAnalysisArtifacts) {

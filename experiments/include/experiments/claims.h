@@ -14,8 +14,11 @@
 
 namespace experiments {
 
-enum class Verdict { kSupported, kContradicted, kInconclusive, kNotRun };
-/// "supported", "contradicted", "inconclusive", "not run".
+/// kPartlyTested: every comparison that was run agrees with the paper, but some of the
+/// comparisons the claim is about were not run (3a with one of its three adjacent pairs): not
+/// evidence for the whole claim.
+enum class Verdict { kSupported, kContradicted, kInconclusive, kNotRun, kPartlyTested };
+/// "supported", "contradicted", "inconclusive", "not run", "partly tested".
 std::string to_string(Verdict verdict);
 
 struct Claim {

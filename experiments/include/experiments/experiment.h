@@ -105,7 +105,8 @@ struct ExperimentSpec {
     std::vector<int64_t> checkpoint_steps(const Variant& v) const;
 };
 
-/// "tupe-a@seed2" -> "tupe-a"; a name without an "@seedN" suffix is its own group.
+/// "tupe-a@seed2" -> "tupe-a"; "tupe-a@seed2~3a4b5c6d" (a run beside a changed one) ->
+/// "tupe-a"; a name without these suffixes is its own group.
 std::string variant_group(const std::string& variant_name);
 
 /// Reads an experiment file. Unknown keys and wrong types raise ConfigError with the key path

@@ -41,8 +41,11 @@ struct ReportCell {
 };
 
 struct ReportRow {
-    std::string label;  ///< "tupe-a @ 300" or, for the paper's rows, "TUPE-A (paper, 1M)".
+    /// "tupe-a @ 300", "tupe-a @ 300 [train.lr=0.002]" when runs of the variant differ in more
+    /// than seeds and lr (one row per cell: never pooled), or "TUPE-A (paper, 1M)".
+    std::string label;
     std::string variant;
+    std::string cell;  ///< The runs' cell (RunRecord::cell); "" for runs stored before it.
     int64_t step = 0;
     bool reference = false;                   ///< A published row, not a run of this store.
     std::map<std::string, ReportCell> cells;  ///< By column key.
@@ -62,10 +65,13 @@ struct Report {
 /// Builds the table from the store's results of one experiment. With `predictions` (the
 /// store's per-example predictions) every cell gets its interval and chance level;
 /// `parent_of` (fine-tuning run id -> pretraining run id) groups runs by pretraining seed.
-/// Rows group variants by variant_group ("tupe-a@seed2" -> "tupe-a").
+/// Rows group variants by variant_group ("tupe-a@seed2" -> "tupe-a") and by cell: runs whose
+/// identities differ in more than the pooled keys are separate rows, labelled by what differs
+/// (from `identity_of_cell`: cell -> one of its runs' identity).
 Report build_report(const std::string& experiment, const std::vector<GlueResultRecord>& results,
                     const std::vector<PredictionSet>& predictions = {},
-                    const std::map<int64_t, int64_t>& parent_of = {});
+                    const std::map<int64_t, int64_t>& parent_of = {},
+                    const std::map<std::string, std::string>& identity_of_cell = {});
 
 /// build_report of experiment `name` with everything the store holds for it. Throws
 /// StoreError for a store problem, std::invalid_argument for an unknown experiment.

@@ -3,11 +3,15 @@
 // share one plan, in one file that runners write while the desktop app reads it (WAL mode).
 // Pure sqlite3 C API; the schema is versioned in PRAGMA user_version and moved forward by
 // schema_migrations(). Times are ISO-8601 UTC text ("2024-05-01T12:34:56.789Z"), except metric
-// wall times and claim heartbeats: seconds since the Unix epoch.
+// wall times and claim heartbeats: seconds since the Unix epoch. File paths (a run's out_dir,
+// checkpoints, artifacts, the experiment's YAML) are stored relative to the store's own folder
+// and read back as absolute paths, so every reader finds the same files from any working
+// directory, and a store moved together with its runs folder still finds them.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -38,18 +42,27 @@ enum class OpenMode {
     kReadOnly,   ///< The file must exist with this build's schema version; writes throw.
 };
 
+/// The lock-wait notice of stores opened with default options (StoreOptions::on_wait): empty
+/// unless a program sets it (the CLI prints the line to stderr); libraries never print.
+void set_default_wait_notice(std::function<void(const std::string&)> notice);
+const std::function<void(const std::string&)>& default_wait_notice();
+
 /// Tuning for ResultStore::open.
 struct StoreOptions {
     /// How long one operation keeps retrying while another connection holds the lock
     /// (SQLITE_BUSY / SQLITE_LOCKED), with backoff, before it throws StoreError.
     std::chrono::milliseconds lock_timeout{30000};
+    /// Called once per operation that has waited `wait_notice_after` for the lock, with one
+    /// line saying so (the CLI prints it), so a long wait is never silent. Empty: no notice.
+    std::function<void(const std::string&)> on_wait = default_wait_notice();
+    std::chrono::milliseconds wait_notice_after{2000};
 };
 
 /// One row of `experiments`: a named YAML experiment.
 struct ExperimentRecord {
     std::int64_t id = 0;
     std::string name;        ///< Unique.
-    std::string yaml_path;   ///< As given when the experiment was first stored.
+    std::string yaml_path;   ///< The file when the experiment was first stored (absolute).
     std::string yaml_text;   ///< The YAML as it was then.
     std::string created_at;  ///< ISO-8601 UTC.
 };
@@ -65,15 +78,24 @@ struct RunRecord {
     std::optional<std::int64_t> parent_run_id;  ///< The pretrain run of a finetune.
     std::string config_text;                    ///< The resolved config.
     std::int64_t seed = 0;
-    std::string status = "pending";  ///< pending, running, finished, failed or stopped.
+    std::string status = "pending";  ///< pending, running, finished, failed, stopped or blocked
+                                     ///< (a fine-tuning whose pretraining failed).
     std::string start_time;          ///< ISO-8601 UTC.
     std::string end_time;            ///< ISO-8601 UTC.
     std::string host;
     std::string torch_version;
     std::string git_commit;
     std::string error_message;
-    std::string out_dir;
+    std::string out_dir;    ///< Absolute when read (stored relative to the store's folder).
     std::int64_t step = 0;  ///< Last step reached.
+    /// What determines the run's result, as sorted "key=value" lines (schema 5; experiments/
+    /// job_identity.h): the resolved config, the data files' hashes, the task data and the
+    /// fine-tuning protocol. Empty for runs stored before schema 5.
+    std::string identity;
+    std::string fingerprint;  ///< Hash of identity: a rerun with another one is another job.
+    /// Hash of identity without the keys a report pools over (seeds, the fine-tuning lr): runs
+    /// of one variant with different cells are never pooled into one table cell.
+    std::string cell;
 };
 
 /// One point of a metric curve. A NaN value (a diverged loss) is kept as NaN.
@@ -97,6 +119,7 @@ struct GlueResultRecord {
     std::int64_t seed = 0;
     std::string run_name;  ///< Filled by glue_results(): the run's name.
     std::string variant;   ///< Filled by glue_results(): the run's, else its parent's variant.
+    std::string cell;      ///< Filled by glue_results(): the run's cell (RunRecord::cell).
 };
 
 /// The per-example predictions of one fine-tuning run on one split, in file order: the label
@@ -117,7 +140,7 @@ struct CheckpointRecord {
     std::int64_t id = 0;
     std::int64_t run_id = 0;
     std::int64_t step = 0;
-    std::string path;
+    std::string path;       ///< Absolute when read (stored relative to the store's folder).
     std::int64_t size = 0;  ///< Bytes.
     std::string hash;       ///< Hex text, "sha256:..." or "fnv1a64:...".
 };
@@ -126,8 +149,8 @@ struct CheckpointRecord {
 struct ArtifactRecord {
     std::int64_t id = 0;
     std::int64_t run_id = 0;
-    std::string kind;  ///< e.g. "attention-npy", "report".
-    std::string path;
+    std::string kind;       ///< e.g. "attention-npy", "report".
+    std::string path;       ///< Absolute when read (stored relative to the store's folder).
     std::int64_t size = 0;  ///< Bytes.
     std::string hash;
     std::string description;
@@ -233,6 +256,8 @@ class ResultStore {
     int schema_version();
     const std::string& path() const;  ///< As given to open().
     OpenMode mode() const;
+    /// The absolute folder of the store file: stored paths are relative to it.
+    const std::string& directory() const;
 
     /// The id of experiment `name`, created with the YAML when new. An existing experiment
     /// keeps its first YAML (each run stores its own resolved config).
@@ -247,6 +272,9 @@ class ResultStore {
                         const std::string& error = "");
     /// Records the last step the run reached.
     void set_run_step(std::int64_t run_id, std::int64_t step);
+    /// Records the identity of a run stored before schema 5 (RunRecord::identity).
+    void set_run_identity(std::int64_t run_id, const std::string& identity,
+                          const std::string& fingerprint, const std::string& cell);
     /// Adds or replaces (by key) the run's params.
     void add_params(std::int64_t run_id, const std::map<std::string, std::string>& params);
     /// Adds the points in one transaction; a point at an existing (key, step) replaces it.

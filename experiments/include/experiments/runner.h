@@ -28,10 +28,52 @@ struct Job {
     std::string task;             ///< finetune: task key
     double lr = 0;
     uint64_t seed = 0;
+    // Filled by bind_plan (job_identity.h):
+    std::string identity;     ///< What determines the job's result, "key=value" lines.
+    std::string fingerprint;  ///< Hash of identity.
+    std::string cell;         ///< Hash of identity without the keys a report pools over.
+    std::string base_name;    ///< The plan's name; name is base_name~FINGERPRINT8 for a job
+                              ///< whose config changed, run beside its stored run.
+    /// A run stored before run identities (schema 5) that this job's config matches: its
+    /// identity is written when the plan runs.
+    bool adopt = false;
+    /// How the job differs from its stored run ("key: old -> new; ..."); empty when it does
+    /// not (or has no stored run).
+    std::string change;
 };
 
-/// Every job of the experiment, pretraining first, in a stable order.
+/// Every job of the experiment, pretraining first, in a stable order (names as the study
+/// file gives them; bind_plan matches them to the store).
 std::vector<Job> make_plan(const ExperimentSpec& spec);
+
+/// What to do with a job whose stored run has another identity (its config, data or protocol
+/// changed since it ran).
+enum class ChangedJobs {
+    kRefuse,     ///< bind_plan throws one line naming the changed keys (the default of `tupe run`)
+    kRunBeside,  ///< run it as a new run, name~FINGERPRINT8, beside the stored one (--new-runs)
+    kDescribe,   ///< keep the stored name and list it in BoundPlan::changed (`tupe status`)
+};
+
+/// The plan matched to the results store and the run folders.
+struct BoundPlan {
+    /// The study, with each variant whose pretraining runs beside a changed stored run renamed
+    /// (NAME~FINGERPRINT8, its group unchanged) and its out_dir moved with it.
+    ExperimentSpec spec;
+    std::vector<Job> jobs;
+    /// Per changed job: "NAME: key: old -> new; ..." (kDescribe; kRunBeside: those run beside).
+    std::vector<std::string> changed;
+};
+
+/// Checks the study before anything is written (every variant's config ranges, that the
+/// corpus and vocabulary exist, the GLUE folder's task files, the run folders' owners; not in
+/// kDescribe, which only reads), makes
+/// the plan, computes every job's identity, and matches it to the runs already stored:
+/// a stored run with the same fingerprint is the job's run (finished: done; else resumed), a
+/// run stored before identities is adopted when its stored config equals the job's, and a
+/// run with another identity is a changed job, handled as `changed` says. Throws ConfigError,
+/// engine::InputError (a run folder another study owns, files of unknown origin, a folder
+/// locked by `tupe pretrain`) or StoreError; reads the store without writing a row.
+BoundPlan bind_plan(const ExperimentSpec& spec, ChangedJobs changed = ChangedJobs::kRefuse);
 
 /// Where the plan stands, reported before every job and while one runs.
 struct PlanProgress {
@@ -50,7 +92,10 @@ struct RunnerCallbacks {
 };
 
 struct RunnerOptions {
-    std::string only_job;                ///< Run just this job (child processes of a parallel run).
+    std::string only_job;  ///< Run just this job (child processes of a parallel run).
+    /// Jobs whose config changed since their run was stored run as new runs beside it
+    /// (`tupe run --new-runs`); without it the runner refuses (bind_plan).
+    bool new_runs = false;
     int64_t jobs = 0;                    ///< Parallel fine-tuning processes; 0 = the spec's `jobs`.
     std::string self_exe;                ///< Path of `tupe` for child processes (parallel runs).
     int64_t threads = 0;                 ///< Intra-op threads per process, 0 = the CPUs available.
@@ -82,6 +127,7 @@ inline constexpr const char* kRaiseAtStepEnv = "TUPE_TEST_RAISE_AT_STEP";
 
 struct RunSummary {
     int64_t finished = 0, skipped = 0, failed = 0;
+    int64_t blocked = 0;  ///< Fine-tuning jobs not run: their pretraining failed.
     bool stopped = false;
 };
 
@@ -98,8 +144,10 @@ RunSummary run_experiment(const ExperimentSpec& spec, const RunnerOptions& optio
 /// One job of the plan as `tupe status` shows it.
 struct JobStatus {
     std::string job;
-    std::string kind;             ///< "pretrain" or "finetune"
-    std::string status;           ///< pending, running, finished, failed or stale
+    std::string kind;  ///< "pretrain" or "finetune"
+    /// pending, running, finished, failed, stale, blocked (its pretraining failed) or changed
+    /// (the stored run has another identity: `tupe run` refuses, --new-runs runs it beside)
+    std::string status;
     std::int64_t step = -1;       ///< The run's last recorded step (-1 = no run row).
     std::string owner;            ///< host:pid of the claim's holder ("" = unclaimed).
     double heartbeat_age_s = -1;  ///< Seconds since the holder's heartbeat (-1 = unclaimed).

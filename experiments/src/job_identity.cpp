@@ -1,0 +1,249 @@
+// Job identities and their fingerprints (see job_identity.h).
+#include "experiments/job_identity.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "analysis/tasks.h"
+#include "engine/config.h"
+#include "engine/errors.h"
+#include "engine/sha256.h"
+#include "experiments/synthetic_tasks.h"
+
+namespace experiments {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Config keys that do not change what a pretraining computes: where it writes, caches, how
+// many threads or which device runs it, and how often it logs or saves for resuming. The data
+// paths are replaced by the files' hashes; the preset and size names are informative (every
+// field they set is in the identity).
+const std::set<std::string> kNotIdentity = {"model.preset",
+                                            "model.size",
+                                            "data.corpus",
+                                            "data.vocab",
+                                            "data.cache_dir",
+                                            "train.device",
+                                            "train.threads",
+                                            "train.tensorboard",
+                                            "train.log_interval",
+                                            "train.checkpoint_interval",
+                                            "out_dir"};
+
+std::string short_hash(const std::string& text) { return engine::sha256_hex(text).substr(0, 16); }
+
+// The shortest decimal text that reads back as the same double ("0.0005", not
+// "0.00050000000000000001"): identities must not change when a config writer's number style
+// does.
+std::string number(double v) {
+    for (int precision = 1; precision <= 17; ++precision) {
+        std::ostringstream os;
+        os.precision(precision);
+        os << v;
+        if (std::strtod(os.str().c_str(), nullptr) == v) return os.str();
+    }
+    std::ostringstream os;
+    os.precision(17);
+    os << v;
+    return os.str();
+}
+
+// A config value in canonical form: a number (the whole text parses as one) in number()'s
+// form, anything else as it is.
+std::string canonical(const std::string& text) {
+    if (text.empty()) return text;
+    const bool integer = std::all_of(text.begin() + (text[0] == '-' ? 1 : 0), text.end(),
+                                     [](char c) { return c >= '0' && c <= '9'; });
+    if (integer) return text;  // seeds and sizes exactly, however large
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (end == text.c_str() + text.size() && std::isfinite(v)) return number(v);
+    return text;
+}
+
+std::string joined_steps(const std::vector<int64_t>& steps) {
+    std::string out;
+    for (int64_t s : steps) out += (out.empty() ? "" : ",") + std::to_string(s);
+    return out;
+}
+
+}  // namespace
+
+std::string JobIdentity::text() const {
+    std::string out;
+    for (const auto& [key, value] : fields_) out += key + "=" + value + "\n";
+    return out;
+}
+
+std::string JobIdentity::fingerprint() const { return short_hash(text()); }
+
+std::string JobIdentity::cell(const std::vector<std::string>& pooled) const {
+    std::string out;
+    for (const auto& [key, value] : fields_)
+        if (std::find(pooled.begin(), pooled.end(), key) == pooled.end())
+            out += key + "=" + value + "\n";
+    return out.empty() ? "" : short_hash(out);
+}
+
+JobIdentity JobIdentity::parse(const std::string& text) {
+    JobIdentity id;
+    std::istringstream is(text);
+    std::string line;
+    while (std::getline(is, line)) {
+        const auto eq = line.find('=');
+        if (eq != std::string::npos) id.set(line.substr(0, eq), line.substr(eq + 1));
+    }
+    return id;
+}
+
+const std::vector<std::string>& pooled_keys(bool finetune) {
+    static const std::vector<std::string> pretrain = {"train.seed"};
+    static const std::vector<std::string> fine = {
+        "pretrain.train.seed", "finetune.lr", "finetune.seed", "finetune.task", "finetune.epochs"};
+    return finetune ? fine : pretrain;
+}
+
+std::string FileHashes::sha256(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        throw engine::InputError(path, "cannot read the file (no such file or no permission)");
+    auto& entry = cache_[path];
+    const auto size = static_cast<std::uintmax_t>(st.st_size);
+    const auto mtime = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000LL +
+                       static_cast<std::int64_t>(st.st_mtim.tv_nsec);
+    if (entry.hash.empty() || entry.size != size || entry.mtime != mtime)
+        entry = {size, mtime, engine::sha256_file_hex(path)};
+    return entry.hash;
+}
+
+std::string FileHashes::sha256_tree(const std::string& dir) {
+    std::error_code error;
+    if (!fs::is_directory(dir, error)) throw engine::InputError(dir, "not a folder");
+    std::vector<fs::path> files;
+    for (fs::recursive_directory_iterator it(dir, error), end; !error && it != end;
+         it.increment(error))
+        if (it->is_regular_file(error)) files.push_back(it->path());
+    if (error) throw engine::InputError(dir, "cannot list the folder: " + error.message());
+    std::sort(files.begin(), files.end());
+    std::string listing;
+    for (const auto& f : files)
+        listing += f.lexically_relative(dir).generic_string() + " " + sha256(f.string()) + "\n";
+    return engine::sha256_hex(listing);
+}
+
+JobIdentity pretrain_identity(const ExperimentSpec& spec, const Variant& v, FileHashes& hashes) {
+    JobIdentity id;
+    for (const auto& key : engine::config_keys())
+        if (!kNotIdentity.count(key))
+            id.set(key, canonical(engine::get_config_value(v.config, key)));
+    id.set("data.corpus.sha256", hashes.sha256(v.config.data.corpus));
+    id.set("data.vocab.sha256", hashes.sha256(v.config.data.vocab));
+    id.set("snapshots", joined_steps(spec.checkpoint_steps(v)));
+    return id;
+}
+
+std::string task_data_identity(const ExperimentSpec& spec,
+                               const std::vector<std::string>& task_keys, FileHashes& hashes) {
+    if (spec.glue.data == "builtin") {
+        const auto& data = spec.variants.front().config.data;
+        return "builtin v" + std::to_string(kSyntheticTasksVersion) +
+               " corpus=" + hashes.sha256(data.corpus) +
+               " fraction=" + number(data.validation_fraction) +
+               " train=" + std::to_string(spec.glue.synthetic_train) +
+               " dev=" + std::to_string(spec.glue.synthetic_dev);
+    }
+    std::set<std::string> folders;
+    for (const auto& key : task_keys) folders.insert(analysis::find_task(key).name);
+    std::string listing;
+    for (const auto& name : folders)
+        listing +=
+            name + " " + hashes.sha256_tree((fs::path(spec.glue.data) / name).string()) + "\n";
+    return "folder " + engine::sha256_hex(listing);
+}
+
+JobIdentity finetune_identity(const ExperimentSpec& spec, const Variant& v,
+                              const JobIdentity& pretrain, int64_t checkpoint_step,
+                              const std::string& task_key, double lr, uint64_t seed,
+                              const std::string& task_data) {
+    JobIdentity id;
+    for (const auto& [key, value] : pretrain.fields()) id.set("pretrain." + key, value);
+    const auto& task = analysis::find_task(task_key);
+    const auto& p = spec.finetune;
+    id.set("finetune.checkpoint_step", std::to_string(checkpoint_step));
+    id.set("finetune.task", task.key);
+    id.set("finetune.task_data", task_data);
+    id.set("finetune.lr", number(lr));
+    id.set("finetune.seed", std::to_string(seed));
+    id.set("finetune.batch_size", std::to_string(p.batch_size));
+    id.set("finetune.epochs", std::to_string(p.epochs > 0 ? p.epochs : task.default_epochs));
+    id.set("finetune.epochs_setting", std::to_string(p.epochs));  // 0: each task's default
+    id.set("finetune.warmup_ratio", number(p.warmup_ratio));
+    id.set("finetune.weight_decay", number(p.weight_decay));
+    id.set("finetune.max_seq_len",
+           std::to_string(std::min(p.max_seq_len, v.config.model.max_position_embeddings)));
+    id.set("finetune.classifier_dropout", number(p.classifier_dropout));
+    id.set("finetune.shuffle_words", p.shuffle_words ? "true" : "false");
+    return id;
+}
+
+std::vector<std::string> identity_changes(const std::string& stored, const std::string& now) {
+    const auto a = JobIdentity::parse(stored).fields();
+    const auto b = JobIdentity::parse(now).fields();
+    std::set<std::string> keys;
+    for (const auto& [k, v] : a) keys.insert(k);
+    for (const auto& [k, v] : b) keys.insert(k);
+    std::vector<std::string> out;
+    for (const auto& k : keys) {
+        const auto ia = a.find(k), ib = b.find(k);
+        const std::string va = ia == a.end() ? "(none)" : ia->second;
+        const std::string vb = ib == b.end() ? "(none)" : ib->second;
+        if (va != vb) out.push_back(k + ": " + va + " -> " + vb);
+    }
+    return out;
+}
+
+std::vector<std::string> distinguishing_labels(const std::vector<std::string>& identities,
+                                               bool finetune, size_t max_keys) {
+    std::vector<std::map<std::string, std::string>> parsed;
+    std::set<std::string> keys;
+    for (const auto& text : identities) {
+        parsed.push_back(JobIdentity::parse(text).fields());
+        for (const auto& [k, v] : parsed.back()) keys.insert(k);
+    }
+    const auto& pooled = pooled_keys(finetune);
+    std::vector<std::string> differing;
+    for (const auto& k : keys) {
+        if (std::find(pooled.begin(), pooled.end(), k) != pooled.end()) continue;
+        std::set<std::string> values;
+        for (const auto& fields : parsed) {
+            const auto it = fields.find(k);
+            values.insert(it == fields.end() ? "(none)" : it->second);
+        }
+        if (values.size() > 1) differing.push_back(k);
+    }
+    std::vector<std::string> labels;
+    for (const auto& fields : parsed) {
+        std::string label;
+        for (size_t i = 0; i < differing.size() && i < max_keys; ++i) {
+            const auto it = fields.find(differing[i]);
+            std::string key = differing[i];
+            if (key.rfind("pretrain.", 0) == 0) key = key.substr(9);
+            label += (label.empty() ? "" : ", ") + key + "=" +
+                     (it == fields.end() ? "(none)" : it->second);
+        }
+        if (differing.size() > max_keys)
+            label += ", +" + std::to_string(differing.size() - max_keys) + " more";
+        labels.push_back(label);
+    }
+    return labels;
+}
+
+}  // namespace experiments

@@ -1,0 +1,410 @@
+// A stored result is what its study file says, through the real CLI (TUPE_CLI) on tiny
+// studies: a rerun with a changed config is refused in one line (and run beside the stored runs
+// with --new-runs, never pooled with them); a second study cannot adopt or rewrite the first
+// one's run folders; claims and reports read the same from any directory and after the store
+// and its runs move; a lost store is rebuilt from the run folders with the real steps and
+// curves; `tupe pretrain` locks its folder; a study without data or with a malformed GLUE file
+// fails before anything is stored; a diverged pretraining blocks its fine-tuning while the plan
+// goes on; and a runner killed at random moments, restarted each time, ends with every job run
+// to completion once and the scores of an undisturbed run.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "engine/run_folder.h"
+#include "engine/sha256.h"
+#include "experiments/result_store.h"
+#include "support/test_support.h"
+
+using namespace experiments;
+namespace fs = std::filesystem;
+using test_support::quote;
+using test_support::read_file;
+using test_support::run_cli;
+using test_support::run_tupe;
+using test_support::write_file;
+
+namespace {
+
+bool has(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
+
+// What a study stored: runs by name, their curves and GLUE scores.
+struct Stored {
+    std::map<std::string, RunRecord> runs;
+    std::map<std::pair<std::string, std::string>, std::vector<std::pair<int64_t, double>>> curves;
+    std::map<std::tuple<std::string, std::string, std::string>, double> glue;  // run, task, metric
+};
+
+Stored read_store(const fs::path& db, const std::string& experiment) {
+    Stored out;
+    auto store = ResultStore::open(db.string(), OpenMode::kReadOnly);
+    const auto e = store.find_experiment(experiment);
+    if (!e) return out;
+    for (const auto& r : store.list_runs(e->id)) {
+        out.runs[r.name] = r;
+        for (const auto& key : store.metric_keys(r.id))
+            for (const auto& p : store.metrics(r.id, key))
+                out.curves[{r.name, key}].emplace_back(p.step, p.value);
+    }
+    for (const auto& g : store.glue_results(e->id))
+        out.glue[{g.run_name, g.task, g.metric}] = g.value;
+    return out;
+}
+
+// path -> SHA-256 of every file under `dir`.
+std::map<std::string, std::string> file_hashes(const fs::path& dir) {
+    std::map<std::string, std::string> out;
+    for (const auto& f : fs::recursive_directory_iterator(dir))
+        if (f.is_regular_file())
+            out[f.path().lexically_relative(dir).string()] = engine::sha256_file_hex(f.path());
+    return out;
+}
+
+class ReliabilityTest : public test_support::TempDirTest {
+  protected:
+    ReliabilityTest() : TempDirTest(test_support::per_test_name("tupe_reliability")) {}
+    void SetUp() override { test_support::write_toy_corpus(dir_, 16, 30, 7, 11); }
+    void TearDown() override {
+        for (const pid_t pid : started_) {
+            kill(pid, SIGKILL);
+            waitpid(pid, nullptr, 0);
+        }
+    }
+
+    // A tiny study `name` in dir/FILE: `variants` (YAML), hidden 16, 32 positions, `steps`
+    // steps (evaluations and checkpoints every 2), fine-tuned on syn-cola (1 lr, `seeds`),
+    // results in dir/NAME.sqlite unless `db` names another, runs in dir/runs.
+    fs::path study(const fs::path& dir, const std::string& file, const std::string& name,
+                   const std::string& variants, int steps, const std::string& extra = "",
+                   const std::string& seeds = "[1]", const std::string& db = "") const {
+        const fs::path path = dir / file;
+        write_file(path, "name: " + name + "\nvariants: " + variants +
+                             "\nmodel: {size: tiny, hidden_size: 16, intermediate_size: 32, "
+                             "max_position_embeddings: 32}\n"
+                             "data: {corpus: " +
+                             (dir_ / "corpus.txt").string() +
+                             ", vocab: " + (dir_ / "vocab.txt").string() +
+                             ", cache_dir: " + (dir / "cache").string() +
+                             ", max_seq_len: 32, validation_fraction: 0.25}\n"
+                             "train: {steps: " +
+                             std::to_string(steps) +
+                             ", batch_size: 8, eval_interval: 2, checkpoint_interval: 2, "
+                             "log_interval: 2, threads: 1}\n"
+                             "glue: {data: builtin, tasks: [syn-cola], synthetic_train: 32, "
+                             "synthetic_dev: 16}\n"
+                             "finetune: {lrs: [1.0e-3], seeds: " +
+                             seeds +
+                             ", batch_size: 8, epochs: 1, max_seq_len: 32}\n"
+                             "database: " +
+                             (db.empty() ? (dir / (name + ".sqlite")).string() : db) +
+                             "\nruns_dir: " + (dir / "runs").string() + "\n" + extra);
+        return path;
+    }
+
+    test_support::CliResult tupe(const std::string& args) const {
+        return run_tupe(args, dir_ / "stderr.txt");
+    }
+
+    mutable std::vector<pid_t> started_;
+};
+
+// A rerun whose config differs is refused in one line naming the change, writing nothing;
+// --new-runs runs the changed jobs beside the stored ones, and the report never pools them.
+TEST_F(ReliabilityTest, ChangedConfigIsRefusedAndRunsBesideWithNewRuns) {
+    const fs::path file = study(dir_, "a.yaml", "a", "[bert-a]", 4);
+    const auto first = tupe("run " + quote(file.string()) + " --quiet");
+    ASSERT_EQ(first.status, 0) << first.err;
+    const Stored before = read_store(dir_ / "a.sqlite", "a");
+    ASSERT_EQ(before.runs.size(), 2u);
+    for (const auto& [name, r] : before.runs) EXPECT_EQ(r.fingerprint.size(), 16u) << name;
+
+    const auto refused = tupe("run " + quote(file.string()) + " --set train.lr=2e-3");
+    EXPECT_NE(refused.status, 0);
+    EXPECT_TRUE(has(refused.err, "2 of its 2 jobs differ from the runs stored in")) << refused.err;
+    EXPECT_TRUE(has(refused.err, "train.lr: 0.0005 -> 0.002 (2 jobs)")) << refused.err;
+    EXPECT_TRUE(has(refused.err, "--new-runs")) << refused.err;
+    EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
+    const Stored untouched = read_store(dir_ / "a.sqlite", "a");
+    EXPECT_EQ(untouched.runs.size(), 2u);
+    EXPECT_EQ(untouched.curves, before.curves);
+
+    // Other task data is another fine-tuning too; its pretraining is unchanged.
+    const fs::path more = study(dir_, "more.yaml", "a", "[bert-a]", 4);
+    std::string text = read_file(more);
+    text.replace(text.find("synthetic_train: 32"), 19, "synthetic_train: 40");
+    write_file(more, text);
+    const auto data_changed = tupe("run " + quote(more.string()));
+    EXPECT_NE(data_changed.status, 0);
+    EXPECT_TRUE(has(data_changed.err, "1 of its 2 jobs differ")) << data_changed.err;
+    EXPECT_TRUE(has(data_changed.err, "finetune.task_data")) << data_changed.err;
+
+    const auto beside =
+        tupe("run " + quote(file.string()) + " --set train.lr=2e-3 --new-runs --quiet");
+    ASSERT_EQ(beside.status, 0) << beside.err;
+    const Stored after = read_store(dir_ / "a.sqlite", "a");
+    ASSERT_EQ(after.runs.size(), 4u);
+    std::string renamed;
+    for (const auto& [name, r] : after.runs)
+        if (r.kind == "pretrain" && name != "bert-a") renamed = name;
+    ASSERT_EQ(renamed.rfind("bert-a~", 0), 0u) << renamed;
+    const RunRecord& b = after.runs.at(renamed);
+    EXPECT_TRUE(has(b.identity, "train.lr=0.002\n")) << b.identity;
+    EXPECT_EQ(fs::path(b.out_dir).filename().string(), renamed);
+    EXPECT_EQ(after.runs.at("bert-a").fingerprint, before.runs.at("bert-a").fingerprint);
+    EXPECT_NE(after.runs.at("bert-a").cell, b.cell);
+    // The stored runs' curves are untouched.
+    for (const auto& [key, points] : before.curves) EXPECT_EQ(after.curves.at(key), points);
+
+    // Two rows for bert-a in the report, each saying which config it stands for.
+    const auto report = tupe("report --db " + quote((dir_ / "a.sqlite").string()) +
+                             " --experiment a --format json");
+    ASSERT_EQ(report.status, 0) << report.err;
+    const auto json = nlohmann::json::parse(report.out);
+    std::set<std::string> labels;
+    for (const auto& row : json.at("rows"))
+        if (!row.value("reference", false)) labels.insert(row.at("label").get<std::string>());
+    EXPECT_EQ(labels.size(), 2u) << report.out;
+    EXPECT_TRUE(std::any_of(labels.begin(), labels.end(), [](const std::string& l) {
+        return has(l, "train.lr=0.002");
+    })) << report.out;
+
+    // Now both configs are stored: either one reruns as already done, without --new-runs.
+    const auto again = tupe("run " + quote(file.string()) + " --set train.lr=2e-3");
+    EXPECT_EQ(again.status, 0) << again.err;
+    EXPECT_TRUE(has(again.err, "0 finished, 2 already done")) << again.err;
+    const auto status = tupe("status " + quote(file.string()));
+    EXPECT_FALSE(has(status.out, "changed")) << status.out;
+    const auto status_other = tupe("status " + quote(more.string()));
+    EXPECT_TRUE(has(status_other.out, "changed")) << status_other.out;
+}
+
+// A second study sharing runs_dir finds the first one's folders owned by it: refused in one
+// line, and not one of the first study's files changes.
+TEST_F(ReliabilityTest, SecondStudyCannotTakeTheFirstStudysRunFolders) {
+    const fs::path first = study(dir_, "first.yaml", "first", "[bert-a]", 4);
+    ASSERT_EQ(tupe("run " + quote(first.string()) + " --quiet").status, 0);
+    const auto files = file_hashes(dir_ / "runs");
+    EXPECT_TRUE(engine::read_run_owner((dir_ / "runs" / "bert-a").string()).has_value());
+
+    const fs::path second = study(dir_, "second.yaml", "second", "[bert-a]", 4, "", "[1]",
+                                  (dir_ / "first.sqlite").string());
+    const auto refused = tupe("run " + quote(second.string()));
+    EXPECT_NE(refused.status, 0);
+    EXPECT_TRUE(has(refused.err, (dir_ / "runs" / "bert-a").string())) << refused.err;
+    EXPECT_TRUE(has(refused.err, "belongs to experiment 'first'")) << refused.err;
+    EXPECT_EQ(file_hashes(dir_ / "runs"), files);
+    // Nor may `tupe pretrain` write into it.
+    write_file(dir_ / "p.yaml", "data: {corpus: " + (dir_ / "corpus.txt").string() +
+                                    ", vocab: " + (dir_ / "vocab.txt").string() + "}\n");
+    const auto pretrain = tupe("pretrain --config " + quote((dir_ / "p.yaml").string()) +
+                               " --out " + quote((dir_ / "runs" / "bert-a").string()));
+    EXPECT_NE(pretrain.status, 0);
+    EXPECT_TRUE(has(pretrain.err, "belongs to job bert-a of experiment 'first'")) << pretrain.err;
+    EXPECT_EQ(file_hashes(dir_ / "runs"), files);
+}
+
+// Claims and reports name their files relative to the store: the same verdicts from any
+// working directory, and after the store and the runs move together.
+TEST_F(ReliabilityTest, ClaimsAreTheSameFromAnyDirectoryAndAfterAMove) {
+    const fs::path work = dir_ / "work";
+    fs::create_directories(work);
+    const fs::path file = study(work, "c.yaml", "c", "[bert-a, tupe-a]", 4,
+                                "analysis: {checkpoints: [1.0], sentences: 8, figures: false}\n");
+    // Relative paths as a user types them, from the project folder.
+    const auto ran = run_cli("cd " + quote(work.string()) + " && " + TUPE_CLI, "run c.yaml --quiet",
+                             dir_ / "stderr.txt");
+    ASSERT_EQ(ran.status, 0) << ran.err;
+    const auto claims_from = [&](const fs::path& cwd, const fs::path& db) {
+        const auto r =
+            run_cli("cd " + quote(cwd.string()) + " && " + TUPE_CLI,
+                    "claims --db " + quote(db.string()) + " --experiment c --format json",
+                    dir_ / "stderr.txt");
+        EXPECT_EQ(r.status, 0) << r.err;
+        return r.out;
+    };
+    const std::string here = claims_from(work, work / "c.sqlite");
+    const auto verdicts = nlohmann::json::parse(here);
+    std::map<std::string, std::string> by_id;
+    for (const auto& c : verdicts.at("claims"))
+        by_id[c.at("id").get<std::string>()] = c.at("verdict").get<std::string>();
+    EXPECT_NE(by_id.at("5"), "not run") << here;  // read bert-a's analysis files
+    EXPECT_NE(by_id.at("6"), "not run") << here;
+    EXPECT_EQ(claims_from("/", work / "c.sqlite"), here);
+    fs::rename(work, dir_ / "moved");
+    // The same verdicts and numbers; the files they name are where they are now.
+    std::string moved = here;
+    for (size_t at = 0; (at = moved.find(work.string(), at)) != std::string::npos;)
+        moved.replace(at, work.string().size(), (dir_ / "moved").string());
+    EXPECT_EQ(claims_from(dir_, dir_ / "moved" / "c.sqlite"), moved);
+}
+
+// The store is lost, the run folders are kept: the rerun resumes each pretraining at its final
+// step and records the real step and the curve its folder holds, not step 0 and nothing.
+TEST_F(ReliabilityTest, LostStoreIsRebuiltFromTheRunFolders) {
+    const fs::path file = study(dir_, "r.yaml", "r", "[bert-a]", 4);
+    ASSERT_EQ(tupe("run " + quote(file.string()) + " --quiet").status, 0);
+    const Stored before = read_store(dir_ / "r.sqlite", "r");
+    for (const char* suffix : {"", "-wal", "-shm"})
+        fs::remove(dir_ / (std::string("r.sqlite") + suffix));
+    const auto rerun = tupe("run " + quote(file.string()));
+    ASSERT_EQ(rerun.status, 0) << rerun.err;
+    EXPECT_TRUE(has(rerun.err, "at step 4")) << rerun.err;
+    const Stored after = read_store(dir_ / "r.sqlite", "r");
+    EXPECT_EQ(after.runs.at("bert-a").step, 4);
+    EXPECT_EQ(after.runs.at("bert-a").status, "finished");
+    for (const char* key : {"validation/loss", "train/loss"}) {
+        const auto& a = before.curves.at({"bert-a", key});
+        const auto& b = after.curves.at({"bert-a", key});
+        ASSERT_EQ(a.size(), b.size()) << key;
+        for (size_t i = 0; i < a.size(); ++i) {
+            EXPECT_EQ(a[i].first, b[i].first) << key;
+            EXPECT_NEAR(a[i].second, b[i].second, 1e-6 * std::abs(a[i].second)) << key;
+        }
+    }
+    EXPECT_EQ(after.glue, before.glue);  // the fine-tuning redone from the same snapshot
+}
+
+// A second `tupe pretrain` on a folder in use fails at once, naming the first one.
+TEST_F(ReliabilityTest, PretrainLocksItsOutFolder) {
+    test_support::write_tiny_pretraining(dir_);
+    const std::string out = (dir_ / "out").string();
+    const pid_t first = test_support::start_process(
+        {TUPE_CLI, "pretrain", "--config", (dir_ / "tiny.yaml").string(), "--out", out, "--set",
+         "train.steps=1000000"},
+        dir_ / "first.log");
+    started_.push_back(first);
+    std::optional<std::string> holder;
+    for (int i = 0; i < 600 && !holder; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        holder = engine::RunFolderLock::holder(out);
+    }
+    ASSERT_TRUE(holder.has_value()) << read_file(dir_ / "first.log");
+    EXPECT_TRUE(has(*holder, ":" + std::to_string(first))) << *holder;
+    const auto second =
+        tupe("pretrain --config " + quote((dir_ / "tiny.yaml").string()) + " --out " + quote(out));
+    EXPECT_NE(second.status, 0);
+    EXPECT_TRUE(has(second.err, "is in use by " + *holder)) << second.err;
+}
+
+// A study that names no data, and one whose GLUE file is malformed, stop before the store or
+// any run folder exists, in one line naming the key or the file and line.
+TEST_F(ReliabilityTest, MissingDataAndBadGlueFilesFailBeforeAnythingIsStored) {
+    write_file(dir_ / "only.yaml", "name: only\ndatabase: " + (dir_ / "only.sqlite").string() +
+                                       "\nruns_dir: " + (dir_ / "runs-only").string() + "\n");
+    const auto only = tupe("run " + quote((dir_ / "only.yaml").string()));
+    EXPECT_NE(only.status, 0);
+    EXPECT_TRUE(has(only.err, "data.corpus")) << only.err;
+    EXPECT_TRUE(has(only.err, "is not set")) << only.err;
+    EXPECT_EQ(std::count(only.err.begin(), only.err.end(), '\n'), 1) << only.err;
+    EXPECT_FALSE(fs::exists(dir_ / "only.sqlite"));
+    EXPECT_FALSE(fs::exists(dir_ / "runs-only"));
+
+    write_file(dir_ / "glue" / "RTE" / "train.tsv",
+               "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\ta b\tnot_entailment\n");
+    write_file(dir_ / "glue" / "RTE" / "dev.tsv",
+               "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n");
+    const fs::path file = study(dir_, "g.yaml", "g", "[bert-a]", 4);
+    std::string text = read_file(file);
+    text.replace(text.find("glue: {data: builtin, tasks: [syn-cola]"), 39,
+                 "glue: {data: " + (dir_ / "glue").string() + ", tasks: [rte]");
+    write_file(file, text);
+    const auto bad = tupe("run " + quote(file.string()));
+    EXPECT_NE(bad.status, 0);
+    EXPECT_TRUE(has(bad.err, "RTE/train.tsv:3")) << bad.err;
+    EXPECT_FALSE(fs::exists(dir_ / "g.sqlite"));
+    EXPECT_FALSE(fs::exists(dir_ / "runs"));
+}
+
+// A pretraining whose loss turns non-finite fails; its fine-tuning jobs are marked blocked
+// with the reason, and the other variant runs to the end.
+TEST_F(ReliabilityTest, DivergedPretrainingBlocksItsFineTuningAndThePlanGoesOn) {
+    const fs::path file =
+        study(dir_, "d.yaml", "d",
+              "[{name: exploding, preset: bert-a, set: {train.lr: 1.0e+30}}, bert-a]", 4);
+    const auto r = tupe("run " + quote(file.string()));
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_TRUE(has(r.err, "1 blocked")) << r.err;
+    const Stored s = read_store(dir_ / "d.sqlite", "d");
+    EXPECT_EQ(s.runs.at("exploding").status, "failed");
+    const std::string blocked = "exploding/step4/syn-cola/lr0.001/seed1";
+    ASSERT_TRUE(s.runs.count(blocked));
+    EXPECT_EQ(s.runs.at(blocked).status, "blocked");
+    EXPECT_TRUE(has(s.runs.at(blocked).error_message, "its pretraining exploding failed"));
+    EXPECT_EQ(s.runs.at("bert-a").status, "finished");
+    EXPECT_EQ(s.runs.at("bert-a/step4/syn-cola/lr0.001/seed1").status, "finished");
+    EXPECT_TRUE(has(tupe("status " + quote(file.string())).out, "blocked"));
+}
+
+// A runner killed with SIGKILL at seeded random moments and restarted each time ends with every
+// job run to completion once, and the numbers of a run that was never disturbed.
+TEST_F(ReliabilityTest, RunnerKilledAtRandomMomentsEndsWithTheUndisturbedResults) {
+    fs::create_directories(dir_ / "calm");
+    fs::create_directories(dir_ / "chaos");
+    const std::string variants = "[bert-a, tupe-a]";
+    const fs::path calm = study(dir_ / "calm", "s.yaml", "s", variants, 12, "", "[1, 2]");
+    const fs::path chaos = study(dir_ / "chaos", "s.yaml", "s", variants, 12, "", "[1, 2]");
+    ASSERT_EQ(tupe("run " + quote(calm.string()) + " --quiet").status, 0);
+
+    std::mt19937 rng(2026);
+    std::uniform_int_distribution<int> delay_ms(250, 2000);
+    int kills = 0, finished_early = 0;
+    for (int attempt = 0; attempt < 8; ++attempt) {
+        const pid_t pid = test_support::start_process({TUPE_CLI, "run", chaos.string(), "--quiet"},
+                                                      dir_ / "chaos.log");
+        started_.push_back(pid);
+        const auto until =
+            std::chrono::steady_clock::now() + std::chrono::milliseconds(delay_ms(rng));
+        bool ended = false;
+        while (std::chrono::steady_clock::now() < until && !ended) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            ended = !test_support::process_running(pid);
+        }
+        started_.pop_back();
+        if (ended) {
+            ++finished_early;
+            break;
+        }
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+        ++kills;
+    }
+    EXPECT_GE(kills, 3) << "too few kills to test anything";
+    const auto last = tupe("run " + quote(chaos.string()));
+    ASSERT_EQ(last.status, 0) << last.err << read_file(dir_ / "chaos.log");
+
+    const Stored a = read_store(dir_ / "calm" / "s.sqlite", "s");
+    const Stored b = read_store(dir_ / "chaos" / "s.sqlite", "s");
+    ASSERT_EQ(a.runs.size(), 6u);
+    ASSERT_EQ(b.runs.size(), a.runs.size());
+    for (const auto& [name, r] : b.runs) {
+        EXPECT_EQ(r.status, "finished") << name;
+        EXPECT_EQ(r.fingerprint, a.runs.at(name).fingerprint) << name;
+    }
+    ASSERT_EQ(b.glue.size(), a.glue.size());
+    for (const auto& [key, value] : a.glue)
+        EXPECT_NEAR(b.glue.at(key), value, 1e-6) << std::get<0>(key);
+    for (const auto& [key, points] : a.curves) {
+        if (key.second != "validation/loss" && key.second != "train/loss") continue;
+        const auto& other = b.curves.at(key);
+        ASSERT_EQ(other.size(), points.size()) << key.first << " " << key.second;
+        for (size_t i = 0; i < points.size(); ++i) {
+            EXPECT_EQ(other[i].first, points[i].first);
+            EXPECT_NEAR(other[i].second, points[i].second, 1e-5) << key.first << " " << key.second;
+        }
+    }
+}
+
+}  // namespace
