@@ -82,6 +82,7 @@ TEST(ClaimsJson, ParsesVerdictsDetailsRunsAndViews) {
     EXPECT_TRUE(notRun.view.isEmpty());
     EXPECT_EQ(notRun.evidence, "needs variant tupe-r");
     EXPECT_EQ(verdictKind("Inconclusive"), VerdictKind::kInconclusive);
+    EXPECT_EQ(verdictKind("partly tested"), VerdictKind::kPartlyTested);
     EXPECT_EQ(verdictKind("maybe"), VerdictKind::kUnknown);
 }
 

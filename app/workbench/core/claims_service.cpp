@@ -14,6 +14,7 @@ VerdictKind verdictKind(const QString& verdict) {
     if (v == "contradicted") return VerdictKind::kContradicted;
     if (v == "inconclusive") return VerdictKind::kInconclusive;
     if (v == "not run") return VerdictKind::kNotRun;
+    if (v == "partly tested") return VerdictKind::kPartlyTested;
     return VerdictKind::kUnknown;
 }
 

@@ -13,8 +13,16 @@
 
 namespace app {
 
-enum class VerdictKind { kSupported, kContradicted, kInconclusive, kNotRun, kUnknown };
-/// "supported", "contradicted", "inconclusive", "not run"; anything else is kUnknown.
+enum class VerdictKind {
+    kSupported,
+    kContradicted,
+    kInconclusive,
+    kNotRun,
+    kPartlyTested,
+    kUnknown
+};
+/// "supported", "contradicted", "inconclusive", "not run", "partly tested"; anything else is
+/// kUnknown.
 VerdictKind verdictKind(const QString& verdict);
 
 /// One claim as the CLI prints it.

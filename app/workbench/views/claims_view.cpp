@@ -21,6 +21,7 @@ QColor verdictColour(VerdictKind v) {
         case VerdictKind::kSupported: return QColor(30, 130, 60);
         case VerdictKind::kContradicted: return QColor(190, 40, 40);
         case VerdictKind::kInconclusive: return QColor(200, 130, 0);
+        case VerdictKind::kPartlyTested: return QColor(40, 100, 170);
         default: return QColor(120, 120, 120);
     }
 }
@@ -124,7 +125,7 @@ void ClaimsView::showReport(const ClaimsReport& report) {
     report_ = report;
     table_->setRowCount(0);
     table_->setRowCount(int(report_.claims.size()));
-    int counts[5] = {0, 0, 0, 0, 0};
+    int counts[6] = {0, 0, 0, 0, 0, 0};
     for (size_t r = 0; r < report_.claims.size(); ++r) {
         const ClaimItem& c = report_.claims[r];
         const VerdictKind kind = verdictKind(c.verdict);
@@ -149,11 +150,13 @@ void ClaimsView::showReport(const ClaimsReport& report) {
     }
     table_->resizeRowsToContents();
     if (!report_.claims.empty()) {
-        status_->setText(QString("%1: %2 supported, %3 contradicted, %4 inconclusive, %5 not run "
-                                 "(alpha = %6). A verdict is a fixed test of the stored runs; "
+        status_->setText(QString("%1: %2 supported, %3 partly tested, %4 contradicted, "
+                                 "%5 inconclusive, %6 not run (alpha = %7). A verdict is a fixed "
+                                 "test of the stored runs; "
                                  "the test of each claim is below when you select it.")
                              .arg(report_.experiment)
                              .arg(counts[int(VerdictKind::kSupported)])
+                             .arg(counts[int(VerdictKind::kPartlyTested)])
                              .arg(counts[int(VerdictKind::kContradicted)])
                              .arg(counts[int(VerdictKind::kInconclusive)])
                              .arg(counts[int(VerdictKind::kNotRun)])
