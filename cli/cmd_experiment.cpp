@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "analysis/metrics.h"
@@ -294,11 +295,18 @@ int cmd_claims(const Argv& argv) {
     const auto format = experiments::claims_format_from_string(args.get("format"));
     auto store = open_results(args.get("db"));
     // Parameters counted on the engine's own modules (nothing is trained).
-    auto count = [](const engine::ModelConfig& config) {
+    // Claim 7 counts BERT-Base twice per experiment (seconds each): once per config text.
+    std::map<std::string, int64_t> counted;
+    auto count = [&counted](const engine::ModelConfig& config) {
+        engine::PretrainConfig whole;
+        whole.model = config;
+        const std::string key = engine::config_to_text(whole);
+        if (const auto it = counted.find(key); it != counted.end()) return it->second;
         torch::NoGradGuard no_grad;
         engine::BertForMaskedLM model(config);
         int64_t n = 0;
         for (const auto& p : model->parameters()) n += p.numel();
+        counted[key] = n;
         return n;
     };
     const auto chosen = chosen_experiments(store, args, true);

@@ -354,7 +354,8 @@ struct ResultStore::Impl : Connection {
         const int version = checked_version(latest);
         exec("PRAGMA foreign_keys = ON", "enable foreign keys");
         if (mode == OpenMode::kReadOnly) {
-            if (version == 0)
+            std::error_code ec;
+            if (version == 0 && std::filesystem::file_size(path, ec) == 0 && !ec)
                 throw StoreError(path,
                                  "empty database: nothing has been stored in it yet (`tupe run` "
                                  "creates a store)");

@@ -151,7 +151,8 @@ TEST(ResultStore, ReopenKeepsEverything) {
         const auto experiments = store.list_experiments();
         ASSERT_EQ(experiments.size(), 1u);
         EXPECT_EQ(experiments[0].name, "glue-small");
-        EXPECT_EQ(experiments[0].yaml_path, "exp/glue.yaml");
+        // A relative path names a file from the working directory; it reads back absolute.
+        EXPECT_EQ(experiments[0].yaml_path, fs::absolute("exp/glue.yaml").string());
         EXPECT_EQ(experiments[0].yaml_text, "a: 1\n");
         EXPECT_EQ(experiments[0].created_at.size(), 24u);  // 2024-05-01T12:34:56.789Z
         EXPECT_EQ(experiments[0].created_at.back(), 'Z');
