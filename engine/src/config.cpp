@@ -12,6 +12,42 @@
 
 namespace engine {
 
+// The shortest decimal form that parses back to the same double ("0.1", not
+// "0.10000000000000001"; "10000", not "1e+04"; "1e-6", not "1e-06"), so config.txt, the store
+// and config.yaml read as the user would write them.
+std::string format_double(double d) {
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e15) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.0f", d);
+        return buf;
+    }
+    for (int precision = 1; precision <= 17; ++precision) {
+        std::ostringstream os;
+        os.precision(precision);
+        os << d;
+        std::string text = os.str();
+        double back = 0;
+        std::istringstream is(text);
+        is >> back;
+        if (is.fail() || back != d) continue;
+        // "1e-06" -> "1e-6", "1e+20" -> "1e20" (the same number to the engine's parser).
+        const auto e = text.find('e');
+        if (e != std::string::npos) {
+            std::string mantissa = text.substr(0, e), exponent = text.substr(e + 1);
+            const bool negative = !exponent.empty() && exponent[0] == '-';
+            if (!exponent.empty() && (exponent[0] == '-' || exponent[0] == '+'))
+                exponent.erase(0, 1);
+            exponent.erase(0, std::min(exponent.find_first_not_of('0'), exponent.size() - 1));
+            text = mantissa + "e" + (negative ? "-" : "") + exponent;
+        }
+        return text;
+    }
+    std::ostringstream os;  // not reached: 17 significant digits always read back
+    os.precision(17);
+    os << d;
+    return os.str();
+}
+
 void ModelConfig::validate() const {
     auto fail = [](const std::string& msg) { throw std::invalid_argument("model." + msg); };
     if (vocab_size < 6) fail("vocab_size must be >= 6, got " + std::to_string(vocab_size));
@@ -191,12 +227,7 @@ std::string format_value(const std::string& s) { return s; }
 std::string format_value(bool b) { return b ? "true" : "false"; }
 std::string format_value(int64_t i) { return std::to_string(i); }
 std::string format_value(uint64_t i) { return std::to_string(i); }
-std::string format_value(double d) {
-    std::ostringstream os;
-    os.precision(17);
-    os << d;
-    return os.str();
-}
+std::string format_value(double d) { return format_double(d); }
 
 void parse_value(const std::string& s, std::string& out) { out = s; }
 void parse_value(const std::string& s, bool& out) {
@@ -270,38 +301,7 @@ std::string yaml_value(const std::string& s) {
 std::string yaml_value(bool b) { return format_value(b); }
 std::string yaml_value(int64_t i) { return format_value(i); }
 std::string yaml_value(uint64_t i) { return format_value(i); }
-// The shortest decimal form that parses back to the same double ("0.1", not
-// "0.10000000000000001"; "10000", not "1e+04"; "1e-6", not "1e-06"), so the file reads as the
-// user would write it.
-std::string yaml_value(double d) {
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e15) {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%.0f", d);
-        return buf;
-    }
-    for (int precision = 1; precision <= 17; ++precision) {
-        std::ostringstream os;
-        os.precision(precision);
-        os << d;
-        std::string text = os.str();
-        double back = 0;
-        std::istringstream is(text);
-        is >> back;
-        if (is.fail() || back != d) continue;
-        // "1e-06" -> "1e-6", "1e+20" -> "1e20" (the same number to the engine's parser).
-        const auto e = text.find('e');
-        if (e != std::string::npos) {
-            std::string mantissa = text.substr(0, e), exponent = text.substr(e + 1);
-            const bool negative = !exponent.empty() && exponent[0] == '-';
-            if (!exponent.empty() && (exponent[0] == '-' || exponent[0] == '+'))
-                exponent.erase(0, 1);
-            exponent.erase(0, std::min(exponent.find_first_not_of('0'), exponent.size() - 1));
-            text = mantissa + "e" + (negative ? "-" : "") + exponent;
-        }
-        return text;
-    }
-    return format_value(d);
-}
+std::string yaml_value(double d) { return format_double(d); }
 
 }  // namespace
 

@@ -345,3 +345,20 @@ TEST_F(TrainerTest, EveryZooPresetLearnsIn300Steps) {
         if (preset != "nope") EXPECT_LT(last, result.floor.unigram_nats);
     }
 }
+
+TEST(ConfigText, DoublesAreTheShortestTextThatReadsBack) {
+    EXPECT_EQ(format_double(0.1), "0.1");
+    EXPECT_EQ(format_double(1e-6), "1e-6");
+    EXPECT_EQ(format_double(10000.0), "10000");
+    EXPECT_EQ(format_double(0.1 + 0.2), "0.30000000000000004");  // needs all 17 digits
+    PretrainConfig c;
+    c.model.hidden_dropout_prob = 0.1;
+    c.train.lr = 3e-4;
+    const std::string text = config_to_text(c);
+    EXPECT_NE(text.find("model.hidden_dropout_prob = 0.1\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("train.lr = 0.0003\n"), std::string::npos) << text;
+    EXPECT_EQ(text.find("0000000000"), std::string::npos) << text;
+    EXPECT_EQ(get_config_value(c, "data.mask_prob"), "0.15");
+    c.train.lr = 0.1 + 0.2;
+    EXPECT_EQ(parse_config_text(config_to_text(c)).train.lr, c.train.lr);
+}

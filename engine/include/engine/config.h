@@ -116,6 +116,11 @@ PretrainConfig parse_config_text(const std::string& text);
 /// loading it gives `config` again. Written beside each run as out_dir/config.yaml.
 std::string config_to_yaml(const PretrainConfig& config);
 
+/// The shortest decimal text that reads back as exactly `d` ("0.1", not "0.10000000000000001";
+/// "10000", not "1e+04"; "1e-6"): how config_to_text, config_to_yaml and get_config_value
+/// write doubles.
+std::string format_double(double d);
+
 /// Every settable key, "section.field" (e.g. "train.lr"), in a stable order.
 std::vector<std::string> config_keys();
 /// Keys still accepted from files written before the positional zoo, but never written:
