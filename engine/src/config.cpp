@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -244,12 +245,36 @@ void parse_number(const std::string& s, T& out) {
     is >> out;
     if (is.fail() || !is.eof()) throw std::invalid_argument("not a number: '" + s + "'");
 }
-void parse_value(const std::string& s, int64_t& out) { parse_number(s, out); }
+// An integer field takes digits only. A number in another form ("1e12", "2.5") or past the
+// type's range is named for what it is, with the range, rather than "not a number".
+template <typename T>
+void parse_integer(const std::string& s, T& out) {
+    std::istringstream is(s);
+    is >> out;
+    if (!is.fail() && is.eof()) return;
+    double d = 0;
+    std::istringstream as_double(s);
+    as_double >> d;
+    if (as_double.fail() || !as_double.eof())
+        throw std::invalid_argument("not a number: '" + s + "'");
+    const std::string range = "an integer from " + std::to_string(std::numeric_limits<T>::min()) +
+                              " to " + std::to_string(std::numeric_limits<T>::max());
+    if (!std::isfinite(d) || d < static_cast<double>(std::numeric_limits<T>::min()) ||
+        d >= static_cast<double>(std::numeric_limits<T>::max()))
+        throw std::invalid_argument("out of range: '" + s + "' (" + range + ")");
+    if (d != std::floor(d))
+        throw std::invalid_argument("not an integer: '" + s + "' (" + range + ")");
+    char digits[32];
+    std::snprintf(digits, sizeof digits, "%.0f", d);
+    throw std::invalid_argument("not an integer: '" + s + "' (write it in digits, " + digits +
+                                "; " + range + ")");
+}
+void parse_value(const std::string& s, int64_t& out) { parse_integer(s, out); }
 void parse_value(const std::string& s, uint64_t& out) {
     // istream happily wraps "-1" to 2^64 - 1; a seed must be written as a non-negative number.
     if (s.find('-') != std::string::npos)
         throw std::invalid_argument("expected a non-negative integer, got '" + s + "'");
-    parse_number(s, out);
+    parse_integer(s, out);
 }
 void parse_value(const std::string& s, double& out) { parse_number(s, out); }
 

@@ -185,6 +185,24 @@ TEST(ConfigLoader, WrongTypesAreErrorsWithPosition) {
     }
 }
 
+TEST(ConfigLoader, IntegerFieldsSayNotAnIntegerOrOutOfRangeWithTheRange) {
+    const std::string range = "an integer from -9223372036854775808 to 9223372036854775807";
+    EXPECT_STREQ(load_error("train:\n  steps: 1e12\n").what(),
+                 ("cfg.yaml:2:10: train.steps: not an integer: '1e12' (write it in digits, "
+                  "1000000000000; " +
+                  range + ")")
+                     .c_str());
+    EXPECT_STREQ(load_error("train:\n  steps: 2.5\n").what(),
+                 ("cfg.yaml:2:10: train.steps: not an integer: '2.5' (" + range + ")").c_str());
+    EXPECT_STREQ(
+        load_error("train:\n  steps: 99999999999999999999\n").what(),
+        ("cfg.yaml:2:10: train.steps: out of range: '99999999999999999999' (" + range + ")")
+            .c_str());
+    EXPECT_TRUE(has(load_error("", {"train.seed=1e30"}).what(),
+                    "--set train.seed=1e30: out of range: '1e30' (an integer from 0 to "
+                    "18446744073709551615)"));
+}
+
 TEST(ConfigLoader, DuplicateKeyIsAnError) {
     const auto e = load_error("train:\n  lr: 1\n  lr: 2\n");
     EXPECT_EQ(e.key(), "train.lr");
