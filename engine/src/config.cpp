@@ -73,6 +73,23 @@ void ModelConfig::validate() const {
     describe_position(*this);  // the positional scheme and its modifiers
 }
 
+void TrainConfig::validate() const {
+    auto at_least = [](const char* key, int64_t value, int64_t min, const char* meaning) {
+        if (value < min)
+            throw std::invalid_argument(std::string("train.") + key +
+                                        " must be >= " + std::to_string(min) + meaning + ", got " +
+                                        std::to_string(value));
+    };
+    at_least("steps", steps, 1, "");
+    at_least("warmup_steps", warmup_steps, 0, " (0 = no warm-up)");
+    at_least("eval_batches", eval_batches, 0, " (0 = the whole validation split)");
+    at_least("threads", threads, 0, " (0 = the CPUs available)");
+    if (!(lr >= 0)) throw std::invalid_argument("train.lr must be >= 0, got " + format_double(lr));
+    if (!(clip_norm >= 0))
+        throw std::invalid_argument("train.clip_norm must be >= 0 (0 = no clipping), got " +
+                                    format_double(clip_norm));
+}
+
 const std::vector<std::string>& model_presets() {
     static const std::vector<std::string> names = {
         "bert-a",     "bert-r", "tupe-a",    "tupe-r", "tupe-a-tie-cls", "bert-ad",

@@ -623,6 +623,7 @@ torch::Device resolve_device(const std::string& name) {
 TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& cb,
                      DistributedContext* dist) {
     PretrainConfig config = input_config;
+    config.train.validate();
     const Shard shard = check_batch_split(config.train, dist);
     apply_thread_count(config.train.threads);
     const torch::Device device = resolve_device(config.train.device);

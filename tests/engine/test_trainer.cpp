@@ -362,3 +362,18 @@ TEST(ConfigText, DoublesAreTheShortestTextThatReadsBack) {
     c.train.lr = 0.1 + 0.2;
     EXPECT_EQ(parse_config_text(config_to_text(c)).train.lr, c.train.lr);
 }
+
+TEST(TrainConfigValidate, NamesTheKeyItsRangeAndTheValue) {
+    TrainConfig t;
+    EXPECT_NO_THROW(t.validate());
+    t.warmup_steps = -5;
+    try {
+        t.validate();
+        FAIL() << "warmup_steps -5 accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_STREQ(e.what(), "train.warmup_steps must be >= 0 (0 = no warm-up), got -5");
+    }
+    t = TrainConfig{};
+    t.lr = -1e-3;
+    EXPECT_THROW(t.validate(), std::invalid_argument);
+}

@@ -95,6 +95,9 @@ struct TrainConfig {
     int64_t threads = 0;          ///< Intra-op threads, 0 = the CPUs available (threads.h).
     /// metrics.tsv's scalars also as TensorBoard events in out_dir (engine/tensorboard.h).
     bool tensorboard = true;
+    /// Throws std::invalid_argument starting with the key ("train.warmup_steps must be >= 0
+    /// ...") for a value outside its range. The batch split is checked where the ranks are known.
+    void validate() const;
 };
 
 /// Everything `tupe pretrain` needs.
