@@ -29,6 +29,7 @@ namespace {
 // A value the option accepts: its first choice, else something of the placeholder's kind.
 std::string sample_value(const cli::OptionSpec& o) {
     if (!o.choices.empty()) return o.choices.front();
+    if (o.min && *o.min > 1) return std::to_string(*o.min);
     return "1";
 }
 
@@ -129,8 +130,26 @@ TEST(CommandTable, RefusesUnknownOptionsValuesOutsideTheChoicesAndMissingRequire
     EXPECT_EQ(usage_error({"x.yaml", "--set", "a=1", "--set", "b=2"}, run), "");
     EXPECT_EQ(usage_error({"--dev", "d.tsv", "--predictions", "p.tsv"}, command_spec("score")),
               "missing --task");
-    Args bad({"x.yaml", "--jobs", "two"}, run);
-    EXPECT_THROW(bad.get_int("jobs"), UsageError);
+    Args bad({"x.yaml", "--nproc-per-node", "two"}, run);
+    EXPECT_THROW(bad.get_int("nproc-per-node"), UsageError);
+}
+
+TEST(CommandTable, RefusesIntegersBelowTheOptionsMinimumWhileParsing) {
+    const auto& run = command_spec("run");
+    EXPECT_EQ(usage_error({"x.yaml", "--jobs", "-1"}, run),
+              "--jobs: expected an integer >= 0, got '-1'");
+    EXPECT_EQ(usage_error({"x.yaml", "--threads=-2"}, run),
+              "--threads: expected an integer >= 0, got '-2'");
+    EXPECT_EQ(usage_error({"x.yaml", "--jobs", "many"}, run),
+              "--jobs: expected an integer >= 0, got 'many'");
+    EXPECT_EQ(Args({"x.yaml", "--jobs", "0"}, run).get_int("jobs"), 0);
+    const auto& vocab = command_spec("build-vocab");
+    EXPECT_EQ(usage_error({"--corpus", "c.txt", "--out", "v.txt", "--size", "3"}, vocab),
+              "--size: expected an integer >= 10, got '3'");
+    EXPECT_EQ(Args({"--corpus", "c.txt", "--out", "v.txt", "--size", "10"}, vocab).get_int("size"),
+              10);
+    EXPECT_NE(cli::help_text(vocab).find("(>= 10) [default: 8000]"), std::string::npos)
+        << cli::help_text(vocab);
 }
 
 // A step slower than the heartbeat (BERT-Base on a CPU) still shows the run alive: the last
