@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -142,6 +143,34 @@ TEST_F(TrainerTest, TruncatedCheckpointIsAClearError) {
     std::ofstream(dir_ / "junk.pt") << "not a checkpoint";
     EXPECT_THROW(load_checkpoint((dir_ / "junk.pt").string()), CheckpointError);
     EXPECT_THROW(load_checkpoint((dir_ / "missing.pt").string()), CheckpointError);
+}
+
+TEST_F(TrainerTest, ADirectoryIsNamedAsOneWithItsNewestCheckpoint) {
+    const fs::path run = dir_ / "run";
+    fs::create_directories(run);
+    auto what = [](const fs::path& p) -> std::string {
+        try {
+            load_checkpoint(p.string());
+        } catch (const CheckpointError& e) {
+            return e.what();
+        }
+        ADD_FAILURE() << p << " loaded";
+        return "";
+    };
+    EXPECT_EQ(what(run),
+              run.string() + ": is a directory, not a checkpoint file (and holds no *.pt)");
+    // Not loaded, only named: the newest by modification time, whatever its name.
+    std::ofstream(run / "checkpoint.pt") << "x";
+    std::ofstream(run / "checkpoint-20.pt") << "x";
+    const auto now = fs::file_time_type::clock::now();
+    fs::last_write_time(run / "checkpoint.pt", now - std::chrono::hours(1));
+    fs::last_write_time(run / "checkpoint-20.pt", now);
+    const std::string message = what(run);
+    EXPECT_EQ(message, run.string() +
+                           ": is a directory, not a checkpoint file; its newest "
+                           "checkpoint is " +
+                           (run / "checkpoint-20.pt").string());
+    EXPECT_EQ(message.find("corrupted"), std::string::npos);
 }
 
 // LibTorch does not verify zip CRCs; bytes flipped inside an entry (here: in the middle of the
