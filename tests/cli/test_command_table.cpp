@@ -16,6 +16,7 @@
 
 #include "cli_util.h"
 #include "command_table.h"
+#include "curves_plot.h"
 #include "json_progress.h"
 #include "support/test_support.h"
 
@@ -151,6 +152,25 @@ TEST(CommandTable, RefusesIntegersBelowTheOptionsMinimumWhileParsing) {
     EXPECT_NE(cli::help_text(vocab).find("(>= 10) [default: 8000]"), std::string::npos)
         << cli::help_text(vocab);
 }
+
+#if TUPE_WITH_QT
+TEST(CurvesPlot, DrawsStepZeroOnALinearAxis) {
+    // Two seeds of one variant and another variant; step 0 is the untrained model.
+    const cli::CurveTable table = {{0, {{0, 9.0}, {1, 9.5}, {2, 9.25}}},
+                                   {50, {{0, 6.0}, {1, 6.5}, {2, 5.5}}},
+                                   {100, {{0, 5.0}, {1, 5.5}, {2, 4.5}}}};
+    const auto plot =
+        cli::curves_plot("loss", {"bert-a@seed1", "bert-a@seed2", "tupe-a"},
+                         {"/nonexistent/a", "/nonexistent/b", "/nonexistent/c"}, table);
+    ASSERT_EQ(plot.series.size(), 2u);  // no floor.txt: no reference lines
+    EXPECT_EQ(plot.series[0].name, "bert-a (2 seeds)");
+    EXPECT_EQ(plot.series[0].x, (std::vector<double>{0, 50, 100}));
+    EXPECT_EQ(plot.series[0].y, (std::vector<double>{9.25, 6.25, 5.25}));
+    EXPECT_EQ(plot.series[0].band_lo.front(), 9.0);
+    EXPECT_EQ(plot.series[1].x, (std::vector<double>{0, 50, 100}));
+    EXPECT_EQ(plot.series[1].y.front(), 9.25);
+}
+#endif
 
 // A step slower than the heartbeat (BERT-Base on a CPU) still shows the run alive: the last
 // progress comes again, marked, until the summary ends the stream. Bounds are generous: the
