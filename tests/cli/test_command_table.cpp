@@ -273,6 +273,44 @@ TEST_F(CliFacesTest, HelpOfEveryCommandListsItsOptions) {
     EXPECT_NE(bad.err.find("usage: tupe report [--db FILE]"), std::string::npos) << bad.err;
 }
 
+// Small inputs of the issue-27 list, each answered in one line naming what is wrong, without
+// any training: tokenize input of invalid UTF-8 (a warning, not silence), a vocabulary size
+// below the minimum, a negative --jobs, and a directory where a checkpoint is expected.
+TEST_F(CliFacesTest, BadSmallInputsAreNamedInOneLine) {
+    const fs::path vocab = dir_ / "vocab.txt";
+    test_support::write_vocab(vocab, {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "cat", "dog"});
+    const fs::path text = test_support::write_file(dir_ / "in.txt", "cat\ndog \xff\ncat\n");
+    auto tok = tupe("tokenize --vocab " + test_support::quote(vocab.string()) + " --file " +
+                    test_support::quote(text.string()));
+    EXPECT_EQ(tok.status, 0) << tok.err;
+    EXPECT_EQ(tok.out, "cat\ndog\ncat\n");
+    EXPECT_NE(tok.err.find(text.string() + ":2: invalid UTF-8 (1 line in all"), std::string::npos)
+        << tok.err;
+
+    auto size = tupe("build-vocab --corpus " + test_support::quote(text.string()) + " --out " +
+                     test_support::quote((dir_ / "v.txt").string()) + " --size 3");
+    EXPECT_EQ(size.status, 2);
+    EXPECT_NE(size.err.find("--size: expected an integer >= 10, got '3'"), std::string::npos)
+        << size.err;
+    EXPECT_FALSE(fs::exists(dir_ / "v.txt"));
+
+    auto jobs = tupe("run " + test_support::quote((dir_ / "none.yaml").string()) + " --jobs -1");
+    EXPECT_EQ(jobs.status, 2);
+    EXPECT_NE(jobs.err.find("--jobs: expected an integer >= 0, got '-1'"), std::string::npos)
+        << jobs.err;
+
+    const fs::path run = dir_ / "run";
+    fs::create_directories(run);
+    std::ofstream(run / "checkpoint.pt") << "x";
+    auto info = tupe("info " + test_support::quote(run.string()));
+    EXPECT_NE(info.status, 0);
+    EXPECT_NE(info.err.find("is a directory, not a checkpoint file; its newest checkpoint is " +
+                            (run / "checkpoint.pt").string()),
+              std::string::npos)
+        << info.err;
+    EXPECT_EQ(info.err.find("corrupted"), std::string::npos) << info.err;
+}
+
 TEST_F(CliFacesTest, TheBuildInstallsACompletionScriptThatCompletesCommandsOptionsAndChoices) {
     // The build wrote it from the binary's own table; it must be what `completion bash` prints.
     const fs::path built = fs::path(TUPE_CLI).parent_path().parent_path() / "completion" / "tupe";
