@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "command_table.h"
@@ -57,6 +58,8 @@ Args::Args(const std::vector<std::string>& argv, const CommandSpec& spec) : spec
                            o->choices[k];
             throw UsageError("--" + name + ": expected " + allowed + ", got '" + value + "'");
         }
+        // A bounded integer is checked now, before the command reads any file.
+        if (o->min) parse_int(name, value);
         values_[name].push_back(value);
     }
     for (const auto& o : spec.options)
@@ -85,13 +88,22 @@ std::string Args::required(const std::string& name) const {
 }
 
 long long Args::parse_int(const std::string& name, const std::string& v) const {
+    std::optional<long long> min;
+    for (const auto& o : spec_->options)
+        if (o.name == name) min = o.min;
+    const std::string expected = "--" + name + ": expected an integer" +
+                                 (min ? " >= " + std::to_string(*min) : std::string()) + ", got '" +
+                                 v + "'";
+    long long out = 0;
+    bool parsed = false;
     try {
         size_t used = 0;
-        long long out = std::stoll(v, &used);
-        if (used == v.size()) return out;
+        out = std::stoll(v, &used);
+        parsed = used == v.size();
     } catch (const std::exception&) {
     }
-    throw UsageError("--" + name + ": expected an integer, got '" + v + "'");
+    if (!parsed || (min && out < *min)) throw UsageError(expected);
+    return out;
 }
 
 long long Args::get_int(const std::string& name) const { return parse_int(name, get(name)); }

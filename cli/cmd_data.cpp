@@ -43,6 +43,7 @@ int cmd_build_vocab(const Argv& argv) {
     options.min_frequency = args.get_int("min-frequency");
     options.max_lines = args.get_int("max-lines");
     options.lower_case = !args.has("cased");
+    options.on_warning = [](const std::string& w) { std::cerr << w << "\n"; };
     const std::string out = args.required("out");
     const auto vocab = engine::build_wordpiece_vocab(args.required("corpus"), options);
     if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
@@ -69,17 +70,24 @@ int cmd_tokenize(const Argv& argv) {
         std::cout << out << "\n";
     };
     if (args.has("text")) {
+        engine::Utf8LineCheck utf8("--text");
+        utf8.check(args.get("text"), 1);
         emit(args.get("text"));
+        if (utf8.bad_lines() > 0) std::cerr << utf8.warning() << "\n";
         return 0;
     }
     const std::string path = args.get("file");
     std::ifstream in(path);
     if (!in) throw engine::InputError(path, "cannot open file");
+    engine::Utf8LineCheck utf8(path);
     std::string line;
+    int64_t line_no = 0;
     while (std::getline(in, line)) {
         if (!line.empty() && line.back() == '\r') line.pop_back();
+        utf8.check(line, ++line_no);
         emit(line);
     }
+    if (utf8.bad_lines() > 0) std::cerr << utf8.warning() << "\n";
     return 0;
 }
 

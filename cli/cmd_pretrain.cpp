@@ -24,6 +24,7 @@
 #include "cli_util.h"
 #include "command_table.h"
 #include "commands.h"
+#include "curves_plot.h"
 #include "engine/distributed.h"
 #include "engine/errors.h"
 #include "engine/run_folder.h"
@@ -31,9 +32,6 @@
 #include "experiments/config_loader.h"
 #include "experiments/experiment.h"
 #include "launcher.h"
-#if TUPE_WITH_QT
-#include "plotting/plotting.h"
-#endif
 
 namespace cli {
 
@@ -162,14 +160,8 @@ int cmd_pretrain(const Argv& argv) {
 }
 
 #if TUPE_WITH_QT
-namespace {
-
-/// The curves as a PNG: one line per variant group (run directories named VARIANT@seedN are
-/// pooled: the mean over seeds with a min-max band), the unigram floor and the bigram
-/// reference dashed. Step 0 (the untrained model, ~log V) is left out so the plateau shows.
-void plot_curves(const std::string& path, const std::string& metric,
-                 const std::vector<std::string>& names, const std::vector<std::string>& dirs,
-                 const std::map<long long, std::map<size_t, double>>& table) {
+plotting::LinePlot curves_plot(const std::string& metric, const std::vector<std::string>& names,
+                               const std::vector<std::string>& dirs, const CurveTable& table) {
     namespace plt = plotting;
     std::map<std::string, std::vector<size_t>> groups;
     std::vector<std::string> order;
@@ -188,7 +180,6 @@ void plot_curves(const std::string& path, const std::string& metric,
         const auto& members = groups[g];
         s.name = g + (members.size() > 1 ? " (" + std::to_string(members.size()) + " seeds)" : "");
         for (const auto& [step, values] : table) {
-            if (step == 0) continue;
             std::vector<double> v;
             for (size_t i : members)
                 if (auto it = values.find(i); it != values.end()) v.push_back(it->second);
@@ -225,8 +216,16 @@ void plot_curves(const std::string& path, const std::string& metric,
             plot.series.push_back(b);
         }
     }
-    plt::OffscreenSession session;
-    plt::save_line_plot_png(plot, path, 900, 560);
+    return plot;
+}
+
+namespace {
+
+void plot_curves(const std::string& path, const std::string& metric,
+                 const std::vector<std::string>& names, const std::vector<std::string>& dirs,
+                 const CurveTable& table) {
+    plotting::OffscreenSession session;
+    plotting::save_line_plot_png(curves_plot(metric, names, dirs, table), path, 900, 560);
 }
 
 }  // namespace
@@ -346,7 +345,7 @@ int cmd_curves(const Argv& argv) {
     if (args.has("png"))
         throw UsageError("--png needs the Qt build (configure with -DTUPE_WITH_QT=ON)");
 #endif
-    std::map<long long, std::map<size_t, double>> table;  // step -> run -> value
+    CurveTable table;
     std::vector<std::string> names;
     for (const auto& dir : args.positionals()) {
         const std::string path = engine::metrics_path(dir);

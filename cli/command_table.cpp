@@ -39,6 +39,11 @@ OptionSpec noted(std::string name, std::string value, std::string note, std::str
     o.default_note = std::move(note);
     return o;
 }
+// An integer option with a lower bound: Args::get_int refuses a smaller value, naming the bound.
+OptionSpec at_least(long long min, OptionSpec o) {
+    o.min = min;
+    return o;
+}
 OptionSpec sets() {
     OptionSpec o = opt("set", "key=value", "",
                        "override one config key (dotted path, e.g. train.steps=200); repeatable");
@@ -66,7 +71,8 @@ std::vector<CommandSpec> make_table() {
          "learn a WordPiece vocab.txt from a corpus",
          {req("corpus", "FILE", "one sentence or document per line"),
           req("out", "FILE", "the vocab.txt to write"),
-          opt("size", "N", "8000", "target size, special tokens included"),
+          // The five special tokens and a few pieces: a smaller vocabulary tokenizes nothing.
+          at_least(10, opt("size", "N", "8000", "target size, special tokens included")),
           opt("min-frequency", "N", "2", "pairs seen fewer times are never merged"),
           opt("max-lines", "N", "0", "read at most N lines of the corpus (0 = all)"),
           flag("cased", "keep case (the default lower-cases, as bert-base-uncased)")},
@@ -189,8 +195,10 @@ std::vector<CommandSpec> make_table() {
          "run an ablation study: pretrain every variant, fine-tune every task/lr/seed (each job "
          "on N data-parallel workers with --nproc-per-node)",
          {sets(),
-          opt("jobs", "N", "0", "parallel fine-tuning processes (0 = the experiment's jobs:)"),
-          opt("threads", "N", "0", "intra-op threads per process (0 = the CPUs available)"),
+          at_least(0, opt("jobs", "N", "0",
+                          "parallel fine-tuning processes (0 = the experiment's jobs:)")),
+          at_least(
+              0, opt("threads", "N", "0", "intra-op threads per process (0 = the CPUs available)")),
           opt("job", "NAME", "", "run only this job of the plan (`tupe status` lists them)"),
           opt("nproc-per-node", "N", "1", "data-parallel workers per job on this machine"),
           flag("new-runs",
@@ -376,6 +384,7 @@ std::string help_text(const CommandSpec& spec) {
                     meaning += (k ? ", " : "") + o.choices[k];
                 meaning += ")";
             }
+            if (o.min) meaning += " (>= " + std::to_string(*o.min) + ")";
             if (o.required)
                 meaning += " [required]";
             else if (!o.default_note.empty())

@@ -5,6 +5,7 @@
 // default.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ struct OptionSpec {
     std::string default_note;          // the default in words when it depends on other inputs
     std::vector<std::string> choices;  // allowed values; checked by Args, offered by completion
     bool repeatable = false;           // may be given many times (`--set k=v --set k2=v2`)
+    std::optional<long long> min;      // the smallest value Args::get_int accepts
     bool required = false;
 };
 

@@ -1,25 +1,53 @@
 // tupe-workbench: the desktop app over the results store. `tupe-workbench [--db FILE]` opens
 // the window (on the last database, else results/tupe.sqlite); `--screenshots DIR` renders
-// every main view to DIR/*.png and exits (works with QT_QPA_PLATFORM=offscreen).
+// every main view to DIR/*.png and exits (works with QT_QPA_PLATFORM=offscreen). `--help`
+// prints the usage and exits before any display is opened, so it works on a headless machine.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QCoreApplication>
 #include <QFileInfo>
 #include <QSettings>
 #include <cstdio>
+#include <cstring>
 
 #include "views/main_window.h"
 
-int main(int argc, char** argv) {
-    QApplication application(argc, argv);
-    QApplication::setOrganizationName("tupe");
-    QApplication::setApplicationName("tupe-workbench");
-    QCommandLineParser parser;
+namespace {
+
+void describeOptions(QCommandLineParser& parser) {
     parser.setApplicationDescription(
         "TUPE Workbench: experiments, curves, GLUE tables and attention maps");
     parser.addHelpOption();
     parser.addOption(
         {"db", "results database (default: the last one, else results/tupe.sqlite)", "FILE"});
     parser.addOption({"screenshots", "render every view to DIR/*.png and exit", "DIR"});
+}
+
+// QApplication aborts without a display (no DISPLAY, no QT_QPA_PLATFORM): a request for help
+// is answered by a QCoreApplication, which needs none.
+bool asksForHelp(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i)
+        for (const char* help : {"--help", "-h", "-?", "--help-all"})
+            if (std::strcmp(argv[i], help) == 0) return true;
+    return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (asksForHelp(argc, argv)) {
+        QCoreApplication core(argc, argv);
+        QCoreApplication::setApplicationName("tupe-workbench");
+        QCommandLineParser parser;
+        describeOptions(parser);
+        parser.process(core);  // prints the help and exits 0
+        return 0;
+    }
+    QApplication application(argc, argv);
+    QApplication::setOrganizationName("tupe");
+    QApplication::setApplicationName("tupe-workbench");
+    QCommandLineParser parser;
+    describeOptions(parser);
     parser.process(application);
 
     QString db = parser.value("db");

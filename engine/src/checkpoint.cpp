@@ -42,6 +42,29 @@ std::vector<EvalReport> evals_from_text(const std::string& text) {
     return out;
 }
 
+// A directory given where a checkpoint file is expected: say so, and name the newest *.pt in
+// it (a run folder holds checkpoint.pt and its checkpoint-STEP.pt snapshots) to pass instead.
+[[noreturn]] void refuse_directory(const std::string& path) {
+    std::error_code ec;
+    fs::path newest;
+    fs::file_time_type newest_time{};
+    for (const auto& entry : fs::directory_iterator(path, ec)) {
+        std::error_code entry_ec;
+        if (entry.path().extension() != ".pt" || !entry.is_regular_file(entry_ec)) continue;
+        const auto time = entry.last_write_time(entry_ec);
+        if (entry_ec) continue;
+        if (newest.empty() || time > newest_time ||
+            (time == newest_time && entry.path().filename() < newest.filename())) {
+            newest = entry.path();
+            newest_time = time;
+        }
+    }
+    if (newest.empty())
+        throw CheckpointError(path, "is a directory, not a checkpoint file (and holds no *.pt)");
+    throw CheckpointError(
+        path, "is a directory, not a checkpoint file; its newest checkpoint is " + newest.string());
+}
+
 }  // namespace
 
 namespace detail {
@@ -90,6 +113,7 @@ void save_checkpoint(const std::string& path, const PretrainConfig& config, Bert
 
 RawCheckpoint read_checkpoint(const std::string& path, torch::Device device) {
     if (!fs::exists(path)) throw CheckpointError(path, "no such checkpoint file");
+    if (fs::is_directory(path)) refuse_directory(path);
     // LibTorch does not check the zip's CRCs, and a corrupted entry can crash its parser.
     verify_zip_integrity(path);
     RawCheckpoint raw;

@@ -5,12 +5,49 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
 #include "engine/position_scheme.h"
 
 namespace engine {
+
+// The shortest decimal form that parses back to the same double ("0.1", not
+// "0.10000000000000001"; "10000", not "1e+04"; "1e-6", not "1e-06"), so config.txt, the store
+// and config.yaml read as the user would write them.
+std::string format_double(double d) {
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e15) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.0f", d);
+        return buf;
+    }
+    for (int precision = 1; precision <= 17; ++precision) {
+        std::ostringstream os;
+        os.precision(precision);
+        os << d;
+        std::string text = os.str();
+        double back = 0;
+        std::istringstream is(text);
+        is >> back;
+        if (is.fail() || back != d) continue;
+        // "1e-06" -> "1e-6", "1e+20" -> "1e20" (the same number to the engine's parser).
+        const auto e = text.find('e');
+        if (e != std::string::npos) {
+            std::string mantissa = text.substr(0, e), exponent = text.substr(e + 1);
+            const bool negative = !exponent.empty() && exponent[0] == '-';
+            if (!exponent.empty() && (exponent[0] == '-' || exponent[0] == '+'))
+                exponent.erase(0, 1);
+            exponent.erase(0, std::min(exponent.find_first_not_of('0'), exponent.size() - 1));
+            text = mantissa + "e" + (negative ? "-" : "") + exponent;
+        }
+        return text;
+    }
+    std::ostringstream os;  // not reached: 17 significant digits always read back
+    os.precision(17);
+    os << d;
+    return os.str();
+}
 
 void ModelConfig::validate() const {
     auto fail = [](const std::string& msg) { throw std::invalid_argument("model." + msg); };
@@ -34,6 +71,23 @@ void ModelConfig::validate() const {
     if (t5 && max_rel_pos <= rel_pos_bins / 4) fail("max_rel_pos must exceed rel_pos_bins / 4");
     if (pad_token_id < 0 || pad_token_id >= vocab_size) fail("pad_token_id out of range");
     describe_position(*this);  // the positional scheme and its modifiers
+}
+
+void TrainConfig::validate() const {
+    auto at_least = [](const char* key, int64_t value, int64_t min, const char* meaning) {
+        if (value < min)
+            throw std::invalid_argument(std::string("train.") + key +
+                                        " must be >= " + std::to_string(min) + meaning + ", got " +
+                                        std::to_string(value));
+    };
+    at_least("steps", steps, 1, "");
+    at_least("warmup_steps", warmup_steps, 0, " (0 = no warm-up)");
+    at_least("eval_batches", eval_batches, 0, " (0 = the whole validation split)");
+    at_least("threads", threads, 0, " (0 = the CPUs available)");
+    if (!(lr >= 0)) throw std::invalid_argument("train.lr must be >= 0, got " + format_double(lr));
+    if (!(clip_norm >= 0))
+        throw std::invalid_argument("train.clip_norm must be >= 0 (0 = no clipping), got " +
+                                    format_double(clip_norm));
 }
 
 const std::vector<std::string>& model_presets() {
@@ -191,12 +245,7 @@ std::string format_value(const std::string& s) { return s; }
 std::string format_value(bool b) { return b ? "true" : "false"; }
 std::string format_value(int64_t i) { return std::to_string(i); }
 std::string format_value(uint64_t i) { return std::to_string(i); }
-std::string format_value(double d) {
-    std::ostringstream os;
-    os.precision(17);
-    os << d;
-    return os.str();
-}
+std::string format_value(double d) { return format_double(d); }
 
 void parse_value(const std::string& s, std::string& out) { out = s; }
 void parse_value(const std::string& s, bool& out) {
@@ -213,12 +262,36 @@ void parse_number(const std::string& s, T& out) {
     is >> out;
     if (is.fail() || !is.eof()) throw std::invalid_argument("not a number: '" + s + "'");
 }
-void parse_value(const std::string& s, int64_t& out) { parse_number(s, out); }
+// An integer field takes digits only. A number in another form ("1e12", "2.5") or past the
+// type's range is named for what it is, with the range, rather than "not a number".
+template <typename T>
+void parse_integer(const std::string& s, T& out) {
+    std::istringstream is(s);
+    is >> out;
+    if (!is.fail() && is.eof()) return;
+    double d = 0;
+    std::istringstream as_double(s);
+    as_double >> d;
+    if (as_double.fail() || !as_double.eof())
+        throw std::invalid_argument("not a number: '" + s + "'");
+    const std::string range = "an integer from " + std::to_string(std::numeric_limits<T>::min()) +
+                              " to " + std::to_string(std::numeric_limits<T>::max());
+    if (!std::isfinite(d) || d < static_cast<double>(std::numeric_limits<T>::min()) ||
+        d >= static_cast<double>(std::numeric_limits<T>::max()))
+        throw std::invalid_argument("out of range: '" + s + "' (" + range + ")");
+    if (d != std::floor(d))
+        throw std::invalid_argument("not an integer: '" + s + "' (" + range + ")");
+    char digits[32];
+    std::snprintf(digits, sizeof digits, "%.0f", d);
+    throw std::invalid_argument("not an integer: '" + s + "' (write it in digits, " + digits +
+                                "; " + range + ")");
+}
+void parse_value(const std::string& s, int64_t& out) { parse_integer(s, out); }
 void parse_value(const std::string& s, uint64_t& out) {
     // istream happily wraps "-1" to 2^64 - 1; a seed must be written as a non-negative number.
     if (s.find('-') != std::string::npos)
         throw std::invalid_argument("expected a non-negative integer, got '" + s + "'");
-    parse_number(s, out);
+    parse_integer(s, out);
 }
 void parse_value(const std::string& s, double& out) { parse_number(s, out); }
 
@@ -270,38 +343,7 @@ std::string yaml_value(const std::string& s) {
 std::string yaml_value(bool b) { return format_value(b); }
 std::string yaml_value(int64_t i) { return format_value(i); }
 std::string yaml_value(uint64_t i) { return format_value(i); }
-// The shortest decimal form that parses back to the same double ("0.1", not
-// "0.10000000000000001"; "10000", not "1e+04"; "1e-6", not "1e-06"), so the file reads as the
-// user would write it.
-std::string yaml_value(double d) {
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e15) {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%.0f", d);
-        return buf;
-    }
-    for (int precision = 1; precision <= 17; ++precision) {
-        std::ostringstream os;
-        os.precision(precision);
-        os << d;
-        std::string text = os.str();
-        double back = 0;
-        std::istringstream is(text);
-        is >> back;
-        if (is.fail() || back != d) continue;
-        // "1e-06" -> "1e-6", "1e+20" -> "1e20" (the same number to the engine's parser).
-        const auto e = text.find('e');
-        if (e != std::string::npos) {
-            std::string mantissa = text.substr(0, e), exponent = text.substr(e + 1);
-            const bool negative = !exponent.empty() && exponent[0] == '-';
-            if (!exponent.empty() && (exponent[0] == '-' || exponent[0] == '+'))
-                exponent.erase(0, 1);
-            exponent.erase(0, std::min(exponent.find_first_not_of('0'), exponent.size() - 1));
-            text = mantissa + "e" + (negative ? "-" : "") + exponent;
-        }
-        return text;
-    }
-    return format_value(d);
-}
+std::string yaml_value(double d) { return format_double(d); }
 
 }  // namespace
 

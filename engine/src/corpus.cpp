@@ -374,9 +374,11 @@ TokenizedCorpus tokenize_corpus(const std::string& corpus_path, const WordPieceT
     c.doc_begin.push_back(0);
     std::string line;
     long line_no = 0;
+    Utf8LineCheck utf8(corpus_path);
     while (std::getline(in, line)) {
         ++line_no;
         if (!line.empty() && line.back() == '\r') line.pop_back();
+        utf8.check(line, line_no);
         if (is_blank(line)) {
             if (c.doc_begin.back() != c.num_sentences()) c.doc_begin.push_back(c.num_sentences());
             continue;
@@ -404,6 +406,7 @@ TokenizedCorpus tokenize_corpus(const std::string& corpus_path, const WordPieceT
     if (in.bad()) throw InputError(corpus_path, "read error", line_no);
     if (c.doc_begin.back() != c.num_sentences()) c.doc_begin.push_back(c.num_sentences());
     if (c.ids.empty()) throw InputError(corpus_path, "corpus holds no tokens (empty file?)");
+    c.warning = utf8.warning();
     return c;
 }
 

@@ -235,6 +235,33 @@ std::string strip_ascii_space(const std::string& line) {
 // ---------------------------------------------------------------------------------------------
 // Vocab
 
+bool is_valid_utf8(const std::string& text) {
+    const auto* s = reinterpret_cast<const uint8_t*>(text.data());
+    const size_t n = text.size();
+    for (size_t i = 0; i < n;) {
+        if (s[i] < 0x80) {
+            ++i;
+            continue;
+        }
+        UChar32 c;
+        U8_NEXT(s, i, n, c);
+        if (c < 0) return false;
+    }
+    return true;
+}
+
+void Utf8LineCheck::check(const std::string& line, int64_t line_no) {
+    if (is_valid_utf8(line)) return;
+    if (bad_lines_++ == 0) first_bad_line_ = line_no;
+}
+
+std::string Utf8LineCheck::warning() const {
+    if (bad_lines_ == 0) return "";
+    return "warning: " + path_ + ":" + std::to_string(first_bad_line_) + ": invalid UTF-8 (" +
+           std::to_string(bad_lines_) + (bad_lines_ == 1 ? " line" : " lines") +
+           " in all; their invalid bytes were dropped)";
+}
+
 Vocab Vocab::load(const std::string& path) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) {

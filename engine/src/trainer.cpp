@@ -284,6 +284,7 @@ BlockDataset load_blocks(const PretrainConfig& config, const WordPieceTokenizer&
     const TokenizedCorpus corpus =
         load_or_build_corpus(config.data.corpus, tokenizer, config.data.cache_dir);
     if (dist && writer) dist->barrier();
+    if (!corpus.warning.empty()) say(cb, corpus.warning);
     BlockDataset data = make_blocks(corpus, tokenizer.vocab(), config.data);
     if (data.train.empty()) throw InputError(config.data.corpus, "no training blocks");
     say(cb, "corpus: " + std::to_string(corpus.ids.size()) + " tokens, " +
@@ -622,6 +623,7 @@ torch::Device resolve_device(const std::string& name) {
 TrainResult pretrain(const PretrainConfig& input_config, const TrainCallbacks& cb,
                      DistributedContext* dist) {
     PretrainConfig config = input_config;
+    config.train.validate();
     const Shard shard = check_batch_split(config.train, dist);
     apply_thread_count(config.train.threads);
     const torch::Device device = resolve_device(config.train.device);

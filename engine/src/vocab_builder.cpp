@@ -256,11 +256,14 @@ Vocab build_wordpiece_vocab(const std::string& corpus_path, const VocabBuilderOp
     std::unordered_map<std::string, int64_t> word_counts;
     std::string line;
     int64_t lines = 0;
+    Utf8LineCheck utf8(corpus_path);
     while ((options.max_lines <= 0 || lines < options.max_lines) && std::getline(in, line)) {
         ++lines;
+        utf8.check(line, lines);
         for (std::string& word : basic.basic_tokenize(line)) ++word_counts[std::move(word)];
     }
     if (in.bad()) throw InputError(corpus_path, "read error in corpus file", lines);
+    if (utf8.bad_lines() > 0 && options.on_warning) options.on_warning(utf8.warning());
     if (word_counts.empty()) throw InputError(corpus_path, "corpus has no text to learn from");
 
     return Vocab::from_tokens(Trainer(word_counts, options).run());

@@ -321,14 +321,21 @@ class Loader {
         try {
             config.model.validate();
         } catch (const std::invalid_argument& e) {
-            fail_validation(e.what());
+            fail_validation(e.what(), "invalid model config: ", false);
+        }
+        try {
+            config.train.validate();
+        } catch (const std::invalid_argument& e) {
+            fail_validation(e.what(), "", true);
         }
         return config;
     }
 
     // validate() messages start with the offending key ("model.num_attention_heads (3) must
-    // divide ..."): point at the line that set it when the file did.
-    [[noreturn]] void fail_validation(const std::string& message) const {
+    // divide ..."): point at the line that set it when the file did. `one_key`: the check reads
+    // that key alone, so a --set that gave it is named as the culprit.
+    [[noreturn]] void fail_validation(const std::string& message, const std::string& prefix,
+                                      bool one_key) const {
         size_t end = 0;
         while (end < message.size() && (std::isalnum(static_cast<unsigned char>(message[end])) ||
                                         message[end] == '_' || message[end] == '.'))
@@ -336,9 +343,10 @@ class Loader {
         const std::string key =
             contains(keys_, message.substr(0, end)) ? message.substr(0, end) : "";
         const Setting* s = key.empty() ? nullptr : last_setting(key);
-        const std::string text = "invalid model config: " + message;
+        const std::string text = prefix + message;
         if (s && s->override_text.empty())
             throw ConfigError(name_, s->line, s->column, key, text, true);
+        if (s && one_key) throw ConfigError("--set " + s->override_text, 0, 0, key, text, true);
         if (s)
             throw ConfigError(name_, 0, 0, key, text + " (after --set " + s->override_text + ")",
                               true);

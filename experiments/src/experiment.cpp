@@ -410,7 +410,11 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
         try {
             v.config = load_pretrain_config_from_node(root, path, all, kExperimentKeys);
         } catch (const ConfigError& e) {
-            if (e.file() != path && e.line() == 0 && line_of(p.at) > 0)
+            // A bad command-line --set is that option's fault, not the variant's line.
+            const bool from_command_line =
+                std::any_of(overrides.begin(), overrides.end(),
+                            [&](const std::string& o) { return e.file() == "--set " + o; });
+            if (!from_command_line && e.file() != path && e.line() == 0 && line_of(p.at) > 0)
                 throw ConfigError(path, line_of(p.at), col_of(p.at), e.key(),
                                   "variant '" + p.name + "': " + e.message(), true);
             throw;

@@ -2,13 +2,16 @@
 // (lines, progress, exit code and message), pause (SIGSTOP) and resume, cancellation (also of
 // the child's own children), and the
 // real `tupe` CLI: a malformed experiment fails with its file and line, and a running tiny
-// experiment stops on cancel (SIGTERM -> exit 130, "run the same command to resume").
+// experiment stops on cancel (SIGTERM -> exit 130, "run the same command to resume"); and the
+// app's own command line (`tupe-workbench --help` with no display).
 #include <gtest/gtest.h>
 
 #include <QCoreApplication>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QProcess>
+#include <QProcessEnvironment>
 #include <QThread>
 #include <fstream>
 #include <functional>
@@ -264,4 +267,21 @@ TEST(TupeCli, CancelStopsARunningExperiment) {
     ASSERT_TRUE(waitFor([&] { return f->seen; }, 60000));
     EXPECT_TRUE(f->cancelled);
     EXPECT_EQ(f->code, 130);  // stopped cleanly, resumable
+}
+
+// `tupe-workbench --help` answers on a machine with no display at all: no DISPLAY, no Wayland,
+// no QT_QPA_PLATFORM (a QApplication would abort there before printing anything).
+TEST(WorkbenchCommandLine, HelpWorksWithoutADisplay) {
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    for (const char* name : {"DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"}) env.remove(name);
+    QProcess p;
+    p.setProcessEnvironment(env);
+    p.start(TUPE_WORKBENCH, {"--help"});
+    ASSERT_TRUE(p.waitForFinished(10000));
+    const QString out = QString::fromUtf8(p.readAllStandardOutput());
+    EXPECT_EQ(p.exitStatus(), QProcess::NormalExit) << p.readAllStandardError().toStdString();
+    EXPECT_EQ(p.exitCode(), 0) << p.readAllStandardError().toStdString();
+    EXPECT_TRUE(out.contains("Usage: ")) << out.toStdString();
+    EXPECT_TRUE(out.contains("--db <FILE>")) << out.toStdString();
+    EXPECT_TRUE(out.contains("--screenshots <DIR>")) << out.toStdString();
 }

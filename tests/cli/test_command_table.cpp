@@ -16,6 +16,7 @@
 
 #include "cli_util.h"
 #include "command_table.h"
+#include "curves_plot.h"
 #include "json_progress.h"
 #include "support/test_support.h"
 
@@ -29,6 +30,7 @@ namespace {
 // A value the option accepts: its first choice, else something of the placeholder's kind.
 std::string sample_value(const cli::OptionSpec& o) {
     if (!o.choices.empty()) return o.choices.front();
+    if (o.min && *o.min > 1) return std::to_string(*o.min);
     return "1";
 }
 
@@ -129,9 +131,46 @@ TEST(CommandTable, RefusesUnknownOptionsValuesOutsideTheChoicesAndMissingRequire
     EXPECT_EQ(usage_error({"x.yaml", "--set", "a=1", "--set", "b=2"}, run), "");
     EXPECT_EQ(usage_error({"--dev", "d.tsv", "--predictions", "p.tsv"}, command_spec("score")),
               "missing --task");
-    Args bad({"x.yaml", "--jobs", "two"}, run);
-    EXPECT_THROW(bad.get_int("jobs"), UsageError);
+    Args bad({"x.yaml", "--nproc-per-node", "two"}, run);
+    EXPECT_THROW(bad.get_int("nproc-per-node"), UsageError);
 }
+
+TEST(CommandTable, RefusesIntegersBelowTheOptionsMinimumWhileParsing) {
+    const auto& run = command_spec("run");
+    EXPECT_EQ(usage_error({"x.yaml", "--jobs", "-1"}, run),
+              "--jobs: expected an integer >= 0, got '-1'");
+    EXPECT_EQ(usage_error({"x.yaml", "--threads=-2"}, run),
+              "--threads: expected an integer >= 0, got '-2'");
+    EXPECT_EQ(usage_error({"x.yaml", "--jobs", "many"}, run),
+              "--jobs: expected an integer >= 0, got 'many'");
+    EXPECT_EQ(Args({"x.yaml", "--jobs", "0"}, run).get_int("jobs"), 0);
+    const auto& vocab = command_spec("build-vocab");
+    EXPECT_EQ(usage_error({"--corpus", "c.txt", "--out", "v.txt", "--size", "3"}, vocab),
+              "--size: expected an integer >= 10, got '3'");
+    EXPECT_EQ(Args({"--corpus", "c.txt", "--out", "v.txt", "--size", "10"}, vocab).get_int("size"),
+              10);
+    EXPECT_NE(cli::help_text(vocab).find("(>= 10) [default: 8000]"), std::string::npos)
+        << cli::help_text(vocab);
+}
+
+#if TUPE_WITH_QT
+TEST(CurvesPlot, DrawsStepZeroOnALinearAxis) {
+    // Two seeds of one variant and another variant; step 0 is the untrained model.
+    const cli::CurveTable table = {{0, {{0, 9.0}, {1, 9.5}, {2, 9.25}}},
+                                   {50, {{0, 6.0}, {1, 6.5}, {2, 5.5}}},
+                                   {100, {{0, 5.0}, {1, 5.5}, {2, 4.5}}}};
+    const auto plot =
+        cli::curves_plot("loss", {"bert-a@seed1", "bert-a@seed2", "tupe-a"},
+                         {"/nonexistent/a", "/nonexistent/b", "/nonexistent/c"}, table);
+    ASSERT_EQ(plot.series.size(), 2u);  // no floor.txt: no reference lines
+    EXPECT_EQ(plot.series[0].name, "bert-a (2 seeds)");
+    EXPECT_EQ(plot.series[0].x, (std::vector<double>{0, 50, 100}));
+    EXPECT_EQ(plot.series[0].y, (std::vector<double>{9.25, 6.25, 5.25}));
+    EXPECT_EQ(plot.series[0].band_lo.front(), 9.0);
+    EXPECT_EQ(plot.series[1].x, (std::vector<double>{0, 50, 100}));
+    EXPECT_EQ(plot.series[1].y.front(), 9.25);
+}
+#endif
 
 // A step slower than the heartbeat (BERT-Base on a CPU) still shows the run alive: the last
 // progress comes again, marked, until the summary ends the stream. Bounds are generous: the
@@ -232,6 +271,44 @@ TEST_F(CliFacesTest, HelpOfEveryCommandListsItsOptions) {
               std::string::npos)
         << bad.err;
     EXPECT_NE(bad.err.find("usage: tupe report [--db FILE]"), std::string::npos) << bad.err;
+}
+
+// Small inputs of the issue-27 list, each answered in one line naming what is wrong, without
+// any training: tokenize input of invalid UTF-8 (a warning, not silence), a vocabulary size
+// below the minimum, a negative --jobs, and a directory where a checkpoint is expected.
+TEST_F(CliFacesTest, BadSmallInputsAreNamedInOneLine) {
+    const fs::path vocab = dir_ / "vocab.txt";
+    test_support::write_vocab(vocab, {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "cat", "dog"});
+    const fs::path text = test_support::write_file(dir_ / "in.txt", "cat\ndog \xff\ncat\n");
+    auto tok = tupe("tokenize --vocab " + test_support::quote(vocab.string()) + " --file " +
+                    test_support::quote(text.string()));
+    EXPECT_EQ(tok.status, 0) << tok.err;
+    EXPECT_EQ(tok.out, "cat\ndog\ncat\n");
+    EXPECT_NE(tok.err.find(text.string() + ":2: invalid UTF-8 (1 line in all"), std::string::npos)
+        << tok.err;
+
+    auto size = tupe("build-vocab --corpus " + test_support::quote(text.string()) + " --out " +
+                     test_support::quote((dir_ / "v.txt").string()) + " --size 3");
+    EXPECT_EQ(size.status, 2);
+    EXPECT_NE(size.err.find("--size: expected an integer >= 10, got '3'"), std::string::npos)
+        << size.err;
+    EXPECT_FALSE(fs::exists(dir_ / "v.txt"));
+
+    auto jobs = tupe("run " + test_support::quote((dir_ / "none.yaml").string()) + " --jobs -1");
+    EXPECT_EQ(jobs.status, 2);
+    EXPECT_NE(jobs.err.find("--jobs: expected an integer >= 0, got '-1'"), std::string::npos)
+        << jobs.err;
+
+    const fs::path run = dir_ / "run";
+    fs::create_directories(run);
+    std::ofstream(run / "checkpoint.pt") << "x";
+    auto info = tupe("info " + test_support::quote(run.string()));
+    EXPECT_NE(info.status, 0);
+    EXPECT_NE(info.err.find("is a directory, not a checkpoint file; its newest checkpoint is " +
+                            (run / "checkpoint.pt").string()),
+              std::string::npos)
+        << info.err;
+    EXPECT_EQ(info.err.find("corrupted"), std::string::npos) << info.err;
 }
 
 TEST_F(CliFacesTest, TheBuildInstallsACompletionScriptThatCompletesCommandsOptionsAndChoices) {

@@ -152,6 +152,21 @@ TEST(TokenizeCorpus, EmptyCorpusThrowsInputErrorNamingThePath) {
     }
 }
 
+TEST(TokenizeCorpus, InvalidUtf8WarnsWithFirstLineAndCountButKeepsTheRest) {
+    TempDir dir;
+    const auto path = dir.file("bad_utf8.txt");
+    // Lines 2 and 4 hold a stray continuation byte and a truncated sequence.
+    write_file(path, "the cat sat .\nthe \x80 dog ran .\n\na \xe2\x82 mat .\n");
+    engine::WordPieceTokenizer tok(test_vocab());
+    const TokenizedCorpus c = engine::tokenize_corpus(path, tok);
+    EXPECT_EQ(c.num_sentences(), 3u);  // nothing aborted, nothing but the bad bytes dropped
+    EXPECT_NE(c.warning.find(path + ":2: invalid UTF-8"), std::string::npos) << c.warning;
+    EXPECT_NE(c.warning.find("2 lines"), std::string::npos) << c.warning;
+
+    write_file(path, kSmallCorpus);
+    EXPECT_EQ(engine::tokenize_corpus(path, tok).warning, "");
+}
+
 TEST(CorpusCache, RoundTripEqualsFreshTokenization) {
     TempDir dir;
     const auto path = dir.file("small.txt");

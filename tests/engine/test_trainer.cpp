@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -142,6 +143,34 @@ TEST_F(TrainerTest, TruncatedCheckpointIsAClearError) {
     std::ofstream(dir_ / "junk.pt") << "not a checkpoint";
     EXPECT_THROW(load_checkpoint((dir_ / "junk.pt").string()), CheckpointError);
     EXPECT_THROW(load_checkpoint((dir_ / "missing.pt").string()), CheckpointError);
+}
+
+TEST_F(TrainerTest, ADirectoryIsNamedAsOneWithItsNewestCheckpoint) {
+    const fs::path run = dir_ / "run";
+    fs::create_directories(run);
+    auto what = [](const fs::path& p) -> std::string {
+        try {
+            load_checkpoint(p.string());
+        } catch (const CheckpointError& e) {
+            return e.what();
+        }
+        ADD_FAILURE() << p << " loaded";
+        return "";
+    };
+    EXPECT_EQ(what(run),
+              run.string() + ": is a directory, not a checkpoint file (and holds no *.pt)");
+    // Not loaded, only named: the newest by modification time, whatever its name.
+    std::ofstream(run / "checkpoint.pt") << "x";
+    std::ofstream(run / "checkpoint-20.pt") << "x";
+    const auto now = fs::file_time_type::clock::now();
+    fs::last_write_time(run / "checkpoint.pt", now - std::chrono::hours(1));
+    fs::last_write_time(run / "checkpoint-20.pt", now);
+    const std::string message = what(run);
+    EXPECT_EQ(message, run.string() +
+                           ": is a directory, not a checkpoint file; its newest "
+                           "checkpoint is " +
+                           (run / "checkpoint-20.pt").string());
+    EXPECT_EQ(message.find("corrupted"), std::string::npos);
 }
 
 // LibTorch does not verify zip CRCs; bytes flipped inside an entry (here: in the middle of the
@@ -344,4 +373,36 @@ TEST_F(TrainerTest, EveryZooPresetLearnsIn300Steps) {
         EXPECT_LT(last, first - 0.5);
         if (preset != "nope") EXPECT_LT(last, result.floor.unigram_nats);
     }
+}
+
+TEST(ConfigText, DoublesAreTheShortestTextThatReadsBack) {
+    EXPECT_EQ(format_double(0.1), "0.1");
+    EXPECT_EQ(format_double(1e-6), "1e-6");
+    EXPECT_EQ(format_double(10000.0), "10000");
+    EXPECT_EQ(format_double(0.1 + 0.2), "0.30000000000000004");  // needs all 17 digits
+    PretrainConfig c;
+    c.model.hidden_dropout_prob = 0.1;
+    c.train.lr = 3e-4;
+    const std::string text = config_to_text(c);
+    EXPECT_NE(text.find("model.hidden_dropout_prob = 0.1\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("train.lr = 0.0003\n"), std::string::npos) << text;
+    EXPECT_EQ(text.find("0000000000"), std::string::npos) << text;
+    EXPECT_EQ(get_config_value(c, "data.mask_prob"), "0.15");
+    c.train.lr = 0.1 + 0.2;
+    EXPECT_EQ(parse_config_text(config_to_text(c)).train.lr, c.train.lr);
+}
+
+TEST(TrainConfigValidate, NamesTheKeyItsRangeAndTheValue) {
+    TrainConfig t;
+    EXPECT_NO_THROW(t.validate());
+    t.warmup_steps = -5;
+    try {
+        t.validate();
+        FAIL() << "warmup_steps -5 accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_STREQ(e.what(), "train.warmup_steps must be >= 0 (0 = no warm-up), got -5");
+    }
+    t = TrainConfig{};
+    t.lr = -1e-3;
+    EXPECT_THROW(t.validate(), std::invalid_argument);
 }

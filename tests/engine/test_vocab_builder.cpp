@@ -148,3 +148,15 @@ TEST(VocabBuilder, MissingOrEmptyCorpusIsAnError) {
         EXPECT_EQ(e.path(), blank.path());
     }
 }
+
+TEST(VocabBuilder, InvalidUtf8WarnsOnceNamingTheFirstBadLine) {
+    const TempCorpus corpus("bad_utf8.txt", "good words\nbad \xff word\nfine\nmore \xc3\n");
+    VocabBuilderOptions o = options(100);
+    std::vector<std::string> warnings;
+    o.on_warning = [&](const std::string& w) { warnings.push_back(w); };
+    const Vocab vocab = engine::build_wordpiece_vocab(corpus.path(), o);
+    EXPECT_TRUE(vocab.contains("word"));
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find(corpus.path() + ":2: invalid UTF-8 (2 lines"), std::string::npos)
+        << warnings[0];
+}

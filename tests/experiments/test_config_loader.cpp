@@ -185,6 +185,39 @@ TEST(ConfigLoader, WrongTypesAreErrorsWithPosition) {
     }
 }
 
+TEST(ConfigLoader, IntegerFieldsSayNotAnIntegerOrOutOfRangeWithTheRange) {
+    const std::string range = "an integer from -9223372036854775808 to 9223372036854775807";
+    EXPECT_STREQ(load_error("train:\n  steps: 1e12\n").what(),
+                 ("cfg.yaml:2:10: train.steps: not an integer: '1e12' (write it in digits, "
+                  "1000000000000; " +
+                  range + ")")
+                     .c_str());
+    EXPECT_STREQ(load_error("train:\n  steps: 2.5\n").what(),
+                 ("cfg.yaml:2:10: train.steps: not an integer: '2.5' (" + range + ")").c_str());
+    EXPECT_STREQ(
+        load_error("train:\n  steps: 99999999999999999999\n").what(),
+        ("cfg.yaml:2:10: train.steps: out of range: '99999999999999999999' (" + range + ")")
+            .c_str());
+    EXPECT_TRUE(has(load_error("", {"train.seed=1e30"}).what(),
+                    "--set train.seed=1e30: out of range: '1e30' (an integer from 0 to "
+                    "18446744073709551615)"));
+}
+
+TEST(ConfigLoader, TrainRangesAreCheckedAtTheirLine) {
+    const auto warmup = load_error("train:\n  warmup_steps: -5\n");
+    EXPECT_EQ(warmup.key(), "train.warmup_steps");
+    EXPECT_STREQ(warmup.what(),
+                 "cfg.yaml:2:17: train.warmup_steps must be >= 0 (0 = no warm-up), got -5");
+    EXPECT_STREQ(load_error("", {"train.warmup_steps=-5"}).what(),
+                 "--set train.warmup_steps=-5: train.warmup_steps must be >= 0 (0 = no warm-up), "
+                 "got -5");
+    EXPECT_TRUE(has(load_error("train:\n  steps: 0\n").what(),
+                    "cfg.yaml:2:10: train.steps must be >= 1, got 0"));
+    EXPECT_EQ(load_pretrain_config_from_string("train:\n  warmup_steps: 0\n", "cfg.yaml")
+                  .train.warmup_steps,
+              0);
+}
+
 TEST(ConfigLoader, DuplicateKeyIsAnError) {
     const auto e = load_error("train:\n  lr: 1\n  lr: 2\n");
     EXPECT_EQ(e.key(), "train.lr");

@@ -102,6 +102,35 @@ TEST_F(ExperimentTest, ErrorsNameKeyAndPosition) {
     expect_error("variants: [\n", "malformed YAML");
 }
 
+TEST_F(ExperimentTest, ACommandLineSetErrorNamesTheOptionNotAVariantLine) {
+    const auto path = write("sets.yaml", "variants:\n  - bert-a\n  - tupe-a\n").string();
+    auto error_of = [&](const std::vector<std::string>& overrides) -> std::string {
+        try {
+            load_experiment(path, overrides);
+        } catch (const ConfigError& e) {
+            EXPECT_EQ(e.line(), 0) << e.what();
+            return e.what();
+        }
+        ADD_FAILURE() << "no error for --set " << overrides.front();
+        return "";
+    };
+    EXPECT_EQ(error_of({"train.lr=abc"}), "--set train.lr=abc: not a number: 'abc'");
+    EXPECT_EQ(error_of({"trian.lr=1"}),
+              "--set trian.lr=1: unknown key 'trian.lr', did you mean 'train.lr'?");
+    EXPECT_EQ(error_of({"train.warmup_steps=-5"}),
+              "--set train.warmup_steps=-5: train.warmup_steps must be >= 0 (0 = no warm-up), "
+              "got -5");
+    // A variant's own bad `set:` still points at the variant's line.
+    const auto own = write("own.yaml", "variants:\n  - name: x\n    set: {train.lr: abc}\n");
+    try {
+        load_experiment(own.string());
+        FAIL() << "a variant's bad set accepted";
+    } catch (const ConfigError& e) {
+        EXPECT_EQ(e.line(), 2) << e.what();
+        EXPECT_NE(std::string(e.what()).find("variant 'x'"), std::string::npos) << e.what();
+    }
+}
+
 TEST_F(ExperimentTest, PlanCoversVariantsCheckpointsTasksLrsSeeds) {
     auto spec = load_experiment(write("t.yaml", tiny_study(10)).string());
     EXPECT_EQ(spec.checkpoint_steps(spec.variants[0]), (std::vector<int64_t>{5, 10}));

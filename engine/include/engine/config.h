@@ -95,6 +95,9 @@ struct TrainConfig {
     int64_t threads = 0;          ///< Intra-op threads, 0 = the CPUs available (threads.h).
     /// metrics.tsv's scalars also as TensorBoard events in out_dir (engine/tensorboard.h).
     bool tensorboard = true;
+    /// Throws std::invalid_argument starting with the key ("train.warmup_steps must be >= 0
+    /// ...") for a value outside its range. The batch split is checked where the ranks are known.
+    void validate() const;
 };
 
 /// Everything `tupe pretrain` needs.
@@ -115,6 +118,11 @@ PretrainConfig parse_config_text(const std::string& text);
 /// value (strings double-quoted, numbers in the shortest form that reads back exactly), so
 /// loading it gives `config` again. Written beside each run as out_dir/config.yaml.
 std::string config_to_yaml(const PretrainConfig& config);
+
+/// The shortest decimal text that reads back as exactly `d` ("0.1", not "0.10000000000000001";
+/// "10000", not "1e+04"; "1e-6"): how config_to_text, config_to_yaml and get_config_value
+/// write doubles.
+std::string format_double(double d);
 
 /// Every settable key, "section.field" (e.g. "train.lr"), in a stable order.
 std::vector<std::string> config_keys();

@@ -18,6 +18,9 @@ struct TokenizedCorpus {
     std::vector<uint64_t> sentence_begin;  ///< Start of sentence s in `ids`; size = n + 1.
     std::vector<uint64_t> doc_begin;       ///< First sentence of document d; size = docs + 1.
     std::vector<uint8_t> word_start;       ///< 1 where a token starts a word (not "##...").
+    /// Utf8LineCheck::warning() of the text read (lines of invalid UTF-8); "" when all were
+    /// valid or when read from the cache (the warning came when the cache was built).
+    std::string warning;
     uint64_t num_documents() const { return doc_begin.empty() ? 0 : doc_begin.size() - 1; }
     uint64_t num_sentences() const {
         return sentence_begin.empty() ? 0 : sentence_begin.size() - 1;
@@ -25,7 +28,8 @@ struct TokenizedCorpus {
 };
 
 /// Reads `corpus_path` (one sentence or paragraph per line, a blank line between documents)
-/// and tokenizes it. Throws InputError when missing or when it holds no tokens.
+/// and tokenizes it. Throws InputError when missing or when it holds no tokens. Lines of
+/// invalid UTF-8 lose their invalid bytes and are counted in `warning`.
 TokenizedCorpus tokenize_corpus(const std::string& corpus_path, const WordPieceTokenizer& tok);
 
 /// Path of the cache for (corpus bytes, vocab tokens, lower_case), under cache_dir.

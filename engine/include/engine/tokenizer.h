@@ -5,8 +5,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace engine {
@@ -86,12 +88,38 @@ class WordPieceTokenizer {
     std::size_t max_token_bytes_ = 0;  // Longest vocab entry: no longer candidate can match.
 };
 
+/// Counts the lines of a text file that are not valid UTF-8, as the file is read. The tokenizer
+/// drops invalid bytes (as tokenization.py's decode("utf-8", "ignore") does); this makes the
+/// loss visible: one warning per file instead of silence.
+class Utf8LineCheck {
+  public:
+    explicit Utf8LineCheck(std::string path) : path_(std::move(path)) {}
+    /// Records `line` (1-based `line_no`) as bad when it is not valid UTF-8.
+    void check(const std::string& line, int64_t line_no);
+    int64_t bad_lines() const { return bad_lines_; }
+    int64_t first_bad_line() const { return first_bad_line_; }
+    /// "warning: FILE:LINE: invalid UTF-8 (N lines in all; their invalid bytes were dropped)",
+    /// or "" when every line was valid.
+    std::string warning() const;
+
+  private:
+    std::string path_;
+    int64_t bad_lines_ = 0;
+    int64_t first_bad_line_ = 0;
+};
+
+/// True when `text` is well-formed UTF-8 (no stray continuation byte, overlong form, surrogate
+/// or truncated sequence).
+bool is_valid_utf8(const std::string& text);
+
 /// Options for building a WordPiece vocabulary from a corpus.
 struct VocabBuilderOptions {
     int64_t vocab_size = 8000;  ///< Target size, special tokens included.
     int64_t min_frequency = 2;  ///< Pairs seen fewer times are never merged.
     bool lower_case = true;
     int64_t max_lines = 0;  ///< 0 = read the whole corpus.
+    /// Called once with Utf8LineCheck::warning() when the corpus has lines of invalid UTF-8.
+    std::function<void(const std::string&)> on_warning;
 };
 
 /// Learns a WordPiece vocabulary (BPE-style merges over the basic tokens, word-initial
