@@ -114,7 +114,7 @@ check_format() {
 run_headless() {
     # The build the GPU machines get: no Qt, so no app and no figures. Builds everything else in
     # $BUILD-headless (with ccache, only the files that see TUPE_WITH_QT are compiled again: the
-    # CLI's drawing commands and two test files) and runs the tests whose code differs there:
+    # CLI's drawing commands and three test files) and runs the tests whose code differs there:
     # the CLI's option table and help (test_cli) and the CLI in action (CliTest, the analysis
     # artifacts). The other objects are the Qt build's, already tested. TUPE_SKIP_HEADLESS=1
     # skips it; TUPE_HEADLESS_ALL=1 runs every test there.
@@ -124,7 +124,7 @@ run_headless() {
     cmake -S "$ROOT" -B "$hb" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTUPE_WITH_QT=OFF \
         "${CACHE_ARGS[@]}" >/dev/null
     cmake --build "$hb" -j "$JOBS"
-    local only=(-R '^(CommandTable|CliFacesTest|JsonProgress|CliTest|AnalysisArtifactsTest)[.]')
+    local only=(-R '^(CommandTable|CliFacesTest|JsonProgress|CurvesPlot|CliTest|AnalysisArtifactsTest)[.]')
     [ "${TUPE_HEADLESS_ALL:-0}" = 1 ] && only=()
     log "running the headless tests"
     TUPE_BERT_VOCAB="$DATA/bert-base-uncased/vocab.txt" \
