@@ -19,6 +19,8 @@ namespace fs = std::filesystem;
 
 namespace test_support {
 
+const char* tupe_cli() { return TUPE_CLI_PATH; }
+
 std::string process_id() { return std::to_string(::getpid()); }
 
 std::string random_tag() { return std::to_string(std::random_device{}()); }

@@ -180,6 +180,12 @@ int wait_process(pid_t pid);
 /// True while the child `pid` runs; false once it has ended (it is reaped then).
 bool process_running(pid_t pid);
 
+/// The `tupe` executable of this build directory.
+const char* tupe_cli();
+#ifndef TUPE_CLI
+#define TUPE_CLI (::test_support::tupe_cli())
+#endif
+
 #ifdef TUPE_CLI
 /// run_cli with the `tupe` executable the test was built against (TUPE_CLI).
 inline CliResult run_tupe(const std::string& args, const std::filesystem::path& stderr_file) {
