@@ -145,6 +145,26 @@ TEST_F(TrainerTest, TruncatedCheckpointIsAClearError) {
     EXPECT_THROW(load_checkpoint((dir_ / "missing.pt").string()), CheckpointError);
 }
 
+// The fuzzer's seed corpus holds the inputs that once crashed the loader (a mutated code/*.py
+// entry segfaulted LibTorch's importer): each still loads or ends in CheckpointError.
+TEST(CheckpointCorpus, EverySeedAndRegressionInputLoadsOrIsAClearError) {
+    const fs::path corpus = fs::path(TUPE_SOURCE_DIR) / "tests" / "fuzz" / "corpus" / "checkpoint";
+    int seen = 0, refused = 0;
+    for (const auto& entry : fs::directory_iterator(corpus)) {
+        ++seen;
+        try {
+            const auto loaded = load_checkpoint(entry.path().string());
+            EXPECT_TRUE(loaded.model) << entry.path();
+        } catch (const CheckpointError& e) {
+            ++refused;
+            EXPECT_NE(std::string(e.what()).find(entry.path().string()), std::string::npos)
+                << e.what();
+        }
+    }
+    EXPECT_GE(seen, 4);
+    EXPECT_GE(refused, 2);  // truncated.pt and regression-mutated-code-entry.pt
+}
+
 TEST_F(TrainerTest, ADirectoryIsNamedAsOneWithItsNewestCheckpoint) {
     const fs::path run = dir_ / "run";
     fs::create_directories(run);
