@@ -146,9 +146,26 @@ const std::vector<TaskInfo>& glue_tasks() {
             synthetic_of("STS-B", "SYN-STS-B", "syn-stsb", "SYN-STS"),
             synthetic_of("RTE", "SYN-RTE", "syn-rte", "SYN-RTE"),
         };
+        // Zero-shot minimal pairs (experiments/synthetic_tasks.h, experiments/zero_shot.h):
+        // index, sentence1, sentence2, label = the index (0/1) of the attested order; accuracy.
+        const auto pairs_of = [&](const char* name, const char* key, const char* label) {
+            Entry e{name,         key,         true,        1, 2,  kLast,          kBinary,
+                    M::kAccuracy, "sentence1", "sentence2", 1, -1, one_dev(label), -1};
+            return e;
+        };
+        const std::vector<Entry> zero_shot = {
+            pairs_of("SYN-BSHIFT", "syn-bshift", "SYN-BSHIFT"),
+            pairs_of("SYN-MOVE", "syn-move", "SYN-MOVE"),
+            pairs_of("SYN-SPAN", "syn-span", "SYN-SPAN"),
+            pairs_of("SYN-REV", "syn-rev", "SYN-REV"),
+        };
         std::vector<TaskInfo> out;
         for (const auto& e : glue) out.push_back(make(e, false));
         for (const auto& e : synthetic) out.push_back(make(e, true));
+        for (const auto& e : zero_shot) {
+            out.push_back(make(e, true));
+            out.back().zero_shot = true;
+        }
         return out;
     }();
     return tasks;

@@ -70,6 +70,8 @@ bool AnalysisExecutor::extrapolation_pending(const Variant& v,
 
 std::vector<int64_t> AnalysisExecutor::pending_steps(const Job& job, int64_t run_id) const {
     const Variant& v = variant_named(ctx_.spec, job.variant);
+    // A run folder shared from another study is read only here: its analysis is its owner's.
+    if (shared_run_folder(ctx_.spec, v)) return {};
     const auto steps = ctx_.spec.analysis_steps(v);
     std::set<std::string> recorded;
     for (const auto& a : ctx_.store.artifacts(run_id)) recorded.insert(a.path);

@@ -18,9 +18,11 @@
 #include "engine/distributed.h"
 #include "engine/errors.h"
 #include "engine/tensorboard.h"
+#include "engine/threads.h"
 #include "engine/tokenizer.h"
 #include "experiments/analysis_artifacts.h"
 #include "experiments/synthetic_tasks.h"
+#include "experiments/zero_shot.h"
 #include "runner_internal.h"
 
 namespace experiments::detail {
@@ -96,12 +98,33 @@ void save_finetuned(const std::string& path, engine::BertForSequenceClassificati
         throw engine::CheckpointError(path, "cannot move " + tmp + " into place: " + ec.message());
 }
 
+/// The GLUE rows of one dev split's scores: one per metric, at the job's checkpoint, lr, seed.
+void add_glue_rows(ResultStore& store, int64_t run_id, const Job& job, const TaskInfo& task,
+                   const std::string& split, const analysis::TaskScores& scores) {
+    for (const auto& [metric, value] : scores.metrics) {
+        GlueResultRecord g;
+        g.run_id = run_id;
+        g.task = analysis::reported_column(task, split);
+        g.split = split;
+        g.metric = metric;
+        g.value = value;
+        g.checkpoint_step = job.checkpoint_step;
+        g.lr = job.lr;
+        g.seed = static_cast<int64_t>(job.seed);
+        store.add_glue_result(g);
+    }
+}
+
 /// out_dir/finetune/<job>, the job name's '/' as '_': the job's TensorBoard events and model.
-std::string finetune_job_dir(const std::string& out_dir, const std::string& job) {
+/// For a run folder shared from another study (shared_run_folder), which this study never
+/// writes: runs_dir/<experiment>-finetune/<variant>/<job> instead.
+std::string finetune_job_dir(const ExperimentSpec& spec, const Variant& v, const std::string& job) {
     std::string folder = job;  // e.g. tupe-a/step3000/syn-rte/lr0.001/seed1
     for (char& ch : folder)
         if (ch == '/') ch = '_';
-    return (fs::path(out_dir) / "finetune" / folder).string();
+    if (shared_run_folder(spec, v))
+        return (fs::path(spec.runs_dir) / (spec.name + "-finetune") / v.name / folder).string();
+    return (fs::path(v.config.out_dir) / "finetune" / folder).string();
 }
 
 }  // namespace
@@ -120,6 +143,8 @@ std::string finetune_config_text(const ExperimentSpec& spec, const Variant& v, c
     if (spec.finetune.classifier_dropout != FinetuneProtocol{}.classifier_dropout)
         cfg << "classifier_dropout = " << spec.finetune.classifier_dropout << "\n";
     if (spec.finetune.shuffle_words) cfg << "shuffle_words = true\n";
+    // Nothing above but the checkpoint, max_seq_len and shuffle_words applies to a pair task.
+    if (task.zero_shot) cfg << "protocol = zero-shot pseudo-log-likelihood (no training)\n";
     return cfg.str();
 }
 
@@ -144,6 +169,40 @@ const std::string& FinetuneExecutor::glue_dir_cached() {
     return glue_dir_;
 }
 
+bool FinetuneExecutor::run_zero_shot(const Job& job, int64_t run_id, const TaskData& data,
+                                     engine::BertForMaskedLM& model,
+                                     const engine::WordPieceTokenizer& tokenizer,
+                                     const engine::FinetuneConfig& fc) {
+    // A minimal-pair task (zero_shot.h): no training; the pretrained MLM's
+    // pseudo-log-likelihood picks the order it prefers in every dev pair.
+    ResultStore& store = ctx_.store;
+    engine::apply_thread_count(fc.threads);
+    model->to(engine::resolve_device(fc.device));
+    ctx_.report(0.0, "scoring pairs (pseudo-log-likelihood)");
+    for (size_t i = 0; i < data.dev.size(); ++i) {
+        std::vector<std::string> texts;
+        for (const auto& e : data.dev[i]) texts.push_back(e.text_a);
+        for (const auto& e : data.dev[i]) texts.push_back(e.text_b);
+        const auto pll = pseudo_log_likelihoods(model, tokenizer, texts, fc.max_seq_len);
+        const auto n = static_cast<long>(data.dev[i].size());
+        const auto predicted =
+            prefer_pairs({pll.begin(), pll.begin() + n}, {pll.begin() + n, pll.end()});
+        const auto gold = gold_values(data.info, data.dev[i]);
+        const auto scores =
+            analysis::score_task(analysis::reported_column(data.info, data.dev_names[i]),
+                                 data.info.metric, predicted, gold);
+        std::vector<MetricPoint> points;
+        const double now = unix_time_now();
+        for (const auto& [metric, value] : scores.metrics)
+            points.push_back({data.dev_names[i] + "/" + metric, 0, value, now});
+        add_glue_rows(store, run_id, job, data.info, data.dev_names[i], scores);
+        store.add_metrics(run_id, points);
+        store.set_predictions({run_id, data.dev_names[i], gold, predicted});
+        ctx_.report(static_cast<double>(i + 1) / static_cast<double>(data.dev.size()), "scored");
+    }
+    return true;
+}
+
 bool FinetuneExecutor::run(const Job& job, int64_t run_id) {
     const ExperimentSpec& spec = ctx_.spec;
     const RunnerOptions& options = ctx_.options;
@@ -164,12 +223,14 @@ bool FinetuneExecutor::run(const Job& job, int64_t run_id) {
     const engine::FinetuneConfig fc = finetune_config(spec, v, job, data.info, options.threads);
 
     store.delete_metrics_after(run_id, 0);  // a redone job starts its curves afresh
+    if (data.info.zero_shot)
+        return run_zero_shot(job, run_id, data, pretrained.model, tokenizer, fc);
     // TensorBoard: the same points as events under out_dir/finetune/<job>/ (a redone job
     // starts a fresh folder too). The store stays the record: a write failure is said once and
     // ends the events, never the job.
     std::unique_ptr<engine::TensorBoardWriter> events;
     if (v.config.train.tensorboard && (!options.dist || options.dist->rank() == 0)) {
-        const fs::path dir = finetune_job_dir(v.config.out_dir, job.name);
+        const fs::path dir = finetune_job_dir(spec, v, job.name);
         try {
             std::error_code ec;
             for (const auto& f : engine::tensorboard_event_files(dir.string())) fs::remove(f, ec);
@@ -246,18 +307,7 @@ bool FinetuneExecutor::run(const Job& job, int64_t run_id) {
         engine::finetune(pretrained.model, tokenizer, data.train, data.dev, fc, fcb, options.dist);
     if (result.stopped) return false;
     for (size_t i = 0; i < best_scores.size(); ++i)
-        for (const auto& [metric, value] : best_scores[i].metrics) {
-            GlueResultRecord g;
-            g.run_id = run_id;
-            g.task = analysis::reported_column(data.info, data.dev_names[i]);
-            g.split = data.dev_names[i];
-            g.metric = metric;
-            g.value = value;
-            g.checkpoint_step = job.checkpoint_step;
-            g.lr = job.lr;
-            g.seed = static_cast<int64_t>(job.seed);
-            store.add_glue_result(g);
-        }
+        add_glue_rows(store, run_id, job, data.info, data.dev_names[i], best_scores[i]);
     // The per-example predictions behind those scores: bootstrap intervals and paired
     // comparisons (tupe report, tupe claims) are computed from them.
     for (size_t i = 0; i < best_predictions.size() && i < data.dev.size(); ++i)
@@ -270,7 +320,7 @@ bool FinetuneExecutor::run(const Job& job, int64_t run_id) {
         model->eval();
         if (save_best) {
             const std::string path =
-                (fs::path(finetune_job_dir(v.config.out_dir, job.name)) / "model.pt").string();
+                (fs::path(finetune_job_dir(spec, v, job.name)) / "model.pt").string();
             save_finetuned(path, model, pretrained.config, data.info.key, best_epoch);
             ArtifactRecord a;
             a.run_id = run_id;

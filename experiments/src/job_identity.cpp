@@ -107,7 +107,9 @@ JobIdentity JobIdentity::parse(const std::string& text) {
 const std::vector<std::string>& pooled_keys(bool finetune) {
     static const std::vector<std::string> pretrain = {"train.seed"};
     static const std::vector<std::string> fine = {
-        "pretrain.train.seed", "finetune.lr", "finetune.seed", "finetune.task", "finetune.epochs"};
+        "pretrain.train.seed", "finetune.lr",      "finetune.seed", "finetune.task",
+        "finetune.epochs",     "finetune.protocol"};  // the protocol follows from the task
+                                                      // (zero-shot or fine-tuned)
     return finetune ? fine : pretrain;
 }
 
@@ -191,6 +193,8 @@ JobIdentity finetune_identity(const ExperimentSpec& spec, const Variant& v,
            std::to_string(std::min(p.max_seq_len, v.config.model.max_position_embeddings)));
     id.set("finetune.classifier_dropout", number(p.classifier_dropout));
     id.set("finetune.shuffle_words", p.shuffle_words ? "true" : "false");
+    // Set only for the zero-shot pair tasks, so the identities of the others stay as stored.
+    if (task.zero_shot) id.set("finetune.protocol", "zero-shot pseudo-log-likelihood v1");
     return id;
 }
 

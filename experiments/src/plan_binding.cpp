@@ -192,10 +192,21 @@ void check_owner(const ExperimentSpec& spec, const Job& job, const Variant& v,
                                           "experiment '" +
                                           spec.name + "' another runs_dir");
     if (const auto owner = engine::read_run_owner(dir)) {
-        if (owner->experiment != spec.name)
-            throw engine::InputError(dir, "belongs to experiment '" + owner->experiment +
-                                              "' (job " + owner->job + "); give experiment '" +
-                                              spec.name + "' its own runs_dir");
+        if (owner->experiment != spec.name) {
+            // Another study's finished run of the same job (same name and fingerprint: the
+            // same config, corpus, vocab and snapshots) is shared: this study reads its
+            // snapshots and finds nothing left to train (quickstart_bow reads the quickstart's
+            // checkpoints). The folder stays the other study's.
+            const bool same_job = owner->job == job.name && owner->fingerprint == job.fingerprint;
+            const std::string final_snapshot = detail::snapshot_path(v, v.config.train.steps);
+            if (same_job && fs::exists(final_snapshot, error)) return;
+            throw engine::InputError(
+                dir, "belongs to experiment '" + owner->experiment + "' (job " + owner->job +
+                         (same_job ? "), which has not finished it (no " + final_snapshot +
+                                         "); let it finish, or give experiment '" + spec.name +
+                                         "' its own runs_dir"
+                                   : "); give experiment '" + spec.name + "' its own runs_dir"));
+        }
         if (owner->job != job.name || owner->fingerprint != job.fingerprint)
             throw engine::InputError(dir, "holds job " + owner->job + " (fingerprint " +
                                               owner->fingerprint + ") of experiment '" + spec.name +

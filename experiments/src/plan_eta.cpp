@@ -18,6 +18,11 @@ double job_tokens(const ExperimentSpec& spec, const Job& job) {
     double examples = 10000, epochs = 3;
     try {
         const TaskInfo& task = find_task(job.task);
+        if (task.zero_shot) {
+            // No training: two sentences per dev pair, one forward pass of about 24 tokens per
+            // wordpiece of each, a third of a training step's work per token.
+            return static_cast<double>(spec.glue.synthetic_dev) * 2.0 * 24.0 * 24.0 / 3.0;
+        }
         if (task.synthetic) {
             examples = static_cast<double>(spec.glue.synthetic_train);
         } else if (const long n = expected_split_size(task, "train"); n > 0) {

@@ -78,6 +78,43 @@ void PretrainExecutor::describe(const Job& job, RunRecord& r) const {
     r.seed = static_cast<int64_t>(v.config.train.seed);
 }
 
+bool PretrainExecutor::record_shared_run(int64_t run_id, const Variant& v) const {
+    // Another study's finished run of this very job (plan_binding.cpp checked the owner's
+    // fingerprint and the final snapshot): its curves, floor and snapshots are recorded for
+    // this study, and nothing is written into the folder.
+    ResultStore& store = ctx_.store;
+    const std::string& dir = v.config.out_dir;
+    const int64_t steps = v.config.train.steps;
+    store.delete_metrics_after(run_id, steps);
+    ingest_missing_metrics(store, run_id, dir, steps);
+    store.set_run_step(run_id, steps);
+    std::ifstream floor((fs::path(dir) / "floor.txt").string());
+    std::map<std::string, std::string> params;
+    for (std::string line; std::getline(floor, line);) {
+        const auto eq = line.find(" = ");
+        if (line.empty() || line[0] == '#' || eq == std::string::npos) continue;
+        const std::string key = line.substr(0, eq);
+        if (key == "unigram_nats" || key == "bigram_nats" || key == "validation_tokens")
+            params["floor." + key] = line.substr(eq + 3);
+    }
+    if (!params.empty()) store.add_params(run_id, params);
+    for (int64_t step : snapshot_steps(ctx_.spec, v)) {
+        const std::string path = snapshot_path(v, step);
+        std::error_code ec;
+        if (!fs::exists(path, ec)) continue;
+        CheckpointRecord c;
+        c.run_id = run_id;
+        c.step = step;
+        c.path = path;
+        c.size = static_cast<int64_t>(fs::file_size(path, ec));
+        c.hash = file_hash(path);
+        store.add_checkpoint(c);
+    }
+    ctx_.say(v.name + ": the finished run of experiment '" +
+             engine::read_run_owner(dir)->experiment + "' in " + dir + " (shared, read only)");
+    return true;
+}
+
 bool PretrainExecutor::run(const Job& job, int64_t run_id) const {
     const Variant& v = variant_named(ctx_.spec, job.variant);
     ResultStore& store = ctx_.store;
@@ -86,6 +123,7 @@ bool PretrainExecutor::run(const Job& job, int64_t run_id) const {
                               {"size", v.config.model.size},
                               {"group", v.group},
                               {"pretrain_seed", std::to_string(v.config.train.seed)}});
+    if (shared_run_folder(ctx_.spec, v)) return record_shared_run(run_id, v);
     // The folder is this job's from now on: no other study adopts it (plan_binding.cpp).
     engine::write_run_owner(v.config.out_dir,
                             {ctx_.spec.name, job.name, job.fingerprint,

@@ -662,9 +662,16 @@ std::vector<Job> make_plan(const ExperimentSpec& spec) {
     const auto tasks = task_keys(spec);
     for (const auto& v : spec.variants)
         for (int64_t step : spec.checkpoint_steps(v))
-            for (const auto& task : tasks)
-                for (double lr : spec.finetune.lrs)
-                    for (uint64_t seed : spec.finetune.seeds) {
+            for (const auto& task : tasks) {
+                // A zero-shot task trains nothing: one job, at the first lr and seed.
+                const bool zero_shot = find_task(task).zero_shot;
+                const std::vector<double> lrs =
+                    zero_shot ? std::vector<double>{spec.finetune.lrs.front()} : spec.finetune.lrs;
+                const std::vector<uint64_t> seeds =
+                    zero_shot ? std::vector<uint64_t>{spec.finetune.seeds.front()}
+                              : spec.finetune.seeds;
+                for (double lr : lrs)
+                    for (uint64_t seed : seeds) {
                         Job j;
                         j.kind = Job::Kind::kFinetune;
                         j.variant = v.name;
@@ -676,6 +683,7 @@ std::vector<Job> make_plan(const ExperimentSpec& spec) {
                                  lr_text(lr) + "/seed" + std::to_string(seed);
                         plan.push_back(j);
                     }
+            }
     return plan;
 }
 

@@ -34,6 +34,10 @@ namespace experiments::detail {
 std::string glue_dir(const ExperimentSpec& spec);
 /// Where a variant's pretraining writes its snapshot of `step`.
 std::string snapshot_path(const Variant& v, int64_t step);
+/// True when v's run folder holds another study's run (its owner record names another
+/// experiment): plan_binding.cpp admits that only for a finished run of the same job, which
+/// this study then reads and never writes.
+bool shared_run_folder(const ExperimentSpec& spec, const Variant& v);
 /// Throws std::invalid_argument when the spec has no such variant.
 const Variant& variant_named(const ExperimentSpec& spec, const std::string& name);
 /// The plan's job called `name`; throws std::invalid_argument (naming the spec) when none is.
@@ -164,6 +168,7 @@ class PretrainExecutor {
     bool run(const Job& job, int64_t run_id) const;
 
   private:
+    bool record_shared_run(int64_t run_id, const Variant& v) const;
     const JobContext& ctx_;
 };
 
@@ -175,10 +180,14 @@ class FinetuneExecutor {
     /// The run row's fine-tuning columns: the seed, the pretraining run as parent, the config.
     void describe(const Job& job, RunRecord& record) const;
     /// Fine-tunes, recording per-epoch curves and the best epoch's GLUE rows and
-    /// predictions. False when stopped.
+    /// predictions. A zero-shot task (TaskInfo::zero_shot) is scored by the pretrained MLM
+    /// instead, without training. False when stopped.
     bool run(const Job& job, int64_t run_id);
 
   private:
+    bool run_zero_shot(const Job& job, int64_t run_id, const TaskData& data,
+                       engine::BertForMaskedLM& model, const engine::WordPieceTokenizer& tokenizer,
+                       const engine::FinetuneConfig& fc);
     const TaskData& task_data(const std::string& key);
     const std::string& glue_dir_cached();
 

@@ -17,6 +17,7 @@
 
 #include "engine/distributed.h"
 #include "engine/errors.h"
+#include "engine/run_folder.h"
 #include "engine/sha256.h"
 #include "engine/tokenizer.h"
 #include "experiments/job_identity.h"
@@ -32,6 +33,11 @@ std::string glue_dir(const ExperimentSpec& spec) {
 
 std::string snapshot_path(const Variant& v, int64_t step) {
     return engine::snapshot_path(v.config.out_dir, step);
+}
+
+bool shared_run_folder(const ExperimentSpec& spec, const Variant& v) {
+    const auto owner = engine::read_run_owner(v.config.out_dir);
+    return owner && owner->experiment != spec.name;
 }
 
 const Variant& variant_named(const ExperimentSpec& spec, const std::string& name) {
@@ -77,9 +83,25 @@ TaskData load_task_data(const std::string& task_key, const std::string& dir, boo
     TaskData d;
     d.info = find_task(task_key);
     auto splits = load_task(d.info, dir);
+    // A minimal pair's two sentences are one bag of words: its bag-of-words view is that bag
+    // in one order for both (shuffled from the sorted words), so any model ties every pair.
+    const auto bag_order = [](const std::string& text) {
+        std::istringstream in(text);
+        std::vector<std::string> words;
+        for (std::string w; in >> w;) words.push_back(w);
+        std::sort(words.begin(), words.end());
+        std::string sorted;
+        for (const auto& w : words) sorted += (sorted.empty() ? "" : " ") + w;
+        return shuffle_words(sorted, 0x5eedULL);
+    };
     if (shuffle)
         for (auto& [name, split] : splits)
             for (auto& e : split.examples) {
+                if (d.info.zero_shot) {
+                    e.text_a = bag_order(e.text_a);
+                    e.text_b = bag_order(e.text_b);
+                    continue;
+                }
                 e.text_a = shuffle_words(e.text_a, 0x5eedULL);
                 if (!e.text_b.empty()) e.text_b = shuffle_words(e.text_b, 0x5eedULL);
             }
@@ -372,6 +394,12 @@ std::string prepare_builtin_tasks(const ExperimentSpec& spec) {
     std::ostringstream stamp;
     stamp << "corpus=" << data.corpus << " fraction=" << data.validation_fraction
           << " train=" << spec.glue.synthetic_train << " dev=" << spec.glue.synthetic_dev << "\n";
+    // The task folders written: a folder prepared before a task was added is prepared again
+    // (the generator writes the earlier tasks' files byte for byte as before, so what was
+    // scored on them stays what they hold).
+    stamp << "tasks=";
+    for (const auto& key : analysis::synthetic_task_keys()) stamp << find_task(key).name << " ";
+    stamp << "\n";
     const auto prepared = [&] {
         std::ifstream in(dir / "SOURCE.txt");
         std::stringstream have;

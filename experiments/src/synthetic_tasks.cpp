@@ -220,6 +220,110 @@ std::optional<Row> make_rte(const Words& s, int label, int64_t index, Rng& rng) 
     return Row{std::to_string(index), join(s), join(w), label ? "entailment" : "not_entailment"};
 }
 
+// ---- Zero-shot minimal pairs: the attested sentence and one reordering of its words. ----
+
+// A word of letters and digits with inner apostrophes or hyphens ("don't", "well-known",
+// "1961"): the only words the pair tasks move, so punctuation stays where it was and cannot
+// give the order away.
+bool is_plain_word(const std::string& w) {
+    bool letter = false;
+    for (size_t i = 0; i < w.size(); ++i) {
+        const char c = w[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
+            letter = true;
+        } else if ((c == '\'' || c == '-') && i > 0 && i + 1 < w.size()) {
+            continue;
+        } else {
+            return false;
+        }
+    }
+    return letter;
+}
+
+bool plain_run(const Words& s, size_t first, size_t last) {  // [first, last) all plain
+    for (size_t i = first; i < last; ++i)
+        if (!is_plain_word(s[i])) return false;
+    return true;
+}
+
+std::string folded_text(const Words& w) {  // what an uncased model sees
+    std::string t = join(w);
+    for (char& c : t)
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    return t;
+}
+
+// An edit of `s` that reorders plain words; nullopt when none was found in a few tries.
+using PairEdit = std::optional<Words> (*)(const Words&, Rng&);
+
+std::optional<Words> edit_bshift(const Words& s, Rng& rng) {  // two adjacent words swapped
+    for (int attempt = 0; attempt < 20; ++attempt) {
+        const auto i = static_cast<size_t>(rng.below(s.size() - 1));
+        if (!plain_run(s, i, i + 2)) continue;
+        Words w = s;
+        std::swap(w[i], w[i + 1]);
+        if (folded_text(w) != folded_text(s)) return w;
+    }
+    return std::nullopt;
+}
+
+std::optional<Words> edit_move(const Words& s, Rng& rng) {  // one word moved 3-6 places
+    for (int attempt = 0; attempt < 20; ++attempt) {
+        const auto i = static_cast<size_t>(rng.below(s.size()));
+        const auto d = static_cast<size_t>(3 + rng.below(4));
+        const bool right = rng.below(2) == 1;
+        if (right ? i + d >= s.size() : i < d) continue;
+        const size_t j = right ? i + d : i - d;
+        // The moved word and every word it passes are plain.
+        if (!plain_run(s, std::min(i, j), std::max(i, j) + 1)) continue;
+        Words w = s;
+        const std::string moved = w[i];
+        w.erase(w.begin() + static_cast<long>(i));
+        w.insert(w.begin() + static_cast<long>(j), moved);
+        if (folded_text(w) != folded_text(s)) return w;
+    }
+    return std::nullopt;
+}
+
+std::optional<Words> edit_span(const Words& s, Rng& rng) {  // adjacent 2-3 word spans exchanged
+    for (int attempt = 0; attempt < 20; ++attempt) {
+        const auto a = static_cast<size_t>(2 + rng.below(2));
+        const auto b = static_cast<size_t>(2 + rng.below(2));
+        if (a + b > s.size()) continue;
+        const auto i = static_cast<size_t>(rng.below(s.size() - a - b + 1));
+        if (!plain_run(s, i, i + a + b)) continue;
+        Words w(s.begin(), s.begin() + static_cast<long>(i));
+        w.insert(w.end(), s.begin() + static_cast<long>(i + a),
+                 s.begin() + static_cast<long>(i + a + b));
+        w.insert(w.end(), s.begin() + static_cast<long>(i), s.begin() + static_cast<long>(i + a));
+        w.insert(w.end(), s.begin() + static_cast<long>(i + a + b), s.end());
+        if (folded_text(w) != folded_text(s)) return w;
+    }
+    return std::nullopt;
+}
+
+std::optional<Words> edit_rev(const Words& s, Rng& rng) {  // a 3-5 word span reversed
+    for (int attempt = 0; attempt < 20; ++attempt) {
+        const auto len = static_cast<size_t>(3 + rng.below(3));
+        if (len > s.size()) continue;
+        const auto i = static_cast<size_t>(rng.below(s.size() - len + 1));
+        if (!plain_run(s, i, i + len)) continue;
+        Words w = s;
+        std::reverse(w.begin() + static_cast<long>(i), w.begin() + static_cast<long>(i + len));
+        if (folded_text(w) != folded_text(s)) return w;
+    }
+    return std::nullopt;
+}
+
+// index, sentence1, sentence2, label: label = the index (0 or 1) of the attested sentence.
+template <PairEdit edit>
+std::optional<Row> make_pair(const Words& s, int label, int64_t index, Rng& rng) {
+    const auto w = edit(s, rng);
+    if (!w) return std::nullopt;
+    return Row{std::to_string(index), join(label == 0 ? s : *w), join(label == 0 ? *w : s),
+               label ? "1" : "0"};
+}
+
 void write_file(const fs::path& path, const std::string& text) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     if (!out) throw engine::InputError(path.string(), "cannot open for writing");
@@ -378,8 +482,12 @@ SyntheticSummary write_synthetic_tasks_from_sentences(const std::vector<std::str
          "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore",
          make_stsb},
         {"SYN-RTE", "index\tsentence1\tsentence2\tlabel", make_rte},
+        {"SYN-BSHIFT", "index\tsentence1\tsentence2\tlabel", make_pair<edit_bshift>},
+        {"SYN-MOVE", "index\tsentence1\tsentence2\tlabel", make_pair<edit_move>},
+        {"SYN-SPAN", "index\tsentence1\tsentence2\tlabel", make_pair<edit_span>},
+        {"SYN-REV", "index\tsentence1\tsentence2\tlabel", make_pair<edit_rev>},
     };
-    for (int t = 0; t < 4; ++t) {
+    for (int t = 0; t < 8; ++t) {
         const fs::path dir = fs::path(out_dir) / tasks[t].name;
         std::error_code ec;
         fs::create_directories(dir, ec);

@@ -176,9 +176,14 @@ TEST(TaskRegistry, DerivedListsFollowThePaper) {
         analysis::paper_task_keys(),
         (std::vector<std::string>{"mnli", "qnli", "qqp", "sst2", "cola", "mrpc", "rte", "stsb"}));
     EXPECT_EQ(analysis::synthetic_task_keys(),
-              (std::vector<std::string>{"syn-cola", "syn-mrpc", "syn-stsb", "syn-rte"}));
+              (std::vector<std::string>{"syn-cola", "syn-mrpc", "syn-stsb", "syn-rte", "syn-bshift",
+                                        "syn-move", "syn-span", "syn-rev"}));
+    for (const auto& key : analysis::synthetic_task_keys())
+        EXPECT_EQ(analysis::find_task(key).zero_shot,
+                  key == "syn-bshift" || key == "syn-move" || key == "syn-span" || key == "syn-rev")
+            << key;
     const auto& order = analysis::report_columns();
-    EXPECT_EQ(order.size(), 14u);
+    EXPECT_EQ(order.size(), 18u);
     EXPECT_EQ(order.back(), "wnli");
     EXPECT_EQ(order[9], "syn-cola");
 }

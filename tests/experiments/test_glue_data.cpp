@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -159,7 +160,7 @@ TEST(GlueRegistry, FindsByNameOrKeyIgnoringCase) {
 }
 
 TEST(GlueRegistry, MatchesTheFormatDocument) {
-    EXPECT_EQ(experiments::glue_tasks().size(), 13u);
+    EXPECT_EQ(experiments::glue_tasks().size(), 17u);
     const auto& cola = find_task("cola");
     EXPECT_FALSE(cola.header);
     EXPECT_EQ(cola.text_a, 3);
@@ -537,6 +538,57 @@ TEST(SyntheticTasks, ExamplesKeepTheWordsAndChangeOnlyTheOrder) {
     EXPECT_TRUE(some_low);  // scores spread down towards 0
 }
 
+TEST(SyntheticTasks, PairTasksHoldTheSentenceAndOneReorderingOfItsPlainWords) {
+    const fs::path dir = fresh_dir("synthetic_pairs");
+    auto sentences = toy_sentences(100);
+    for (auto& s : sentences) s = "\"" + s + ", and x1 y2 z3 more words here.";  // punctuation
+    experiments::write_synthetic_tasks_from_sentences(sentences, dir.string(), small_options());
+    std::set<std::string> originals(sentences.begin(), sentences.end());
+    std::set<std::string> train_originals;
+    for (const std::string task : {"syn-bshift", "syn-move", "syn-span", "syn-rev"}) {
+        const auto& info = find_task(task);
+        EXPECT_TRUE(info.zero_shot && info.synthetic) << task;
+        const auto splits = experiments::load_task(info, dir.string());
+        for (const std::string split : {"train", "dev"}) {
+            const auto& examples = splits.at(split).examples;
+            ASSERT_EQ(examples.size(), split == "train" ? 200u : 50u) << task;
+            int ones = 0;
+            for (const auto& ex : examples) {
+                ones += ex.label == "1";
+                const std::string& attested = ex.label == "1" ? ex.text_b : ex.text_a;
+                const std::string& edited = ex.label == "1" ? ex.text_a : ex.text_b;
+                EXPECT_EQ(originals.count(attested), 1u) << task << ": " << attested;
+                EXPECT_EQ(originals.count(edited), 0u) << task << ": " << edited;
+                EXPECT_EQ(bag(attested), bag(edited)) << task;  // a bag of words cannot tell
+                // Punctuation-bearing words stay where they were.
+                std::istringstream ia(attested), ie(edited);
+                std::vector<std::string> wa, we;
+                for (std::string w; ia >> w;) wa.push_back(w);
+                for (std::string w; ie >> w;) we.push_back(w);
+                size_t moved = 0, first = wa.size(), last = 0;
+                for (size_t i = 0; i < wa.size(); ++i) {
+                    if (wa[i] == we[i]) continue;
+                    ++moved;
+                    first = std::min(first, i);
+                    last = i;
+                    EXPECT_EQ(wa[i].find_first_of("\".,"), std::string::npos) << wa[i];
+                }
+                ASSERT_GE(moved, 2u) << task;
+                const size_t span = last - first + 1;
+                if (task == "syn-bshift") EXPECT_EQ(span, 2u) << attested << " | " << edited;
+                if (task == "syn-move") EXPECT_TRUE(span >= 4 && span <= 7) << span;
+                if (task == "syn-span") EXPECT_TRUE(span >= 3 && span <= 6) << span;
+                if (task == "syn-rev") EXPECT_TRUE(span >= 2 && span <= 5) << span;
+                if (split == "train")
+                    train_originals.insert(attested);
+                else
+                    EXPECT_EQ(train_originals.count(attested), 0u) << "dev leaks " << attested;
+            }
+            EXPECT_EQ(ones, static_cast<int>(examples.size() / 2)) << task << " " << split;
+        }
+    }
+}
+
 TEST(SyntheticTasks, DeterministicUnderTheSeed) {
     const auto sentences = toy_sentences(80);
     const fs::path a = fresh_dir("synthetic_a");
@@ -548,7 +600,8 @@ TEST(SyntheticTasks, DeterministicUnderTheSeed) {
     options.seed = 8;
     experiments::write_synthetic_tasks_from_sentences(sentences, c.string(), options);
     for (const std::string file :
-         {"SYN-CoLA/train.tsv", "SYN-MRPC/dev.tsv", "SYN-STS-B/train.tsv", "SYN-RTE/dev.tsv"}) {
+         {"SYN-CoLA/train.tsv", "SYN-MRPC/dev.tsv", "SYN-STS-B/train.tsv", "SYN-RTE/dev.tsv",
+          "SYN-BSHIFT/dev.tsv", "SYN-MOVE/train.tsv", "SYN-SPAN/dev.tsv", "SYN-REV/train.tsv"}) {
         EXPECT_EQ(read_file(a / file), read_file(b / file)) << file;
         EXPECT_NE(read_file(a / file), read_file(c / file)) << file;
     }

@@ -191,21 +191,44 @@ TEST_F(ReliabilityTest, ChangedConfigIsRefusedAndRunsBesideWithNewRuns) {
     EXPECT_TRUE(has(status_other.out, "changed")) << status_other.out;
 }
 
-// A second study sharing runs_dir finds the first one's folders owned by it: refused in one
-// line, and not one of the first study's files changes.
+// A second study sharing runs_dir finds the first one's folders owned by it: a different
+// pretraining is refused in one line; the same pretraining (same fingerprint, finished) is
+// read as it is (quickstart_bow reads the quickstart's runs). Either way not one of the first
+// study's files changes.
 TEST_F(ReliabilityTest, SecondStudyCannotTakeTheFirstStudysRunFolders) {
     const fs::path first = study(dir_, "first.yaml", "first", "[bert-a]", 4);
     ASSERT_EQ(tupe("run " + quote(first.string()) + " --quiet").status, 0);
-    const auto files = file_hashes(dir_ / "runs");
+    const auto files = file_hashes(dir_ / "runs" / "bert-a");
     EXPECT_TRUE(engine::read_run_owner((dir_ / "runs" / "bert-a").string()).has_value());
 
-    const fs::path second = study(dir_, "second.yaml", "second", "[bert-a]", 4, "", "[1]",
+    const fs::path second = study(dir_, "second.yaml", "second", "[bert-a]", 6, "", "[1]",
                                   (dir_ / "first.sqlite").string());
     const auto refused = tupe("run " + quote(second.string()));
     EXPECT_NE(refused.status, 0);
     EXPECT_TRUE(has(refused.err, (dir_ / "runs" / "bert-a").string())) << refused.err;
     EXPECT_TRUE(has(refused.err, "belongs to experiment 'first'")) << refused.err;
-    EXPECT_EQ(file_hashes(dir_ / "runs"), files);
+    EXPECT_EQ(file_hashes(dir_ / "runs" / "bert-a"), files);
+
+    const fs::path same = study(dir_, "same.yaml", "same", "[bert-a]", 4, "", "[1]",
+                                (dir_ / "first.sqlite").string());
+    const auto shared = tupe("run " + quote(same.string()));
+    EXPECT_EQ(shared.status, 0) << shared.err;
+    EXPECT_TRUE(has(shared.err, "(shared, read only)")) << shared.err;
+    EXPECT_EQ(file_hashes(dir_ / "runs" / "bert-a"), files);
+    EXPECT_EQ(engine::read_run_owner((dir_ / "runs" / "bert-a").string())->experiment, "first");
+    {
+        auto store = ResultStore::open((dir_ / "first.sqlite").string(), OpenMode::kReadOnly);
+        const auto e = store.find_experiment("same");
+        ASSERT_TRUE(e);
+        const auto run = store.find_run(e->id, "bert-a");
+        ASSERT_TRUE(run);
+        EXPECT_EQ(run->status, "finished");
+        EXPECT_FALSE(store.metrics(run->id, "validation/loss").empty());
+        int finetuned = 0;
+        for (const auto& r : store.list_runs(e->id))
+            finetuned += r.kind == "finetune" && r.status == "finished";
+        EXPECT_GT(finetuned, 0);
+    }
     // Nor may `tupe pretrain` write into it.
     write_file(dir_ / "p.yaml", "data: {corpus: " + (dir_ / "corpus.txt").string() +
                                     ", vocab: " + (dir_ / "vocab.txt").string() + "}\n");
@@ -213,7 +236,7 @@ TEST_F(ReliabilityTest, SecondStudyCannotTakeTheFirstStudysRunFolders) {
                                " --out " + quote((dir_ / "runs" / "bert-a").string()));
     EXPECT_NE(pretrain.status, 0);
     EXPECT_TRUE(has(pretrain.err, "belongs to job bert-a of experiment 'first'")) << pretrain.err;
-    EXPECT_EQ(file_hashes(dir_ / "runs"), files);
+    EXPECT_EQ(file_hashes(dir_ / "runs" / "bert-a"), files);
 }
 
 // Claims and reports name their files relative to the store: the same verdicts from any

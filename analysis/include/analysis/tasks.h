@@ -51,7 +51,11 @@ struct TaskInfo {
     long train_size;                      ///< Training examples in GLUE_FORMAT.md, -1 unknown.
     int default_epochs;                   ///< 5 for MNLI/QNLI/QQP, 10 otherwise.
     bool synthetic;                       ///< A generated word-order task (synthetic_tasks.h).
-    MetricKind metric;                    ///< How its dev sets are scored.
+    /// A minimal-pair task scored without training (experiments/zero_shot.h): each dev row
+    /// holds two orders of the same words, the label is the index (0 or 1) of the attested
+    /// one, and the pretrained MLM's pseudo-log-likelihood picks one. Accuracy; chance 50.
+    bool zero_shot = false;
+    MetricKind metric;  ///< How its dev sets are scored.
     /// Text fields of an HF `datasets` JSON-lines export: {"sentence", ""}, {"premise",
     /// "hypothesis"}, ...
     std::string jsonl_a, jsonl_b;
@@ -61,7 +65,8 @@ struct TaskInfo {
 };
 
 /// The nine GLUE tasks in GLUE_FORMAT.md's order, then the synthetic tasks SYN-CoLA,
-/// SYN-MRPC, SYN-STS-B and SYN-RTE.
+/// SYN-MRPC, SYN-STS-B and SYN-RTE (fine-tuned), then the zero-shot minimal-pair tasks
+/// SYN-BSHIFT, SYN-MOVE, SYN-SPAN and SYN-REV.
 const std::vector<TaskInfo>& glue_tasks();
 
 /// The task whose folder name or key equals `name`, ignoring case ("STS-B", "stsb", "mnli").
@@ -96,7 +101,8 @@ const std::vector<std::string>& paper_columns();
 /// rte, stsb.
 const std::vector<std::string>& paper_task_keys();
 
-/// The keys of the synthetic tasks in registry order: syn-cola, syn-mrpc, syn-stsb, syn-rte.
+/// The keys of the synthetic tasks in registry order: syn-cola, syn-mrpc, syn-stsb, syn-rte,
+/// syn-bshift, syn-move, syn-span, syn-rev.
 const std::vector<std::string>& synthetic_task_keys();
 
 /// Every result column in report order: the paper's columns, the synthetic tasks, then the

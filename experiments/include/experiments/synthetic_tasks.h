@@ -50,7 +50,8 @@ std::vector<std::string> corpus_sentences(const std::string& corpus_path,
                                           const SyntheticOptions& options,
                                           SyntheticSummary* summary = nullptr);
 
-/// Writes out_dir/{SYN-CoLA,SYN-MRPC,SYN-STS-B,SYN-RTE}/{train,dev}.tsv from the given
+/// Writes out_dir/{SYN-CoLA,SYN-MRPC,SYN-STS-B,SYN-RTE,SYN-BSHIFT,SYN-MOVE,SYN-SPAN,
+/// SYN-REV}/{train,dev}.tsv from the given
 /// sentences (split into words on spaces and tabs; kept when min_words <= words <= max_words;
 /// duplicates dropped). The distinct sentences are split between train and dev in proportion
 /// to the sizes, so no dev sentence occurs in train; each is reused, with fresh random edits,
@@ -69,6 +70,18 @@ std::vector<std::string> corpus_sentences(const std::string& corpus_path,
 ///    of 3-8 of its words (entailment) or that span reordered so that it occurs nowhere in
 ///    the premise (not_entailment). Measures matching an ordered sub-sequence (relative
 ///    positions) across the pair.
+/// The zero-shot minimal-pair tasks (analysis::TaskInfo::zero_shot; scored by the pretrained
+/// MLM's pseudo-log-likelihood, experiments/zero_shot.h, never trained on): each row is
+/// `index, sentence1, sentence2, label`, one sentence as written and one reordering of it,
+/// label = the index (0/1) of the one as written, balanced. Only plain words (letters and
+/// digits, inner ' or -) move, so punctuation stays put and cannot give the order away; a
+/// reordering equal to the original once lower-cased is never used. Chance is 50% accuracy; a model
+/// blind to order scores both sentences alike (a tie predicts 0: exactly chance).
+///  - SYN-BSHIFT: two adjacent words swapped (SentEval's bigram shift, Conneau et al. 2018).
+///    Local order.
+///  - SYN-MOVE: one word moved 3 to 6 places left or right. Where a word belongs.
+///  - SYN-SPAN: two adjacent spans of 2-3 words exchanged. Phrase order.
+///  - SYN-REV: a span of 3-5 words reversed. Direction within a phrase.
 /// Deterministic under options.seed (own generator, no std distributions). Throws
 /// std::invalid_argument for bad options or fewer than 2 usable sentences, and
 /// engine::InputError when a file cannot be written.
