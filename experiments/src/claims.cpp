@@ -263,40 +263,12 @@ ClaimsFormat claims_format_from_string(const std::string& name) {
     throw std::invalid_argument("unknown format '" + name + "' (expected table, markdown or json)");
 }
 
-std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
-                                   const ParameterCounter& count_parameters) {
-    const auto experiment = store.find_experiment(name);
-    if (!experiment)
-        throw std::invalid_argument("no experiment named '" + name + "' in " + store.path());
-    Groups groups;
-    // Runs of one variant with different configs (another cell: a rerun with --new-runs) are
-    // never pooled: each variant is judged on the cell of its latest run.
-    std::map<std::string, std::string> cell_of_group;
-    std::map<std::string, int> left_out;
-    for (const auto& r : store.list_runs(experiment->id))
-        if (r.kind == "pretrain" && r.status == "finished")
-            cell_of_group[variant_group(r.variant.empty() ? r.name : r.variant)] = r.cell;
-    for (const auto& r : store.list_runs(experiment->id)) {
-        if (r.kind != "pretrain" || r.status != "finished") continue;
-        const std::string group = variant_group(r.variant.empty() ? r.name : r.variant);
-        if (r.cell != cell_of_group[group]) {
-            ++left_out[group];
-            continue;
-        }
-        PretrainRun p;
-        p.id = r.id;
-        p.name = r.name;
-        p.group = variant_group(r.variant.empty() ? r.name : r.variant);
-        p.seed = r.seed;
-        p.out_dir = r.out_dir;
-        p.config_text = r.config_text;
-        p.validation = store.metrics(r.id, "validation/loss");
-        if (p.validation.empty()) continue;  // nothing to compare (a run without validation data)
-        groups[p.group][p.seed] = p;
-    }
-    const Report report = load_report(store, name);
-    std::vector<Claim> claims;
+namespace {
 
+// Claims 1, 2, 2b, 3a, 3b and 4 on one set of variant groups and the report rows of the same
+// variants: the whole experiment, or one learning rate of an lr grid (claims_across_lrs).
+std::vector<Claim> pretraining_and_task_claims(Groups& groups, const Report& report) {
+    std::vector<Claim> claims;
     // 1. Lower validation MLM loss at equal steps.
     {
         Claim c;
@@ -496,6 +468,29 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
             const auto cmp = compare_scores(*rows[i], *rows[i + 1], report.columns, "Avg");
             parts.push_back(score_verdict(cmp));
             c.details.push_back(to_string(parts.back()) + ": " + cmp.line);
+            // The same test task by task: where the average's difference comes from, and on
+            // how many tasks the pair is decided either way.
+            int with = 0, against = 0, tested = 0;
+            std::string cells;
+            for (const auto& column : report.columns) {
+                const auto one = compare_scores(*rows[i], *rows[i + 1], {column}, "");
+                if (!one.ok) continue;
+                ++tested;
+                const Verdict v = score_verdict(one);
+                with += v == Verdict::kSupported;
+                against += v == Verdict::kContradicted;
+                cells += std::string(cells.empty() ? "" : "; ") + column_title(column) + " " +
+                         (one.diff >= 0 ? "+" : "") + fmt(one.diff, 2) + " [" + fmt(one.ci.lo, 2) +
+                         ", " + fmt(one.ci.hi, 2) + "]" +
+                         (v == Verdict::kSupported      ? " >"
+                          : v == Verdict::kContradicted ? " <"
+                                                        : " ~");
+            }
+            if (tested > 0)
+                c.details.push_back("per task, " + rows[i]->variant + " - " + rows[i + 1]->variant +
+                                    ": above 0 on " + std::to_string(with) + " of " +
+                                    std::to_string(tested) + ", below 0 on " +
+                                    std::to_string(against) + " (" + cells + ")");
         }
         std::vector<std::pair<double, std::string>> avgs;
         for (const auto* r : rows) avgs.push_back({-r->average, r->variant});
@@ -549,6 +544,181 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
         }
         c.runs = run_names(groups, {"tupe-a", "tupe-a-tie-cls"});
         claims.push_back(c);
+    }
+    return claims;
+}
+
+// A variant name of an lr grid ("tupe-a,lr=2.0e-3", "lr=2.0e-3,tupe-a": experiment.h's grid
+// names) split into the rest of the name and the lr text; lr empty when it has no lr part.
+std::pair<std::string, std::string> split_lr(const std::string& name) {
+    std::string base, lr;
+    size_t start = 0;
+    while (start <= name.size()) {
+        size_t comma = name.find(',', start);
+        if (comma == std::string::npos) comma = name.size();
+        const std::string part = name.substr(start, comma - start);
+        if (part.rfind("lr=", 0) == 0 && lr.empty())
+            lr = part.substr(3);
+        else
+            base += (base.empty() ? "" : ",") + part;
+        start = comma + 1;
+    }
+    return {base, lr};
+}
+
+// The groups and report rows of the variants whose (base, lr) `keep` accepts, renamed to
+// their base names, so that the claims find "tupe-a" and "bert-a".
+template <typename Keep>
+std::pair<Groups, Report> renamed_subset(const Groups& groups, const Report& report, Keep keep) {
+    Groups sub;
+    for (const auto& [name, runs] : groups) {
+        const auto [base, lr] = split_lr(name);
+        if (!keep(base, lr)) continue;
+        for (auto [seed, run] : runs) {
+            run.group = base;
+            sub[base][seed] = run;
+        }
+    }
+    Report rows = report;
+    rows.rows.clear();
+    for (const auto& row : report.rows) {
+        const auto [base, lr] = split_lr(row.variant);
+        if (row.reference || !keep(base, lr)) continue;
+        rows.rows.push_back(row);
+        rows.rows.back().variant = base;
+    }
+    return {sub, rows};
+}
+
+// Claims 1-4 of an lr grid (variants named "<preset>,lr=<x>" at two or more lrs): judged at
+// every lr, and at the best lr of each variant (the lowest mean final validation loss over its
+// seeds); the verdict is the best-lr one, the evidence says whether it holds at every lr
+// tried, only at the best lrs, or depends on the lr, and the details give the table. Sets
+// `best` to the groups at each variant's best lr (claims 5-7 read those models).
+std::vector<Claim> claims_across_lrs(const Groups& groups, const Report& report, Groups* best) {
+    std::map<double, std::string> lrs;                              // numeric order
+    std::map<std::string, std::pair<double, std::string>> best_lr;  // base -> (loss, lr)
+    for (const auto& [name, runs] : groups) {
+        const auto [base, lr] = split_lr(name);
+        if (lr.empty() || runs.empty()) continue;
+        lrs[std::strtod(lr.c_str(), nullptr)] = lr;
+        double mean = 0;
+        for (const auto& [seed, run] : runs)
+            mean += run.final_loss() / static_cast<double>(runs.size());
+        auto it = best_lr.find(base);
+        if (it == best_lr.end() || mean < it->second.first) best_lr[base] = {mean, lr};
+    }
+    std::vector<std::pair<std::string, std::vector<Claim>>> at;  // lr text -> claims
+    for (const auto& value_lr : lrs) {
+        const std::string lr = value_lr.second;
+        auto [g, r] = renamed_subset(
+            groups, report, [&](const std::string&, const std::string& l) { return l == lr; });
+        at.push_back({lr, pretraining_and_task_claims(g, r)});
+    }
+    auto [g, r] =
+        renamed_subset(groups, report, [&](const std::string& base, const std::string& l) {
+            auto it = best_lr.find(base);
+            return it != best_lr.end() && it->second.second == l;
+        });
+    *best = g;
+    std::vector<Claim> claims = pretraining_and_task_claims(g, r);
+    std::string chosen;
+    for (const auto& [base, loss_lr] : best_lr)
+        chosen += (chosen.empty() ? "" : ", ") + base + " " + loss_lr.second;
+    for (size_t k = 0; k < claims.size(); ++k) {
+        Claim& c = claims[k];
+        std::vector<std::string> table;
+        int supported = 0, contradicted = 0, judged = 0;
+        std::string with, against;
+        for (const auto& [lr, cl] : at) {
+            const Claim& one = cl[k];
+            table.push_back("lr " + lr + ": " + to_string(one.verdict) + ": " + one.evidence);
+            c.by_lr.push_back({lr, one.verdict, one.evidence});
+            if (one.verdict == Verdict::kNotRun) continue;
+            ++judged;
+            if (one.verdict == Verdict::kSupported)
+                ++supported, with += (with.empty() ? "" : ", ") + lr;
+            if (one.verdict == Verdict::kContradicted)
+                ++contradicted, against += (against.empty() ? "" : ", ") + lr;
+        }
+        if (judged == 0) {
+            c.lr_summary = "not run at any lr";
+        } else if (supported == judged) {
+            c.lr_summary = "supported at every lr tried";
+        } else if (contradicted == judged) {
+            c.lr_summary = "contradicted at every lr tried";
+        } else if (supported > 0 && contradicted > 0) {
+            c.lr_summary =
+                "depends on the lr: supported at " + with + ", contradicted at " + against;
+        } else if (c.verdict == Verdict::kSupported) {
+            c.lr_summary = "supported at the best lr of each variant; at single lrs only at " +
+                           (with.empty() ? std::string("none") : with);
+        } else if (supported > 0) {
+            c.lr_summary = "depends on the lr: supported at " + with + " only";
+        } else if (contradicted > 0) {
+            c.lr_summary = "depends on the lr: contradicted at " + against + " only";
+        } else {
+            c.lr_summary = "undecided at every lr";
+        }
+        c.evidence = c.lr_summary + "; at each variant's best lr (" + chosen + "): " + c.evidence;
+        table.push_back("best lr of each variant (" + chosen + "): " + to_string(c.verdict));
+        c.details.insert(c.details.begin(), table.begin(), table.end());
+        c.test +=
+            "; with an lr grid: judged at every lr and at each variant's best lr (lowest "
+            "mean final validation loss), the verdict being the best-lr one";
+    }
+    return claims;
+}
+
+}  // namespace
+
+std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
+                                   const ParameterCounter& count_parameters) {
+    const auto experiment = store.find_experiment(name);
+    if (!experiment)
+        throw std::invalid_argument("no experiment named '" + name + "' in " + store.path());
+    Groups groups;
+    // Runs of one variant with different configs (another cell: a rerun with --new-runs) are
+    // never pooled: each variant is judged on the cell of its latest run.
+    std::map<std::string, std::string> cell_of_group;
+    std::map<std::string, int> left_out;
+    for (const auto& r : store.list_runs(experiment->id))
+        if (r.kind == "pretrain" && r.status == "finished")
+            cell_of_group[variant_group(r.variant.empty() ? r.name : r.variant)] = r.cell;
+    for (const auto& r : store.list_runs(experiment->id)) {
+        if (r.kind != "pretrain" || r.status != "finished") continue;
+        const std::string group = variant_group(r.variant.empty() ? r.name : r.variant);
+        if (r.cell != cell_of_group[group]) {
+            ++left_out[group];
+            continue;
+        }
+        PretrainRun p;
+        p.id = r.id;
+        p.name = r.name;
+        p.group = variant_group(r.variant.empty() ? r.name : r.variant);
+        p.seed = r.seed;
+        p.out_dir = r.out_dir;
+        p.config_text = r.config_text;
+        p.validation = store.metrics(r.id, "validation/loss");
+        if (p.validation.empty()) continue;  // nothing to compare (a run without validation data)
+        groups[p.group][p.seed] = p;
+    }
+    const Report report = load_report(store, name);
+    // An lr grid: every variant at two or more pretraining lrs.
+    std::set<std::string> lr_values;
+    bool all_have_lr = !groups.empty();
+    for (const auto& [group, runs] : groups) {
+        const auto lr = split_lr(group).second;
+        all_have_lr = all_have_lr && !lr.empty();
+        lr_values.insert(lr);
+    }
+    std::vector<Claim> claims;
+    if (all_have_lr && lr_values.size() >= 2) {
+        Groups best;
+        claims = claims_across_lrs(groups, report, &best);
+        groups = best;  // claims 5-7 read each variant's runs at its best lr
+    } else {
+        claims = pretraining_and_task_claims(groups, report);
     }
 
     // 5. BERT-A's word-position terms are more uniform than word-word (Fig. 2).
@@ -720,7 +890,7 @@ std::string render_claims(const std::string& experiment, const std::vector<Claim
         j["experiment"] = experiment;
         j["alpha"] = kAlpha;
         j["claims"] = nlohmann::json::array();
-        for (const auto& c : claims)
+        for (const auto& c : claims) {
             j["claims"].push_back({{"id", c.id},
                                    {"title", c.title},
                                    {"verdict", to_string(c.verdict)},
@@ -729,6 +899,15 @@ std::string render_claims(const std::string& experiment, const std::vector<Claim
                                    {"details", c.details},
                                    {"view", c.view},
                                    {"runs", c.runs}});
+            if (!c.by_lr.empty()) {
+                auto& row = j["claims"].back();
+                row["lr_summary"] = c.lr_summary;
+                row["by_lr"] = nlohmann::json::array();
+                for (const auto& l : c.by_lr)
+                    row["by_lr"].push_back(nlohmann::json{
+                        {"lr", l.lr}, {"verdict", to_string(l.verdict)}, {"evidence", l.evidence}});
+            }
+        }
         return j.dump(2) + "\n";
     }
     std::ostringstream os;

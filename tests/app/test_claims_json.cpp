@@ -30,7 +30,9 @@ const char* kJson = R"json({
      "view": "curves", "runs": ["tupe-a@seed1", "tupe-a@seed2", "bert-a@seed1", "bert-a@seed2"]},
     {"id": "3a", "title": "TUPE-A beats BERT-A on GLUE", "verdict": "contradicted",
      "evidence": "Avg -1.30 [-2.9, -0.1]", "test": "paired bootstrap", "details": [],
-     "view": "glue", "runs": ["tupe-a@seed1"]},
+     "view": "glue", "runs": ["tupe-a@seed1"], "lr_summary": "depends on the lr: supported at 2.0e-3, contradicted at 4.0e-3",
+     "by_lr": [{"lr": "2.0e-3", "verdict": "supported", "evidence": "x"},
+               {"lr": "4.0e-3", "verdict": "contradicted", "evidence": "y"}]},
     {"id": "7", "title": "TUPE-R's relative bias adds little", "verdict": "not run",
      "evidence": "needs variant tupe-r", "test": "sign test over heads", "details": [],
      "view": "", "runs": []}
@@ -74,6 +76,9 @@ TEST(ClaimsJson, ParsesVerdictsDetailsRunsAndViews) {
     EXPECT_TRUE(one.evidence.contains("p = 0.012"));
     EXPECT_EQ(verdictKind(r.claims[1].verdict), VerdictKind::kContradicted);
     EXPECT_EQ(r.claims[1].view, "glue");
+    EXPECT_TRUE(r.claims[1].lrSummary.startsWith("depends on the lr"));
+    EXPECT_EQ(r.claims[1].byLr, (QStringList{"2.0e-3: supported", "4.0e-3: contradicted"}));
+    EXPECT_TRUE(one.byLr.isEmpty());
     const ClaimItem& notRun = r.claims[2];
     EXPECT_EQ(notRun.id, "7");
     EXPECT_EQ(notRun.verdict, "not run");

@@ -215,6 +215,13 @@ TEST_F(EvidenceTest, ClaimsSupportedWhenTupeIsClearlyBetter) {
               std::string::npos)
         << claim(claims, "3a").evidence;
     EXPECT_EQ(claim(claims, "3b").verdict, Verdict::kPartlyTested) << claim(claims, "3b").evidence;
+    // The task average's test again task by task (one task here: SYN-RTE, 82.5 vs 52.5).
+    const auto& d3b = claim(claims, "3b").details;
+    ASSERT_EQ(d3b.size(), 2u);
+    EXPECT_EQ(
+        d3b[1].rfind("per task, tupe-a - bert-a: above 0 on 1 of 1, below 0 on 0 (SYN-RTE +", 0),
+        0u)
+        << d3b[1];
     EXPECT_EQ(claim(claims, "4").verdict, Verdict::kNotRun);  // no tupe-a-tie-cls
     EXPECT_EQ(claim(claims, "5").verdict, Verdict::kNotRun);  // no analysis artifacts
     EXPECT_EQ(claim(claims, "6").verdict, Verdict::kNotRun);
@@ -257,6 +264,57 @@ TEST_F(EvidenceTest, ClaimsContradictedWhenTupeIsClearlyWorse) {
     EXPECT_EQ(claim(claims, "3b").verdict, Verdict::kContradicted);
     EXPECT_EQ(claim(claims, "4").verdict, Verdict::kContradicted) << claim(claims, "4").evidence;
     EXPECT_EQ(claim(claims, "7").verdict, Verdict::kContradicted);
+}
+
+TEST_F(EvidenceTest, ClaimsOfAnLrGridAreJudgedAtEveryLrAndAtEachVariantsBestLr) {
+    HandStore h(dir_ / "db.sqlite");
+    // Final losses per lr (seed 1, seed 2): TUPE-A ahead at 1e-3 and 2e-3, behind at 4e-3,
+    // where BERT-A does best. At each one's best lr (TUPE-A 2e-3, BERT-A 4e-3) TUPE-A leads.
+    struct At {
+        const char* lr;
+        double tupe[2], bert[2];
+    };
+    const At grid[] = {{"1.0e-3", {5.50, 5.51}, {6.50, 6.52}},
+                       {"2.0e-3", {5.00, 5.01}, {6.00, 6.02}},
+                       {"4.0e-3", {6.80, 6.81}, {5.80, 5.82}}};
+    for (const auto& at : grid)
+        for (int s = 0; s < 2; ++s) {
+            h.pretrain(std::string("tupe-a,lr=") + at.lr, s + 1, at.tupe[s]);
+            h.pretrain(std::string("bert-a,lr=") + at.lr, s + 1, at.bert[s]);
+        }
+    const auto claims = evaluate_claims(h.store, "hand");
+    const Claim& one = claim(claims, "1");
+    ASSERT_EQ(one.by_lr.size(), 3u);
+    EXPECT_EQ(one.by_lr[0].lr, "1.0e-3");
+    EXPECT_EQ(one.by_lr[0].verdict, Verdict::kSupported);
+    EXPECT_EQ(one.by_lr[1].verdict, Verdict::kSupported);
+    EXPECT_EQ(one.by_lr[2].verdict, Verdict::kContradicted);
+    EXPECT_EQ(one.verdict, Verdict::kSupported) << one.evidence;  // at the best lrs
+    EXPECT_EQ(one.lr_summary,
+              "depends on the lr: supported at 1.0e-3, 2.0e-3, contradicted at 4.0e-3");
+    EXPECT_NE(one.evidence.find("bert-a 4.0e-3, tupe-a 2.0e-3"), std::string::npos) << one.evidence;
+    EXPECT_NE(one.details.front().find("lr 1.0e-3: supported"), std::string::npos);
+    const std::string json = render_claims("hand", claims, ClaimsFormat::kJson);
+    EXPECT_NE(json.find("\"by_lr\""), std::string::npos);
+    EXPECT_NE(json.find("\"lr_summary\": \"depends on the lr"), std::string::npos);
+
+    // The same gap at every lr: supported at every lr tried.
+    HandStore g(dir_ / "every.sqlite");
+    for (const char* lr : {"1.0e-3", "2.0e-3"})
+        for (int s = 0; s < 2; ++s) {
+            g.pretrain(std::string("tupe-a,lr=") + lr, s + 1, 5.0 + 0.01 * s);
+            g.pretrain(std::string("bert-a,lr=") + lr, s + 1, 6.0 + 0.02 * s);
+        }
+    const auto every = evaluate_claims(g.store, "hand");
+    EXPECT_EQ(claim(every, "1").lr_summary, "supported at every lr tried");
+    EXPECT_EQ(claim(every, "1").verdict, Verdict::kSupported);
+    // A plain study (no lr grid) has no per-lr breakdown.
+    HandStore plain(dir_ / "plain.sqlite");
+    for (int s = 0; s < 2; ++s) {
+        plain.pretrain("tupe-a", s + 1, 5.0 + 0.01 * s);
+        plain.pretrain("bert-a", s + 1, 6.0 + 0.02 * s);
+    }
+    EXPECT_TRUE(claim(evaluate_claims(plain.store, "hand"), "1").by_lr.empty());
 }
 
 TEST_F(EvidenceTest, ClaimsInconclusiveOnMixedOrSingleSeeds) {
@@ -364,8 +422,8 @@ TEST_F(EvidenceTest, RunnerStoresPredictionsAndTheFloorAndTheShuffledControlStay
         ", max_seq_len: 32, validation_fraction: 0.25}\n"
         "train: {steps: 20, batch_size: 8, eval_interval: 10, checkpoint_interval: 10, threads: "
         "1}\n"
-        "glue: {data: builtin, tasks: [syn-cola, syn-mrpc, syn-stsb, syn-rte], synthetic_train: "
-        "200, synthetic_dev: 200}\n"
+        "glue: {data: builtin, tasks: [syn-cola, syn-mrpc, syn-stsb, syn-rte, syn-bshift, "
+        "syn-rev], synthetic_train: 200, synthetic_dev: 200}\n"
         "finetune: {lrs: [1.0e-3], seeds: [1], batch_size: 16, epochs: 2, max_seq_len: 32, "
         "shuffle_words: true}\n"
         "database: " +
@@ -383,7 +441,7 @@ TEST_F(EvidenceTest, RunnerStoresPredictionsAndTheFloorAndTheShuffledControlStay
     EXPECT_GT(std::stod(params.at("floor.unigram_nats")), 0);
     EXPECT_TRUE(fs::exists(fs::path(spec.runs_dir) / "bert-a" / "floor.txt"));
     const auto preds = store.predictions(e->id);
-    ASSERT_EQ(preds.size(), 4u);  // one dev split per task
+    ASSERT_EQ(preds.size(), 6u);  // one dev split per task
     for (const auto& p : preds) EXPECT_EQ(p.gold.size(), 200u);
     for (const auto& r : store.list_runs(e->id))
         if (r.kind == "finetune")
@@ -392,12 +450,17 @@ TEST_F(EvidenceTest, RunnerStoresPredictionsAndTheFloorAndTheShuffledControlStay
     // of words: no model can tell them apart, whatever it learned. A task that leaked a
     // non-order cue (length, a dropped word) would show up here above chance.
     const Report report = load_report(store, "tiny");
-    for (const std::string task : {"syn-cola", "syn-mrpc", "syn-stsb", "syn-rte"}) {
+    for (const std::string task :
+         {"syn-cola", "syn-mrpc", "syn-stsb", "syn-rte", "syn-bshift", "syn-rev"}) {
         const ReportCell& c = report.rows.at(0).cells.at(task);
         ASSERT_TRUE(c.has_interval) << task;
         EXPECT_FALSE(c.above_chance)
             << task << " " << c.median << " [" << c.lo << ", " << c.hi << "], chance " << c.chance;
     }
+    // A minimal pair is one bag of words: its control shows both sentences in one order, every
+    // pair ties, and the balanced labels give exactly chance.
+    for (const std::string task : {"syn-bshift", "syn-rev"})
+        EXPECT_DOUBLE_EQ(report.rows.at(0).cells.at(task).median, 50.0) << task;
 }
 
 TEST_F(EvidenceTest, AStoreOfTheOldSchemaIsMigratedForReading) {

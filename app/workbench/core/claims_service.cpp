@@ -62,6 +62,11 @@ ClaimsReport parseClaimsJson(const QByteArray& json) {
         item.details = listField(c, "details");
         item.view = stringField(c, "view");
         item.runs = listField(c, "runs");
+        item.lrSummary = stringField(c, "lr_summary");
+        if (c.contains("by_lr") && c["by_lr"].is_array())
+            for (const auto& l : c["by_lr"])
+                if (l.is_object())
+                    item.byLr << stringField(l, "lr") + ": " + stringField(l, "verdict");
         r.claims.push_back(std::move(item));
     }
     return r;

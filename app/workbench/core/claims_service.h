@@ -35,6 +35,10 @@ struct ClaimItem {
     QStringList details;
     QString view;      ///< "curves", "glue", "maps" or empty
     QStringList runs;  ///< pretrain run names the claim reads
+    /// With an lr grid: whether the verdict holds at every lr ("supported at every lr tried",
+    /// "depends on the lr: ..."), and the verdict at each lr as "LR: verdict". Empty otherwise.
+    QString lrSummary;
+    QStringList byLr;
 };
 
 struct ClaimsReport {

@@ -179,6 +179,11 @@ void ClaimsView::showDetails() {
     lines << "Verdict: " + c.verdict;
     lines << "Evidence: " + c.evidence;
     lines << "Test: " + c.test;
+    if (!c.byLr.isEmpty()) {
+        lines << ""
+              << "Across pretraining learning rates: " + c.lrSummary;
+        for (const QString& l : c.byLr) lines << "  lr " + l;
+    }
     if (!c.details.isEmpty()) {
         lines << ""
               << "Details:";

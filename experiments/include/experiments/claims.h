@@ -30,6 +30,17 @@ struct Claim {
     std::vector<std::string> details;  ///< One line per pair, seed or head.
     std::string view;                  ///< Where the app shows it: "curves", "glue", "maps".
     std::vector<std::string> runs;     ///< Pretrain run names the claim reads.
+    /// With an lr grid (variants "<preset>,lr=<x>" at two or more lrs), claims 1-4 are judged
+    /// at every lr too: one entry per lr in numeric order, and lr_summary says whether the
+    /// verdict (judged at each variant's best lr) holds at every lr, only at the best lrs, or
+    /// depends on the lr. Empty otherwise.
+    struct AtLr {
+        std::string lr;  ///< As written in the grid ("2.0e-3").
+        Verdict verdict = Verdict::kNotRun;
+        std::string evidence;
+    };
+    std::vector<AtLr> by_lr;
+    std::string lr_summary;
 };
 
 /// Counts the parameters of a model of this config. Supplied by the caller (the CLI builds
