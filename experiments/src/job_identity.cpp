@@ -226,6 +226,7 @@ std::vector<std::string> distinguishing_labels(const std::vector<std::string>& i
     std::vector<std::string> differing;
     for (const auto& k : keys) {
         if (std::find(pooled.begin(), pooled.end(), k) != pooled.end()) continue;
+        if (k == "finetune.checkpoint_step") continue;  // a report row's "@ step" says it
         std::set<std::string> values;
         for (const auto& fields : parsed) {
             const auto it = fields.find(k);

@@ -238,6 +238,12 @@ Report build_report(const std::string& experiment, const std::vector<GlueResultR
             identities.push_back(it == identity_of_cell.end() ? "" : it->second);
         }
         const auto labels = distinguishing_labels(identities, true);
+        // Cells that differ only in the checkpoint step: the rows' "@ step" tells them apart.
+        if (std::all_of(labels.begin(), labels.end(),
+                        [](const std::string& l) { return l.empty(); }) &&
+            std::none_of(identities.begin(), identities.end(),
+                         [](const std::string& id) { return id.empty(); }))
+            continue;
         for (size_t i = 0; i < cells.size(); ++i)
             cell_label[{group, cells[i]}] =
                 labels[i].empty() ? "cell " + (cells[i].empty() ? std::string("(before identities)")

@@ -89,6 +89,12 @@ TEST(JobIdentity, LabelsNameWhatTellsCellsApartAndIgnoreSeeds) {
     ASSERT_EQ(labels.size(), 2u);
     EXPECT_EQ(labels[0], "train.lr=0.001");
     EXPECT_EQ(labels[1], "train.lr=0.0005");
+    // The checkpoint step is a report row's own "@ step": never a label.
+    const auto steps =
+        distinguishing_labels({"finetune.checkpoint_step=900\nfinetune.protocol=a\n",
+                               "finetune.checkpoint_step=3000\nfinetune.protocol=b\n"},
+                              true);
+    EXPECT_EQ(steps, (std::vector<std::string>{"", ""}));
 }
 
 TEST_F(JobIdentityTest, PretrainFingerprintFollowsWhatShapesTheRunNotWhereItRuns) {

@@ -379,10 +379,17 @@ TEST_F(ReliabilityTest, RunnerKilledAtRandomMomentsEndsWithTheUndisturbedResults
     const std::string variants = "[bert-a, tupe-a]";
     const fs::path calm = study(dir_ / "calm", "s.yaml", "s", variants, 12, "", "[1, 2]");
     const fs::path chaos = study(dir_ / "chaos", "s.yaml", "s", variants, 12, "", "[1, 2]");
+    const auto calm_start = std::chrono::steady_clock::now();
     ASSERT_EQ(tupe("run " + quote(calm.string()) + " --quiet").status, 0);
+    // Kill moments drawn within 10-30% of an undisturbed run's wall time, so that at least
+    // three kills land before the study can finish, on a fast machine or a loaded one.
+    const auto calm_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - calm_start)
+                             .count();
 
     std::mt19937 rng(2026);
-    std::uniform_int_distribution<int> delay_ms(250, 2000);
+    std::uniform_int_distribution<int> delay_ms(static_cast<int>(calm_ms / 10),
+                                                static_cast<int>(calm_ms * 3 / 10));
     int kills = 0, finished_early = 0;
     for (int attempt = 0; attempt < 8; ++attempt) {
         const pid_t pid = test_support::start_process({TUPE_CLI, "run", chaos.string(), "--quiet"},

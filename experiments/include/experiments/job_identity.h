@@ -81,7 +81,8 @@ std::vector<std::string> identity_changes(const std::string& stored, const std::
 
 /// For runs whose identities differ on more than the pooled keys: a short label per identity
 /// naming the values that tell them apart ("train.lr=0.0005, finetune.epochs=5"; at most
-/// `max_keys` keys, pooled keys ignored). Labels are in the order of `identities`.
+/// `max_keys` keys, pooled keys and finetune.checkpoint_step ignored: a report row shows its
+/// step). Labels are in the order of `identities`.
 std::vector<std::string> distinguishing_labels(const std::vector<std::string>& identities,
                                                bool finetune, size_t max_keys = 3);
 
