@@ -343,9 +343,13 @@ std::vector<Claim> pretraining_and_task_claims(Groups& groups, const Report& rep
                 auto pct = [](double f) {
                     return std::isfinite(f) ? fmt(100 * f, 1) + "%" : std::string("never");
                 };
-                c.evidence =
-                    "tupe-a needs " + pct(lo) + (fractions.size() > 1 ? " to " + pct(hi) : "") +
-                    " of bert-a's steps over " + std::to_string(fractions.size()) + " seed(s)";
+                c.evidence = !std::isfinite(lo)
+                                 ? "tupe-a never reaches bert-a's final loss in " +
+                                       std::to_string(fractions.size()) + " seed(s)"
+                                 : "tupe-a needs " + pct(lo) +
+                                       (fractions.size() > 1 ? " to " + pct(hi) : "") +
+                                       " of bert-a's steps over " +
+                                       std::to_string(fractions.size()) + " seed(s)";
                 if (fractions.size() < 2)
                     c.verdict = Verdict::kInconclusive;
                 else if (hi <= 0.5)

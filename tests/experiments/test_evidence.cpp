@@ -260,6 +260,7 @@ TEST_F(EvidenceTest, ClaimsContradictedWhenTupeIsClearlyWorse) {
     });
     EXPECT_EQ(claim(claims, "1").verdict, Verdict::kContradicted);
     EXPECT_EQ(claim(claims, "2").verdict, Verdict::kContradicted) << claim(claims, "2").evidence;
+    EXPECT_EQ(claim(claims, "2").evidence, "tupe-a never reaches bert-a's final loss in 3 seed(s)");
     EXPECT_EQ(claim(claims, "3a").verdict, Verdict::kContradicted);
     EXPECT_EQ(claim(claims, "3b").verdict, Verdict::kContradicted);
     EXPECT_EQ(claim(claims, "4").verdict, Verdict::kContradicted) << claim(claims, "4").evidence;
