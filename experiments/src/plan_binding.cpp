@@ -99,11 +99,10 @@ void check_tasks(const ExperimentSpec& spec, const std::vector<Job>& plan) {
 }
 
 // The runs of the study's experiment, by name; empty when the store or the experiment does
-// not exist yet.
+// not exist yet (a store another runner is creating this moment is still empty).
 std::map<std::string, RunRecord> stored_runs(const ExperimentSpec& spec) {
     std::map<std::string, RunRecord> out;
-    std::error_code error;
-    if (!fs::exists(spec.database, error)) return out;
+    if (!ResultStore::holds_data(spec.database)) return out;
     auto store = ResultStore::open_for_reading(spec.database);
     const auto experiment = store.find_experiment(spec.name);
     if (!experiment) return out;

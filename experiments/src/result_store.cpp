@@ -246,6 +246,12 @@ std::string immutable_uri(const std::string& absolute_path) {
 
 }  // namespace
 
+bool ResultStore::holds_data(const std::string& path) {
+    std::error_code error;
+    const auto size = fs::file_size(path, error);
+    return !error && size > 0;
+}
+
 ResultStore ResultStore::open_for_reading(const std::string& path, const StoreOptions& options) {
     try {
         return open(path, OpenMode::kReadOnly, options);

@@ -274,7 +274,7 @@ std::vector<JobStatus> job_statuses(const ExperimentSpec& study, double claim_ti
     const auto& plan = bound.jobs;
     std::map<std::string, RunRecord> runs;
     std::map<std::string, JobClaim> claims;  // held ones, by job
-    if (fs::exists(spec.database)) {
+    if (ResultStore::holds_data(spec.database)) {
         auto store = ResultStore::open_for_reading(spec.database);
         if (auto e = store.find_experiment(spec.name)) {
             auto read_claims = [&] {

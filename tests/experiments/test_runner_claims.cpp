@@ -166,6 +166,24 @@ void expect_all_finished_once(const Stored& s) {
 
 }  // namespace
 
+// Runners started together on a new store: one creates the file, and until its schema is
+// written the file is empty. Another runner, which first reads what is stored, sees no store
+// yet, never an error ("empty database").
+TEST_F(RunnerClaimsTest, AStoreBeingCreatedIsReadAsNoStoreYet) {
+    const fs::path file = study("new", 16);
+    const ExperimentSpec spec = load_experiment(file.string());
+    test_support::write_file(spec.database, "");
+    EXPECT_FALSE(ResultStore::holds_data(spec.database));
+    EXPECT_FALSE(ResultStore::holds_data((dir_ / "missing.sqlite").string()));
+    const auto statuses = job_statuses(spec);
+    ASSERT_EQ(statuses.size(), 10u);
+    for (const auto& s : statuses) EXPECT_EQ(s.status, "pending") << s.job;
+    EXPECT_TRUE(has(status(file), "pending"));
+    EXPECT_EQ(fs::file_size(spec.database), 0u);  // reading wrote nothing
+    ResultStore::open(spec.database).get_or_create_experiment("s", "", "");
+    EXPECT_TRUE(ResultStore::holds_data(spec.database));
+}
+
 TEST_F(RunnerClaimsTest, ThreeRunnersAtOnceRunEveryJobOnce) {
     const pid_t one = start_run(study("one", 16), "one.log");
     ASSERT_EQ(wait_exit(one), 0) << log("one.log");

@@ -244,6 +244,11 @@ class ResultStore {
     /// every row), so `tupe report` works on it. Errors as open().
     static ResultStore open_for_reading(const std::string& path, const StoreOptions& options = {});
 
+    /// True when a file exists at `path` and is not empty. A store another runner has just
+    /// created stays empty until its schema is written: code that only reads what is already
+    /// stored treats such a file as no store yet instead of failing on it.
+    static bool holds_data(const std::string& path);
+
     ResultStore(ResultStore&&) noexcept;
     ResultStore& operator=(ResultStore&&) noexcept;
     ResultStore(const ResultStore&) = delete;
