@@ -9,8 +9,9 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
-#include <type_traits>
 #include <vector>
+
+#include "engine/torch_compat.h"
 
 namespace engine::detail {
 
@@ -88,16 +89,6 @@ void set_lr(torch::optim::AdamW& optimizer, double lr) {
 
 namespace {
 
-// The optimizer's state map is keyed by the parameter's TensorImpl: as a string in LibTorch
-// 1.13, as the pointer itself in later releases.
-template <typename Map>
-typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
-    if constexpr (std::is_same_v<typename Map::key_type, std::string>)
-        return c10::guts::to_string(p.unsafeGetTensorImpl());
-    else
-        return p.unsafeGetTensorImpl();
-}
-
 bool fusable(const torch::Tensor& t) {
     return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat &&
            t.is_contiguous() && !t.is_sparse();
@@ -115,7 +106,7 @@ bool fused_adamw_step(torch::optim::AdamW& optimizer, double grad_scale) {
         for (auto& p : group.params()) {
             if (!p.grad().defined()) continue;
             if (!fusable(p) || !fusable(p.grad())) return false;
-            auto it = state.find(state_key(state, p));
+            auto it = state.find(compat::optimizer_state_key(p));
             if (it != state.end()) {
                 auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
                 if (!fusable(s.exp_avg()) || !fusable(s.exp_avg_sq())) return false;
@@ -128,7 +119,7 @@ bool fused_adamw_step(torch::optim::AdamW& optimizer, double grad_scale) {
         const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
         for (auto& p : group.params()) {
             if (!p.grad().defined()) continue;
-            const auto key = state_key(state, p);
+            const auto key = compat::optimizer_state_key(p);
             auto it = state.find(key);
             if (it == state.end()) {
                 auto fresh = std::make_unique<torch::optim::AdamWParamState>();
