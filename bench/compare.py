@@ -53,7 +53,7 @@ def tuned_env():
         ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     env["LD_PRELOAD"] = tcm[0]
     # The tupe launcher also overrides OpenBLAS's core where it fell back to Prescott-class
-    # kernels (README, "OpenBLAS core detection"); the same run-time gets the same core.
+    # kernels (docs/performance.md, "OpenBLAS core detection"); the same run-time gets the same core.
     core = launcher_core(args_tupe[0]) if args_tupe else None
     if core and "OPENBLAS_CORETYPE" not in env:
         env["OPENBLAS_CORETYPE"] = core

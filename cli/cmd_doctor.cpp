@@ -192,7 +192,8 @@ int cmd_doctor(const Argv& argv) {
     if (!cuda)
         advice.push_back(
             "for GPU training build against an upstream CUDA LibTorch: cmake "
-            "-DCMAKE_PREFIX_PATH=/path/to/libtorch ... (README, \"Speed\")");
+            "-DCMAKE_PREFIX_PATH=/path/to/libtorch ... (docs/distributed.md, \"Building against an "
+            "upstream CUDA LibTorch\")");
     if (advice.empty()) advice.push_back("nothing to change");
     for (const auto& a : advice) std::cout << "advice            " << a << "\n";
     return 0;

@@ -1,5 +1,5 @@
 # Run-time choices that decide CPU training speed more than any kernel we write
-# (measured with `tupe bench`, small size, 2 threads; README "Speed").
+# (measured with `tupe bench`, small size, 2 threads; docs/performance.md).
 #
 # 1. One thread pool. Debian's LibTorch runs its own kernels on OpenMP (libgomp) and links
 #    libblas.so.3, which the alternatives system usually points at the pthreads OpenBLAS.

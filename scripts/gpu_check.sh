@@ -4,7 +4,8 @@
 # pretrains bert-a briefly on the device, loads its `tupe export` into transformers'
 # BertForMaskedLM (and a plain-torch BERT) against `tupe inspect`'s attention, and runs a
 # 2-process data-parallel check (NCCL) against one process. Every step's command, wall time and
-# output go to one file; a failed step is recorded and the script goes on. README: "GPU check".
+# output go to one file; a failed step is recorded and the script goes on.
+# docs/distributed.md, "GPU check".
 #
 #   scripts/gpu_check.sh [OPTIONS] [REPORT]     REPORT default $OUT/gpu_check.txt (or ./)
 #   scripts/gpu_check.sh --fetch-debs DIR       on Debian 12: apt-get download the .deb files

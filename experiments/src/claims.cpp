@@ -1,5 +1,5 @@
 // The paper's claims tested on stored results (see claims.h). Every rule below was written
-// before the runs it judges; changing one is changing the test, so say so in the README.
+// before the runs it judges; changing one is changing the test, so say so in docs/evidence.md.
 #include "experiments/claims.h"
 
 #include <algorithm>

@@ -243,7 +243,7 @@ QString ClaimsView::tableText(const QString& format) {
 }
 
 void ClaimsView::prepareScreenshot() {
-    // The quickstart's claims when the store has them (the README's screenshot).
+    // The quickstart's claims when the store has them (the screenshot in README.md).
     const int i = experiment_->findText("quickstart");
     if (i >= 0 && i != experiment_->currentIndex()) {
         QSignalBlocker block(experiment_);

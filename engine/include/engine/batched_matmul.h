@@ -2,7 +2,7 @@
 // BLAS sgemm per matrix called on the tensors' own strides. LibTorch 1.13's CPU bmm splits an
 // fp32 batch into per-matrix `select` + `addmm` calls through the dispatcher (~70 ATen ops per
 // head and product); at the quickstart's size (B*H = 128 heads of 64 x 16) that overhead, not
-// the arithmetic, was the step time (README, "Speed": the profile). Shapes: leading dims are
+// the arithmetic, was the step time (docs/performance.md, the profile). Shapes: leading dims are
 // batch dims, flattened; the last two are the matrix.
 #pragma once
 

@@ -28,8 +28,8 @@ struct ModelConfig {
     double initializer_range = 0.02;  ///< N(0, 0.02) for every Linear/Embedding, as the reference.
     int64_t pad_token_id = 0;
 
-    // The positional scheme (engine/position.h; TUPE_NOTES.md, "The variants"; README, "The
-    // positional zoo"). Validated by describe_position().
+    // The positional scheme (engine/position.h; TUPE_NOTES.md, "The variants";
+    // docs/zoo.md). Validated by describe_position().
     /// How absolute positions enter: input (BERT-A's learned table, HF "absolute"),
     /// sinusoidal (fixed table at the input), untied (TUPE: (p'U^Q)(p'U^K)^T on the logits),
     /// decoupled (BERT-Ad: all four word/position terms in attention), none.
