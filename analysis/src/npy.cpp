@@ -15,6 +15,7 @@
 
 #include "analysis/npy_format.h"
 #include "engine/errors.h"
+#include "tensor_util.h"
 
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -24,6 +25,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 namespace analysis {
 
 namespace fs = std::filesystem;
+using detail::shape_string;
 
 namespace {
 
@@ -33,16 +35,10 @@ struct DtypeInfo {
 };
 
 // npy_format's dtypes (analysis::npy_dtypes()) as torch types.
-const DtypeInfo kDtypes[] = {
+const DtypeInfo kNpyTorchDtypes[] = {
     {"<f4", torch::kFloat}, {"<f8", torch::kDouble}, {"<i8", torch::kLong},
     {"<i4", torch::kInt},   {"|u1", torch::kByte},   {"|b1", torch::kBool},
 };
-
-std::string shape_string(c10::IntArrayRef sizes) {
-    std::ostringstream os;
-    os << sizes;
-    return os.str();
-}
 
 /// Writes `path` through `path.tmp` and a rename, so readers never see a half-written file.
 void write_atomically(const std::string& path, const std::function<void(std::ostream&)>& fill) {
@@ -81,7 +77,7 @@ void write_npy(const std::string& path, const torch::Tensor& tensor) {
     if (t.scalar_type() == torch::kHalf || t.scalar_type() == torch::kBFloat16)
         t = t.to(torch::kFloat);
     const DtypeInfo* info = nullptr;
-    for (const DtypeInfo& d : kDtypes)
+    for (const DtypeInfo& d : kNpyTorchDtypes)
         if (d.type == t.scalar_type()) info = &d;
     if (info == nullptr) {
         throw engine::InputError(
@@ -101,7 +97,7 @@ void write_npy(const std::string& path, const torch::Tensor& tensor) {
 torch::Tensor read_npy(const std::string& path) {
     NpyFile file(path);  // every check of the header and the data size
     const DtypeInfo* info = nullptr;
-    for (const DtypeInfo& d : kDtypes)
+    for (const DtypeInfo& d : kNpyTorchDtypes)
         if (file.header().descr == d.descr) info = &d;
     if (info == nullptr)
         throw engine::InputError(path, "no torch dtype for '" + file.header().descr + "'");

@@ -24,12 +24,13 @@ constexpr char kMagic[] = "\x93NUMPY";  // 6 bytes, then major and minor version
 constexpr size_t kMagicLen = 6;
 constexpr size_t kAlign = 64;  // numpy's ARRAY_ALIGN
 
-struct Dtype {
+struct NpyDtype {
     const char* descr;
     size_t itemsize;
 };
 
-const Dtype kDtypes[] = {{"<f4", 4}, {"<f8", 8}, {"<i8", 8}, {"<i4", 4}, {"|u1", 1}, {"|b1", 1}};
+const NpyDtype kNpyDtypes[] = {{"<f4", 4}, {"<f8", 8}, {"<i8", 8},
+                               {"<i4", 4}, {"|u1", 1}, {"|b1", 1}};
 
 std::string shape_string(const std::vector<int64_t>& shape) {
     std::string s = "[";
@@ -137,21 +138,22 @@ void to_double(const std::vector<char>& raw, std::vector<double>& out) {
 const std::vector<std::string>& npy_dtypes() {
     static const std::vector<std::string> names = [] {
         std::vector<std::string> v;
-        for (const Dtype& d : kDtypes) v.emplace_back(d.descr);
+        for (const NpyDtype& d : kNpyDtypes) v.emplace_back(d.descr);
         return v;
     }();
     return names;
 }
 
 size_t npy_itemsize(const std::string& descr) {
-    for (const Dtype& d : kDtypes)
+    for (const NpyDtype& d : kNpyDtypes)
         if (descr == d.descr) return d.itemsize;
     return 0;
 }
 
 std::string npy_dtype_list() {
     std::string s;
-    for (const Dtype& d : kDtypes) s += (s.empty() ? "'" : ", '") + std::string(d.descr) + "'";
+    for (const NpyDtype& d : kNpyDtypes)
+        s += (s.empty() ? "'" : ", '") + std::string(d.descr) + "'";
     return s;
 }
 

@@ -9,14 +9,13 @@
 #include "analysis/extrapolate.h"
 #include "engine/errors.h"
 #include "engine/eval_mode.h"
+#include "tensor_util.h"
 
 namespace analysis {
 
-namespace {
+using detail::require;
 
-void require(bool condition, const std::string& message) {
-    if (!condition) throw std::invalid_argument(message);
-}
+namespace {
 
 // The seed of one window's perturbation: the probe's seed, the row and the window, mixed.
 uint64_t mix(uint64_t seed, uint64_t a, uint64_t b) {

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "engine/errors.h"
+#include "tensor_util.h"
 
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -25,36 +26,32 @@ namespace analysis {
 namespace fs = std::filesystem;
 using ordered_json = nlohmann::ordered_json;
 
+using detail::shape_string;
+
 namespace {
 
-struct Dtype {
+struct SafetensorsDtype {
     const char* name;
     torch::ScalarType type;
 };
 
-// The safetensors dtype names (safetensors/src/tensor.rs, Dtype) supported here.
-const Dtype kDtypes[] = {
+// The safetensors dtype names (safetensors/src/tensor.rs, SafetensorsDtype) supported here.
+const SafetensorsDtype kSafetensorsDtypes[] = {
     {"F32", torch::kFloat},  {"F16", torch::kHalf},  {"BF16", torch::kBFloat16},
     {"F64", torch::kDouble}, {"I64", torch::kLong},  {"I32", torch::kInt},
     {"U8", torch::kByte},    {"BOOL", torch::kBool},
 };
 
-const Dtype* dtype_by_name(const std::string& name) {
-    for (const Dtype& d : kDtypes)
+const SafetensorsDtype* dtype_by_name(const std::string& name) {
+    for (const SafetensorsDtype& d : kSafetensorsDtypes)
         if (name == d.name) return &d;
     return nullptr;
 }
 
-const Dtype* dtype_by_type(torch::ScalarType type) {
-    for (const Dtype& d : kDtypes)
+const SafetensorsDtype* dtype_by_type(torch::ScalarType type) {
+    for (const SafetensorsDtype& d : kSafetensorsDtypes)
         if (type == d.type) return &d;
     return nullptr;
-}
-
-std::string shape_string(c10::IntArrayRef sizes) {
-    std::ostringstream os;
-    os << sizes;
-    return os.str();
 }
 
 std::vector<char> read_bytes(const std::string& path) {
@@ -109,7 +106,7 @@ NamedTensors read_safetensors(const std::string& path) {
         const ordered_json& js = entry["shape"];
         const ordered_json& jo = entry["data_offsets"];
         if (!jd.is_string()) throw bad("dtype is not a string");
-        const Dtype* dtype = dtype_by_name(jd.get<std::string>());
+        const SafetensorsDtype* dtype = dtype_by_name(jd.get<std::string>());
         if (!dtype) {
             throw bad("unsupported dtype '" + jd.get<std::string>() +
                       "' (supported: F32, F16, BF16, F64, I64, I32, U8, BOOL)");
@@ -155,7 +152,7 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
     for (const auto& [name, tensor] : tensors) {
         if (name == "__metadata__" || !names.insert(name).second)
             throw engine::CheckpointError(path, "duplicate or reserved tensor name '" + name + "'");
-        const Dtype* dtype = dtype_by_type(tensor.scalar_type());
+        const SafetensorsDtype* dtype = dtype_by_type(tensor.scalar_type());
         if (!dtype) {
             throw engine::CheckpointError(path,
                                           "tensor '" + name + "': dtype " +

@@ -10,8 +10,11 @@
 #include <stdexcept>
 
 #include "engine/position_scheme.h"
+#include "text_util.h"
 
 namespace engine {
+
+using detail::join;
 
 // The shortest decimal form that parses back to the same double ("0.1", not
 // "0.10000000000000001"; "10000", not "1e+04"; "1e-6", not "1e-06"), so config.txt, the store
@@ -102,16 +105,6 @@ const std::vector<std::string>& model_sizes() {
     static const std::vector<std::string> names = {"tiny", "small", "base"};
     return names;
 }
-
-namespace {
-
-std::string join(const std::vector<std::string>& v) {
-    std::string out;
-    for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
-    return out;
-}
-
-}  // namespace
 
 ModelConfig make_model_config(const std::string& preset, const std::string& size) {
     ModelConfig c;

@@ -5,7 +5,11 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "text_util.h"
+
 namespace engine {
+
+using detail::join;
 
 namespace {
 
@@ -19,12 +23,6 @@ const std::vector<std::string>& relative_schemes_list() {
     static const std::vector<std::string> v = {"none", "t5",    "shaw",   "shaw_key_query",
                                                "rope", "alibi", "deberta"};
     return v;
-}
-
-std::string join(const std::vector<std::string>& v) {
-    std::string out;
-    for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
-    return out;
 }
 
 bool one_of(const std::string& x, const std::vector<std::string>& v) {

@@ -15,20 +15,17 @@
 
 #include "analysis/analysis_index.h"
 #include "analysis/evidence.h"
+#include "analysis/text_format.h"
 #include "experiments/experiment.h"
 #include "experiments/report.h"
 
 namespace experiments {
 
+using analysis::fixed_number;
+
 namespace {
 
 constexpr double kAlpha = 0.05;
-
-std::string fmt(double v, int digits = 3) {
-    char buf[48];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    return buf;
-}
 
 std::string p_text(double p) {
     char buf[32];
@@ -135,15 +132,16 @@ LossComparison compare_losses(const std::map<int64_t, PretrainRun>& a, const std
         if (!std::isfinite(la) || !std::isfinite(lb)) continue;
         d.push_back(la - lb);
         per_seed += (per_seed.empty() ? "" : "; ") + std::string("seed ") + std::to_string(seed) +
-                    ": " + fmt(la) + " vs " + fmt(lb);
+                    ": " + fixed_number(la, 3) + " vs " + fixed_number(lb, 3);
     }
     LossComparison c;
     c.test = analysis::paired_t_test(d);
     c.line = a_name + " - " + b_name + " at step " + std::to_string(step) + ": mean " +
-             fmt(c.test.mean) + " nats over " + std::to_string(c.test.n) + " seed(s)";
+             fixed_number(c.test.mean, 3) + " nats over " + std::to_string(c.test.n) + " seed(s)";
     if (c.test.valid)
-        c.line += " (95% CI [" + fmt(c.test.ci_lo) + ", " + fmt(c.test.ci_hi) +
-                  "], t=" + fmt(c.test.t, 2) + ", " + p_text(c.test.p) + ")";
+        c.line += " (95% CI [" + fixed_number(c.test.ci_lo, 3) + ", " +
+                  fixed_number(c.test.ci_hi, 3) + "], t=" + fixed_number(c.test.t, 2) + ", " +
+                  p_text(c.test.p) + ")";
     else
         c.line += " (one seed: no test)";
     c.line += " [" + per_seed + "]";
@@ -199,8 +197,9 @@ ScoreComparison compare_scores(const ReportRow& better, const ReportRow& worse,
     c.ok = true;
     c.diff = pb - pw;
     c.ci = analysis::percentile_interval(d);
-    c.line += fmt(pb, 2) + " vs " + fmt(pw, 2) + ", difference " + fmt(c.diff, 2) +
-              " (95% paired bootstrap CI [" + fmt(c.ci.lo, 2) + ", " + fmt(c.ci.hi, 2) + "])";
+    c.line += fixed_number(pb, 2) + " vs " + fixed_number(pw, 2) + ", difference " +
+              fixed_number(c.diff, 2) + " (95% paired bootstrap CI [" + fixed_number(c.ci.lo, 2) +
+              ", " + fixed_number(c.ci.hi, 2) + "])";
     return c;
 }
 
@@ -327,12 +326,12 @@ std::vector<Claim> pretraining_and_task_claims(Groups& groups, const Report& rep
                 const double f = step < 0 ? std::numeric_limits<double>::infinity()
                                           : step / static_cast<double>(base.last_step());
                 fractions.push_back(f);
-                c.details.push_back("seed " + std::to_string(seed) + ": bert-a ends at " +
-                                    fmt(target) + " (step " + std::to_string(base.last_step()) +
-                                    "); tupe-a " +
-                                    (step < 0 ? std::string("never reaches it")
-                                              : "reaches it at step " + fmt(step, 0) + " = " +
-                                                    fmt(100 * f, 1) + "% of the steps"));
+                c.details.push_back(
+                    "seed " + std::to_string(seed) + ": bert-a ends at " + fixed_number(target, 3) +
+                    " (step " + std::to_string(base.last_step()) + "); tupe-a " +
+                    (step < 0 ? std::string("never reaches it")
+                              : "reaches it at step " + fixed_number(step, 0) + " = " +
+                                    fixed_number(100 * f, 1) + "% of the steps"));
             }
             if (fractions.empty()) {
                 c.verdict = Verdict::kNotRun;
@@ -341,7 +340,7 @@ std::vector<Claim> pretraining_and_task_claims(Groups& groups, const Report& rep
                 const double lo = *std::min_element(fractions.begin(), fractions.end());
                 const double hi = *std::max_element(fractions.begin(), fractions.end());
                 auto pct = [](double f) {
-                    return std::isfinite(f) ? fmt(100 * f, 1) + "%" : std::string("never");
+                    return std::isfinite(f) ? fixed_number(100 * f, 1) + "%" : std::string("never");
                 };
                 c.evidence = !std::isfinite(lo)
                                  ? "tupe-a never reaches bert-a's final loss in " +
@@ -440,7 +439,7 @@ std::vector<Claim> pretraining_and_task_claims(Groups& groups, const Report& rep
         }
         std::sort(finals.begin(), finals.end());
         for (const auto& [loss, g] : finals)
-            observed += (observed.empty() ? "" : " < ") + g + " " + fmt(loss);
+            observed += (observed.empty() ? "" : " < ") + g + " " + fixed_number(loss, 3);
         c.evidence = parts.empty() ? "needs at least two of tupe-r, tupe-a, bert-r, bert-a"
                                    : "observed (mean final loss): " + observed;
         std::vector<std::string> missing;
@@ -484,8 +483,8 @@ std::vector<Claim> pretraining_and_task_claims(Groups& groups, const Report& rep
                 with += v == Verdict::kSupported;
                 against += v == Verdict::kContradicted;
                 cells += std::string(cells.empty() ? "" : "; ") + column_title(column) + " " +
-                         (one.diff >= 0 ? "+" : "") + fmt(one.diff, 2) + " [" + fmt(one.ci.lo, 2) +
-                         ", " + fmt(one.ci.hi, 2) + "]" +
+                         (one.diff >= 0 ? "+" : "") + fixed_number(one.diff, 2) + " [" +
+                         fixed_number(one.ci.lo, 2) + ", " + fixed_number(one.ci.hi, 2) + "]" +
                          (v == Verdict::kSupported      ? " >"
                           : v == Verdict::kContradicted ? " <"
                                                         : " ~");
@@ -501,7 +500,7 @@ std::vector<Claim> pretraining_and_task_claims(Groups& groups, const Report& rep
         std::sort(avgs.begin(), avgs.end());
         std::string observed;
         for (const auto& [a, g] : avgs)
-            observed += (observed.empty() ? "" : " > ") + g + " " + fmt(-a, 2);
+            observed += (observed.empty() ? "" : " > ") + g + " " + fixed_number(-a, 2);
         c.evidence =
             parts.empty()
                 ? "needs fine-tuning results of at least two of tupe-r, tupe-a, bert-r, bert-a"
@@ -779,7 +778,8 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
                             : (flatter > steeper ? Verdict::kSupported : Verdict::kContradicted);
             c.evidence = std::to_string(flatter) + " of " + std::to_string(flatter + steeper) +
                          " (head, term) comparisons flatter than word-word, median spread ratio " +
-                         fmt(analysis::median_of(ratios), 2) + " (sign test " + p_text(p) + ")";
+                         fixed_number(analysis::median_of(ratios), 2) + " (sign test " + p_text(p) +
+                         ")";
         }
         c.runs = run_names(groups, {"bert-a"});
         claims.push_back(c);
@@ -854,8 +854,8 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
             const double overhead = 100.0 * (nt - nb) / nb;
             c.verdict =
                 overhead >= 0.5 && overhead <= 1.5 ? Verdict::kSupported : Verdict::kContradicted;
-            c.evidence = "base: tupe-a " + fmt(nt / 1e6, 2) + "M vs bert-a " + fmt(nb / 1e6, 2) +
-                         "M, +" + fmt(overhead, 2) + "%";
+            c.evidence = "base: tupe-a " + fixed_number(nt / 1e6, 2) + "M vs bert-a " +
+                         fixed_number(nb / 1e6, 2) + "M, +" + fixed_number(overhead, 2) + "%";
             if (groups.count("tupe-a") && groups.count("bert-a")) {
                 try {
                     const auto mt =
@@ -867,9 +867,10 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
                     const double et = static_cast<double>(count_parameters(mt));
                     const double eb = static_cast<double>(count_parameters(mb));
                     c.evidence += "; this experiment (" + mb.size + ", vocab " +
-                                  std::to_string(mb.vocab_size) + "): " + fmt(et / 1e6, 3) +
-                                  "M vs " + fmt(eb / 1e6, 3) + "M, +" +
-                                  fmt(100.0 * (et - eb) / eb, 2) + "%";
+                                  std::to_string(mb.vocab_size) +
+                                  "): " + fixed_number(et / 1e6, 3) + "M vs " +
+                                  fixed_number(eb / 1e6, 3) + "M, +" +
+                                  fixed_number(100.0 * (et - eb) / eb, 2) + "%";
                 } catch (const std::exception&) {
                     // a config written by another version: the base figure stands alone
                 }

@@ -69,7 +69,7 @@ std::string join(const std::vector<std::string>& names) {
     return out;
 }
 
-bool contains(const std::vector<std::string>& v, const std::string& s) {
+bool contains_name(const std::vector<std::string>& v, const std::string& s) {
     return std::find(v.begin(), v.end(), s) != v.end();
 }
 
@@ -178,7 +178,7 @@ class Loader {
         for (const auto& entry : root) {
             const std::string name = key_text(entry.first, "");
             check_duplicate(seen, name, entry.first.Mark());
-            if (contains(foreign_, name)) continue;  // the caller's own keys (experiments)
+            if (contains_name(foreign_, name)) continue;  // the caller's own keys (experiments)
             if (name == "out_dir") {
                 add_scalar(name, entry.first, entry.second);
             } else if (name == "model" || name == "data" || name == "train") {
@@ -198,7 +198,7 @@ class Loader {
         for (const auto& entry : node) {
             const std::string path = section + "." + key_text(entry.first, section);
             check_duplicate(seen, path, entry.first.Mark());
-            if (!contains(keys_, path) && !contains(legacy_, path))
+            if (!contains_name(keys_, path) && !contains_name(legacy_, path))
                 fail_at(entry.first.Mark(), path, "unknown key" + unknown_key_hint(path));
             add_scalar(path, entry.first, entry.second);
         }
@@ -239,7 +239,7 @@ class Loader {
     }
 
     std::string unknown_top_level_message(const std::string& name) const {
-        if (contains(keys_, name) && name.find('.') != std::string::npos) {
+        if (contains_name(keys_, name) && name.find('.') != std::string::npos) {
             const auto dot = name.find('.');
             return "unknown top-level key; write it nested, '" + name.substr(dot + 1) +
                    ":' under '" + name.substr(0, dot) + ":'";
@@ -273,7 +273,7 @@ class Loader {
         s.key = key;
         s.value = text.substr(eq + 1);
         s.override_text = text;
-        if (!contains(keys_, key) && !contains(legacy_, key))
+        if (!contains_name(keys_, key) && !contains_name(legacy_, key))
             fail_at(s, "unknown key '" + key + "'" + unknown_key_hint(key));
         settings_.push_back(std::move(s));
     }
@@ -290,7 +290,7 @@ class Loader {
                              const std::vector<std::string>& valid) const {
         const Setting* s = last_setting(key);
         if (!s) return fallback;
-        if (!contains(valid, s->value))
+        if (!contains_name(valid, s->value))
             fail_at(*s, "unknown model " + what + " '" + s->value + "' (expected " + join(valid) +
                             ")" + did_you_mean(nearest_key(s->value, valid)));
         return s->value;
@@ -341,7 +341,7 @@ class Loader {
                                         message[end] == '_' || message[end] == '.'))
             ++end;
         const std::string key =
-            contains(keys_, message.substr(0, end)) ? message.substr(0, end) : "";
+            contains_name(keys_, message.substr(0, end)) ? message.substr(0, end) : "";
         const Setting* s = key.empty() ? nullptr : last_setting(key);
         const std::string text = prefix + message;
         if (s && s->override_text.empty())

@@ -13,12 +13,16 @@
 
 #include "analysis/evidence.h"
 #include "analysis/tasks.h"
+#include "analysis/text_format.h"
 #include "engine/corpus.h"
 #include "engine/errors.h"
 #include "experiments/experiment.h"
 #include "experiments/job_identity.h"
 
 namespace experiments {
+
+using analysis::fixed_number;
+using analysis::signed_number;
 
 namespace {
 
@@ -41,18 +45,6 @@ double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const size_t n = v.size();
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string fmt(double v, int digits = 2) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    return buf;
-}
-
-std::string signed_fmt(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%+.2f", v);
-    return buf;
 }
 
 uint64_t text_hash(const std::string& text) {
@@ -95,17 +87,19 @@ std::string pretraining_summary(ResultStore& store, const std::string& name) {
         if (curve.empty()) continue;
         const std::string group = variant_group(r.variant.empty() ? r.name : r.variant);
         if (!finals.count(group)) order.push_back(group);
-        finals[group].push_back(fmt(curve.back().value, 3) + " (seed " + std::to_string(r.seed) +
-                                ", step " + std::to_string(curve.back().step) + ")");
+        finals[group].push_back(fixed_number(curve.back().value, 3) + " (seed " +
+                                std::to_string(r.seed) + ", step " +
+                                std::to_string(curve.back().step) + ")");
         const auto params = store.params(r.id);
         auto it = params.find("floor.unigram_nats");
         if (it == params.end()) continue;
         const double floor = std::stod(it->second);
-        floors.insert(fmt(floor, 3));
+        floors.insert(fixed_number(floor, 3));
         if (curve.back().value > floor - engine::kFloorMargin)
-            warnings.push_back("warning: " + r.name + " ends at " + fmt(curve.back().value, 3) +
-                               ", not " + fmt(engine::kFloorMargin, 1) +
-                               " nats below the unigram floor " + fmt(floor, 3) +
+            warnings.push_back("warning: " + r.name + " ends at " +
+                               fixed_number(curve.back().value, 3) + ", not " +
+                               fixed_number(engine::kFloorMargin, 1) +
+                               " nats below the unigram floor " + fixed_number(floor, 3) +
                                ": it learned word frequencies only, and its fine-tuning "
                                "rows say nothing about positions");
     }
@@ -448,15 +442,16 @@ std::string render_report(const Report& report, ReportFormat format, bool mean_s
         auto it = row.cells.find(k);
         if (it == row.cells.end() || !it->second.present) return std::string("-");
         const auto& c = it->second;
-        std::string s = mean_std && !row.reference ? fmt(c.mean) + " +- " + fmt(c.stddev) + " (" +
-                                                         std::to_string(c.n) + ")"
-                                                   : fmt(c.median);
+        std::string s = mean_std && !row.reference
+                            ? fixed_number(c.mean, 2) + " +- " + fixed_number(c.stddev, 2) + " (" +
+                                  std::to_string(c.n) + ")"
+                            : fixed_number(c.median, 2);
         if (c.has_interval) {
-            s += " [" + fmt(c.lo, 1) + ", " + fmt(c.hi, 1) + "]";
+            s += " [" + fixed_number(c.lo, 1) + ", " + fixed_number(c.hi, 1) + "]";
             if (!c.above_chance) s += format == ReportFormat::kLatex ? "$^{\\sim}$" : " ~";
         } else if (with_delta && baseline && &row != baseline && !row.reference &&
                    baseline->cells.count(k)) {
-            s += " (" + signed_fmt(c.median - baseline->cells.at(k).median) + ")";
+            s += " (" + signed_number(c.median - baseline->cells.at(k).median, 2) + ")";
         }
         return s;
     };
@@ -489,16 +484,16 @@ std::string render_report(const Report& report, ReportFormat format, bool mean_s
                     os << ",,,,";
                     return;
                 }
-                os << "," << fmt(c->lo, 4) << "," << fmt(c->hi, 4) << ","
-                   << (c->has_chance ? fmt(c->chance, 4) : "") << ","
+                os << "," << fixed_number(c->lo, 4) << "," << fixed_number(c->hi, 4) << ","
+                   << (c->has_chance ? fixed_number(c->chance, 4) : "") << ","
                    << (c->above_chance ? "1" : "0");
             };
             for (const auto& k : report.columns) {
                 auto it = row.cells.find(k);
-                os << "," << (it == row.cells.end() ? "" : fmt(it->second.median, 4));
+                os << "," << (it == row.cells.end() ? "" : fixed_number(it->second.median, 4));
                 evidence(it == row.cells.end() ? nullptr : &it->second);
             }
-            os << "," << (row.has_average ? fmt(row.average, 4) : "");
+            os << "," << (row.has_average ? fixed_number(row.average, 4) : "");
             evidence(row.average_cell.present ? &row.average_cell : nullptr);
             os << "\n";
         }
@@ -520,10 +515,10 @@ std::string render_report(const Report& report, ReportFormat format, bool mean_s
             }
             cells.push_back(t);
         }
-        std::string avg = row.has_average ? fmt(row.average) : "-";
+        std::string avg = row.has_average ? fixed_number(row.average, 2) : "-";
         if (row.average_cell.has_interval) {
             const auto& a = row.average_cell;
-            avg += " [" + fmt(a.lo, 1) + ", " + fmt(a.hi, 1) + "]";
+            avg += " [" + fixed_number(a.lo, 1) + ", " + fixed_number(a.hi, 1) + "]";
             if (!a.above_chance) avg += format == ReportFormat::kLatex ? "$^{\\sim}$" : " ~";
         }
         cells.push_back(avg);
@@ -542,12 +537,12 @@ std::string render_report(const Report& report, ReportFormat format, bool mean_s
             }
         }
         any_chance = any_chance || found;
-        chance_row.push_back(found ? fmt(found->chance) : "-");
+        chance_row.push_back(found ? fixed_number(found->chance, 2) : "-");
     }
     const ReportRow* with_avg = nullptr;
     for (const auto& row : report.rows)
         if (!row.reference && row.average_cell.has_chance) with_avg = &row;
-    chance_row.push_back(with_avg ? fmt(with_avg->average_cell.chance) : "-");
+    chance_row.push_back(with_avg ? fixed_number(with_avg->average_cell.chance, 2) : "-");
     if (any_chance) table.push_back(chance_row);
     if (format == ReportFormat::kMarkdown) {
         for (size_t r = 0; r < table.size(); ++r) {

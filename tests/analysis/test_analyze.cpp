@@ -28,7 +28,7 @@ using namespace analysis;
 
 namespace {
 
-constexpr int64_t kMaxPositions = 12;
+constexpr int64_t kAnalyzeMaxPositions = 12;
 
 engine::WordPieceTokenizer tokenizer() {
     return engine::WordPieceTokenizer(
@@ -37,7 +37,7 @@ engine::WordPieceTokenizer tokenizer() {
 }
 
 engine::BertForMaskedLM tiny_model(const std::string& preset, uint64_t seed = 3) {
-    const engine::ModelConfig c = test_support::tiny16_config(preset, 15, kMaxPositions);
+    const engine::ModelConfig c = test_support::tiny16_config(preset, 15, kAnalyzeMaxPositions);
     torch::manual_seed(seed);
     engine::BertForMaskedLM model(c);
     // Larger weights than the N(0, 0.02) init, so every map is far from zero and uniform.
@@ -177,7 +177,7 @@ TEST(Analyze, LongSentencesAreTruncatedWithANoteOrRefused) {
     AnalyzeOptions options;
     options.source = "corpus.txt";
     const AnalysisOutput out = analyze_model(model, tokenizer(), {long_text, "a cat"}, options);
-    EXPECT_EQ(out.input_ids.size(1), kMaxPositions);
+    EXPECT_EQ(out.input_ids.size(1), kAnalyzeMaxPositions);
     EXPECT_EQ(out.tokens[0].back(), "[SEP]");
     ASSERT_FALSE(out.notes.empty());
     EXPECT_NE(out.notes[0].find("truncated to 12"), std::string::npos) << out.notes[0];
@@ -188,7 +188,7 @@ TEST(Analyze, LongSentencesAreTruncatedWithANoteOrRefused) {
     EXPECT_EQ(cut.input_ids.size(1), 6);
     ASSERT_FALSE(cut.notes.empty());
     EXPECT_NE(cut.notes[0].find("--max-tokens"), std::string::npos) << cut.notes[0];
-    options.max_tokens = kMaxPositions + 1;
+    options.max_tokens = kAnalyzeMaxPositions + 1;
     EXPECT_THROW(analyze_model(model, tokenizer(), {"a cat"}, options), std::invalid_argument);
     options.max_tokens = 0;
 
@@ -309,7 +309,7 @@ TEST_F(AnalyzeTest, SchemeTermsAddUpToTheFirstLayerLogitsOfEveryScheme) {
         const bool pre_ln = preset == "tupe-a pre-ln";
         engine::BertForMaskedLM model{nullptr};
         if (pre_ln) {
-            engine::ModelConfig c = test_support::tiny16_config("tupe-a", 15, kMaxPositions);
+            engine::ModelConfig c = test_support::tiny16_config("tupe-a", 15, kAnalyzeMaxPositions);
             c.pre_layernorm = true;
             torch::manual_seed(3);
             model = engine::BertForMaskedLM(c);

@@ -25,16 +25,18 @@
 #include "support/test_support.h"
 #include "support/torch_support.h"
 
+using test_support::has;
+
 namespace fs = std::filesystem;
 using namespace analysis;
 
 namespace {
 
 constexpr int64_t kVocab = 40;
-constexpr int64_t kMaxPositions = 16;
+constexpr int64_t kAttentionMaxPositions = 16;
 
 engine::ModelConfig tiny_config(const std::string& preset) {
-    return test_support::tiny16_config(preset, kVocab, kMaxPositions);
+    return test_support::tiny16_config(preset, kVocab, kAttentionMaxPositions);
 }
 
 /// Every parameter ~N(0, 0.5), LayerNorm gains around 1: logits of order 1, nonzero biases, so
@@ -185,7 +187,7 @@ TEST(FourTerms, RestoresTrainingModeAndRejectsLongInput) {
     auto batch = make_batch(8);
     decompose_first_layer(model, batch.ids);
     EXPECT_TRUE(model->is_training());
-    auto too_long = torch::full({1, kMaxPositions + 1}, 5, torch::kLong);
+    auto too_long = torch::full({1, kAttentionMaxPositions + 1}, 5, torch::kLong);
     EXPECT_THROW(decompose_first_layer(model, too_long), std::invalid_argument);
 }
 
@@ -362,7 +364,8 @@ TEST(PositionalCorrelation, PerLayerGroupsTieClsAndWrongVariant) {
 
     engine::BertModel bert(tiny_config("bert-a"));
     EXPECT_THROW(tupe_positional_correlation(bert, 8), std::invalid_argument);
-    EXPECT_THROW(tupe_positional_correlation(tied, kMaxPositions + 1), std::invalid_argument);
+    EXPECT_THROW(tupe_positional_correlation(tied, kAttentionMaxPositions + 1),
+                 std::invalid_argument);
 }
 
 // ---- [CLS] attention --------------------------------------------------------------------------
@@ -499,7 +502,7 @@ TEST(HeadTaxonomy, MeanAttentionDistance) {
 TEST(HeadTaxonomy, TupeModelAtInitIsGlobal) {
     // At init (N(0, 0.02)) the positional correlation is near zero: softmax rows are uniform.
     engine::BertModel model(tiny_config("tupe-a"));
-    auto pc = tupe_positional_correlation(model, kMaxPositions);
+    auto pc = tupe_positional_correlation(model, kAttentionMaxPositions);
     auto heads = classify_heads(pc.groups[0].probs);
     ASSERT_EQ(heads.size(), 2u);
     for (auto h : heads) EXPECT_EQ(h, HeadPattern::kGlobal);
@@ -584,10 +587,6 @@ std::string checkpoint_error(F f) {
     return "";
 }
 
-bool has(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
-}
-
 }  // namespace
 
 TEST(Safetensors, RoundTripsDtypesAndMetadata) {
@@ -655,7 +654,7 @@ TEST(HfImport, SafetensorsRoundTripGivesIdenticalOutputs) {
     auto inspection = inspect_text(imported, tokenizer, "the cat sat");
     EXPECT_EQ(inspection.tokens.size(), 5u);
     std::string long_text;
-    for (int i = 0; i < kMaxPositions; ++i) long_text += "the cat ";
+    for (int i = 0; i < kAttentionMaxPositions; ++i) long_text += "the cat ";
     EXPECT_THROW(inspect_text(imported, tokenizer, long_text), engine::InputError);
 }
 

@@ -24,15 +24,15 @@ using analysis::ExtrapolationRow;
 
 namespace {
 
-constexpr int64_t kMaxPositions = 64;  // bert-a's table
-constexpr int64_t kTrainLength = 40;   // L: shifts 0, 20, 40; bert-a runs 0..59 but not 40..79
+constexpr int64_t kExtrapolateMaxPositions = 64;  // bert-a's table
+constexpr int64_t kTrainLength = 40;  // L: shifts 0, 20, 40; bert-a runs 0..59 but not 40..79
 
 // Skewed towards the low ids, so that the unigram floor is below log(15), with an [UNK] now and
 // then (test_support::word_stream).
 std::vector<int64_t> test_stream(int64_t n = 1000) { return test_support::word_stream(n, 7, true); }
 
 engine::BertForMaskedLM test_model(const std::string& preset, uint64_t seed = 3) {
-    return test_support::randomized_word_model(preset, kMaxPositions, seed);
+    return test_support::randomized_word_model(preset, kExtrapolateMaxPositions, seed);
 }
 
 ExtrapolationOptions test_options() {
@@ -77,7 +77,7 @@ TEST(Extrapolate, NopeAndRopeIgnoreAShiftOfEveryPosition) {
 TEST(Extrapolate, BertAChangesWithAShiftAndRefusesOnePastItsTable) {
     const auto r = evaluate("bert-a");
     EXPECT_FALSE(r.extrapolates);
-    EXPECT_EQ(r.max_positions, kMaxPositions);
+    EXPECT_EQ(r.max_positions, kExtrapolateMaxPositions);
     ASSERT_EQ(r.shifts.size(), 3u);
     ASSERT_TRUE(r.shifts[0].available && r.shifts[1].available);
     EXPECT_GT(std::abs(r.shifts[1].loss - r.shifts[0].loss), 1e-4);

@@ -24,7 +24,7 @@ using analysis::Inspection;
 
 namespace {
 
-constexpr int64_t kMaxPositions = 24;
+constexpr int64_t kInspectMaxPositions = 24;
 
 engine::Vocab test_vocab() {
     return engine::Vocab::from_tokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat",
@@ -33,7 +33,7 @@ engine::Vocab test_vocab() {
 
 engine::ModelConfig tiny_config(const std::string& preset, int64_t vocab_size) {
     engine::ModelConfig config = test_support::tiny_config(preset, vocab_size);
-    config.max_position_embeddings = kMaxPositions;
+    config.max_position_embeddings = kInspectMaxPositions;
     return config;
 }
 
@@ -133,23 +133,25 @@ TEST_F(InspectTest, RunsWithoutDropoutAndRestoresTrainingMode) {
 }
 
 TEST_F(InspectTest, TextLongerThanThePositionTableThrows) {
-    // kMaxPositions - 2 words plus [CLS] and [SEP] fill the table exactly.
-    const Inspection fits = inspect_text(model_, tokenizer_, words(kMaxPositions - 2));
-    EXPECT_EQ(static_cast<int64_t>(fits.tokens.size()), kMaxPositions);
+    // kInspectMaxPositions - 2 words plus [CLS] and [SEP] fill the table exactly.
+    const Inspection fits = inspect_text(model_, tokenizer_, words(kInspectMaxPositions - 2));
+    EXPECT_EQ(static_cast<int64_t>(fits.tokens.size()), kInspectMaxPositions);
 
     try {
-        inspect_text(model_, tokenizer_, words(kMaxPositions - 1));
+        inspect_text(model_, tokenizer_, words(kInspectMaxPositions - 1));
         FAIL() << "expected engine::InputError";
     } catch (const engine::InputError& e) {
         EXPECT_EQ(e.path(), "--text");
         const std::string what = e.what();
-        EXPECT_NE(what.find(std::to_string(kMaxPositions + 1) + " tokens"), std::string::npos)
+        EXPECT_NE(what.find(std::to_string(kInspectMaxPositions + 1) + " tokens"),
+                  std::string::npos)
             << what;
         EXPECT_NE(what.find("position table"), std::string::npos) << what;
-        EXPECT_NE(what.find("max " + std::to_string(kMaxPositions)), std::string::npos) << what;
+        EXPECT_NE(what.find("max " + std::to_string(kInspectMaxPositions)), std::string::npos)
+            << what;
     }
     // A pair counts its second [SEP] and segment too.
-    EXPECT_THROW(inspect_text(model_, tokenizer_, words(10), words(kMaxPositions - 12)),
+    EXPECT_THROW(inspect_text(model_, tokenizer_, words(10), words(kInspectMaxPositions - 12)),
                  engine::InputError);
 }
 

@@ -34,7 +34,7 @@ void expect_invalid(const std::function<void()>& body, const std::string& what) 
 }
 
 /// Runs `body` expecting engine::InputError at `line` (0: none) whose message contains `what`.
-void expect_input_error(const std::function<void()>& body, long line, const std::string& what) {
+void expect_line_error(const std::function<void()>& body, long line, const std::string& what) {
     try {
         body();
         ADD_FAILURE() << "expected engine::InputError containing '" << what << "'";
@@ -388,21 +388,21 @@ TEST_F(SubmissionTest, AcceptsTrailingBlankLinesAndNoFinalNewline) {
 
 TEST_F(SubmissionTest, ReadErrorsNameFileAndLine) {
     const std::string missing = (dir_ / "nope.tsv").string();
-    expect_input_error([&] { analysis::read_submission(missing); }, 0, "nope.tsv");
+    expect_line_error([&] { analysis::read_submission(missing); }, 0, "nope.tsv");
     const std::string empty = write("empty.tsv", "");
-    expect_input_error([&] { analysis::read_submission(empty); }, 0, "empty file");
+    expect_line_error([&] { analysis::read_submission(empty); }, 0, "empty file");
     const std::string no_header = write("nh.tsv", "0\t1\n1\t0\n");
-    expect_input_error([&] { analysis::read_submission(no_header); }, 1, "looks like data");
+    expect_line_error([&] { analysis::read_submission(no_header); }, 1, "looks like data");
     const std::string bad_header = write("bh.tsv", "index,prediction\n0\t1\n");
-    expect_input_error([&] { analysis::read_submission(bad_header); }, 1, "header");
+    expect_line_error([&] { analysis::read_submission(bad_header); }, 1, "header");
     const std::string three = write("three.tsv", "index\tprediction\n0\t1\n1\t0\textra\n");
-    expect_input_error([&] { analysis::read_submission(three); }, 3, "got 3");
+    expect_line_error([&] { analysis::read_submission(three); }, 3, "got 3");
     const std::string comma = write("comma.tsv", "index\tprediction\n0,1\n");
-    expect_input_error([&] { analysis::read_submission(comma); }, 2, "got 1");
+    expect_line_error([&] { analysis::read_submission(comma); }, 2, "got 1");
     const std::string blank = write("blank.tsv", "index\tprediction\n0\t1\n\n1\t0\n");
-    expect_input_error([&] { analysis::read_submission(blank); }, 3, "blank line");
+    expect_line_error([&] { analysis::read_submission(blank); }, 3, "blank line");
     const std::string empty_pred = write("ep.tsv", "index\tprediction\n0\t\n");
-    expect_input_error([&] { analysis::read_submission(empty_pred); }, 2, "empty prediction");
+    expect_line_error([&] { analysis::read_submission(empty_pred); }, 2, "empty prediction");
     try {
         analysis::read_submission(three);
     } catch (const engine::InputError& e) {
@@ -459,25 +459,25 @@ TEST(ScoreSubmission, RowErrorsNameTheLine) {
     const std::vector<std::string> labels = {"entailment", "not_entailment"};
     using Rows = std::vector<std::pair<std::string, std::string>>;
     // Row 1 is line 3 (line 1 is the header).
-    expect_input_error(
+    expect_line_error(
         [&] {
             analysis::score_submission("RTE", Rows{{"0", "entailment"}, {"1", "neutral"}}, gold,
                                        labels, "RTE.tsv");
         },
         3, "unknown label 'neutral'; expected one of: entailment, not_entailment");
-    expect_input_error(
+    expect_line_error(
         [&] {
             analysis::score_submission("RTE", Rows{{"7", "entailment"}}, gold, labels, "RTE.tsv");
         },
         2, "index '7' is not in the gold set");
-    expect_input_error(
+    expect_line_error(
         [&] {
             analysis::score_submission(
                 "RTE", Rows{{"0", "entailment"}, {"1", "entailment"}, {"0", "entailment"}}, gold,
                 labels, "RTE.tsv");
         },
         4, "index '0' given twice (first on line 2)");
-    expect_input_error(
+    expect_line_error(
         [&] {
             analysis::score_submission("STS-B", Rows{{"0", "3,5"}}, {{"0", "3.5"}}, {}, "S.tsv");
         },
@@ -488,7 +488,7 @@ TEST(ScoreSubmission, MissingPredictionsAreCounted) {
     const std::map<std::string, std::string> gold = {
         {"0", "0"}, {"1", "1"}, {"2", "0"}, {"3", "1"}, {"4", "1"}};
     const std::vector<std::pair<std::string, std::string>> rows = {{"0", "0"}, {"3", "1"}};
-    expect_input_error(
+    expect_line_error(
         [&] {
             analysis::score_submission("SST-2", rows, gold, {"0", "1"}, "SST-2.tsv");
         },

@@ -27,7 +27,7 @@
 
 namespace {
 
-constexpr int64_t kMaxPositions = 64;
+constexpr int64_t kPropertiesMaxPositions = 64;
 constexpr int64_t kLength = 24;
 
 torch::Tensor index_grid(int64_t n, bool rows) {
@@ -47,12 +47,12 @@ torch::Tensor row_constant(int64_t n) {  // phi(i, j) = c_i
     return torch::cos(index_grid(n, true));
 }
 
-std::vector<int64_t> test_stream(int64_t n = 400) {
+std::vector<int64_t> properties_stream(int64_t n = 400) {
     return test_support::word_stream(n, 11, false);
 }
 
-engine::BertForMaskedLM test_model(const std::string& preset, uint64_t seed = 3) {
-    return test_support::randomized_word_model(preset, kMaxPositions, seed);
+engine::BertForMaskedLM properties_model(const std::string& preset, uint64_t seed = 3) {
+    return test_support::randomized_word_model(preset, kPropertiesMaxPositions, seed);
 }
 
 analysis::PropertiesReport probe(engine::BertForMaskedLM& model, int64_t windows = 6) {
@@ -61,7 +61,7 @@ analysis::PropertiesReport probe(engine::BertForMaskedLM& model, int64_t windows
     o.windows = windows;
     o.batch_size = 4;  // two batches
     o.source = "test-stream";
-    return analysis::measure_properties(model, test_stream(), test_support::word_vocab(), o);
+    return analysis::measure_properties(model, properties_stream(), test_support::word_vocab(), o);
 }
 
 }  // namespace
@@ -159,7 +159,7 @@ TEST(MapProperties, RejectsNonSquareMaps) {
 // ----------------------------------------------------------------------------
 
 TEST(PropertiesProbe, NopeHasNoPositionalPart) {
-    auto model = test_model("nope");
+    auto model = properties_model("nope");
     const auto r = probe(model);
     EXPECT_EQ(r.windows, 6);
     EXPECT_EQ(r.static_source, "");
@@ -181,7 +181,7 @@ TEST(PropertiesProbe, StaticBiasSchemesHaveLayerZeroDeltaEqualToTheirBias) {
     // per-row constant for T5/ALiBi and the [CLS] reset for TUPE, which the maps leave out).
     for (const std::string preset : {"t5", "alibi", "tupe-a"}) {
         SCOPED_TRACE(preset);
-        auto model = test_model(preset);
+        auto model = properties_model(preset);
         const auto r = probe(model);
         EXPECT_EQ(r.static_source, "bias");
         const auto& l0 = r.layers[0];
@@ -212,7 +212,7 @@ TEST(PropertiesProbe, StaticBiasSchemesHaveLayerZeroDeltaEqualToTheirBias) {
 TEST(PropertiesProbe, EveryPresetGivesFiniteNumbersAndRestoresTheModel) {
     for (const auto& preset : engine::model_presets()) {
         SCOPED_TRACE(preset);
-        auto model = test_model(preset);
+        auto model = properties_model(preset);
         model->train();
         const auto r = probe(model, 3);
         EXPECT_TRUE(model->is_training());
@@ -244,7 +244,7 @@ TEST(PropertiesProbe, EveryPresetGivesFiniteNumbersAndRestoresTheModel) {
 }
 
 TEST(PropertiesProbe, ShortStreamIsAnInputErrorNamingTheSource) {
-    auto model = test_model("bert-a");
+    auto model = properties_model("bert-a");
     analysis::PropertiesOptions o;
     o.length = kLength;
     o.source = "short.txt";
@@ -280,20 +280,20 @@ TEST(OrderProbe, NopeLossDoesNotChangeAndBertADoes) {
     o.windows = 8;
     o.batch_size = 3;
     o.source = "test-stream";
-    auto nope = test_model("nope");
-    const auto r = analysis::order_probe(nope, test_stream(), test_support::word_vocab(), o);
+    auto nope = properties_model("nope");
+    const auto r = analysis::order_probe(nope, properties_stream(), test_support::word_vocab(), o);
     EXPECT_EQ(r.rows.size(), o.ngrams.size() + o.swaps.size());
     EXPECT_GT(r.masked, 0);
     for (const auto& row : r.rows) EXPECT_NEAR(row.change, 0.0, 1e-9) << row.kind << " " << row.n;
-    auto bert = test_model("bert-a");
-    const auto b = analysis::order_probe(bert, test_stream(), test_support::word_vocab(), o);
+    auto bert = properties_model("bert-a");
+    const auto b = analysis::order_probe(bert, properties_stream(), test_support::word_vocab(), o);
     EXPECT_EQ(b.masked, r.masked);                // the same masked tokens
     EXPECT_GT(std::abs(b.rows[0].change), 1e-6);  // a full shuffle moves a model with positions
 }
 
 TEST(OrderProbe, AnalyzeWritesPropertiesAndTheOrderProbe) {
     test_support::TempDir dir("tupe_properties_analyze");
-    auto model = test_model("tupe-a");
+    auto model = properties_model("tupe-a");
     const engine::WordPieceTokenizer tokenizer(test_support::word_vocab());
     std::vector<std::string> sentences(12,
                                        "the cat sat on the mat . a red dog ran near the old bird");

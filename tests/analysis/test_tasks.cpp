@@ -14,6 +14,9 @@
 
 #include "analysis/metrics.h"
 #include "analysis/tasks.h"
+#include "support/test_support.h"
+
+using test_support::has;
 
 namespace {
 
@@ -40,10 +43,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
     std::string item;
     while (std::getline(ss, item, sep)) out.push_back(trim(item));
     return out;
-}
-
-bool has(const std::string& s, const std::string& what) {
-    return s.find(what) != std::string::npos;
 }
 
 /// One row of the document's table: task | files | header | columns | labels | metric(s).

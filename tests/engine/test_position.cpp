@@ -37,7 +37,7 @@ const std::vector<std::string> kZoo = {
     "bert-a", "bert-r", "tupe-a",  "tupe-r", "tupe-a-tie-cls", "bert-ad", "sinusoidal", "nope",
     "t5",     "shaw",   "shaw-kq", "rope",   "rope-cls",       "alibi",   "alibi-cls",  "deberta"};
 
-torch::Tensor param(torch::nn::Module& m, const std::string& name) {
+torch::Tensor named_param(torch::nn::Module& m, const std::string& name) {
     auto* p = m.named_parameters().find(name);
     TORCH_CHECK(p, "no parameter ", name);
     return p->detach();
@@ -45,17 +45,17 @@ torch::Tensor param(torch::nn::Module& m, const std::string& name) {
 
 // Every parameter from N(0, 0.3) (cls_theta and zero-initialised biases included), so that
 // every term is visible.
-void randomize(torch::nn::Module& m, uint64_t seed) {
+void randomize_normal(torch::nn::Module& m, uint64_t seed) {
     torch::manual_seed(seed);
     torch::NoGradGuard g;
     for (auto& p : m.parameters()) p.normal_(0.0, 0.3);
 }
 
-// A model of `c` with randomize(seed)'s weights, in eval mode (no dropout), in `dtype`.
+// A model of `c` with randomize_normal(seed)'s weights, in eval mode (no dropout), in `dtype`.
 template <typename Model>
 Model random_model(const ModelConfig& c, uint64_t seed, torch::ScalarType dtype = torch::kFloat) {
     Model m(c);
-    randomize(*m, seed);
+    randomize_normal(*m, seed);
     m->to(dtype);
     m->eval();
     return m;
@@ -106,10 +106,11 @@ torch::Tensor reference_logits(BertModel& m, const ModelConfig& c, const torch::
                   H = c.num_attention_heads, d = C / H;
     auto pos = torch::arange(offset, offset + T, torch::kDouble);
     // Embeddings: words + (learned | sinusoidal) + token type 0, LayerNorm.
-    auto x = param(*m, "embeddings.word_embeddings.weight").index_select(0, input.view({-1}));
+    auto x = named_param(*m, "embeddings.word_embeddings.weight").index_select(0, input.view({-1}));
     x = x.view({B, T, C});
     if (c.absolute_position == "input")
-        x = x + param(*m, "embeddings.position_embeddings.weight").slice(0, offset, offset + T);
+        x = x +
+            named_param(*m, "embeddings.position_embeddings.weight").slice(0, offset, offset + T);
     if (c.absolute_position == "sinusoidal") {
         auto table = torch::zeros({T, C}, torch::kDouble);
         for (int64_t t = 0; t < T; ++t)
@@ -120,12 +121,13 @@ torch::Tensor reference_logits(BertModel& m, const ModelConfig& c, const torch::
             }
         x = x + table;
     }
-    x = x + param(*m, "embeddings.token_type_embeddings.weight")[0];
-    x = torch::layer_norm(x, {C}, param(*m, "embeddings.LayerNorm.weight"),
-                          param(*m, "embeddings.LayerNorm.bias"), c.layer_norm_eps);
+    x = x + named_param(*m, "embeddings.token_type_embeddings.weight")[0];
+    x = torch::layer_norm(x, {C}, named_param(*m, "embeddings.LayerNorm.weight"),
+                          named_param(*m, "embeddings.LayerNorm.bias"), c.layer_norm_eps);
     const std::string s = "encoder.layer.0.attention.self.";
-    auto q = torch::linear(x, param(*m, s + "query.weight"), param(*m, s + "query.bias"));
-    auto k = torch::linear(x, param(*m, s + "key.weight"), param(*m, s + "key.bias"));
+    auto q =
+        torch::linear(x, named_param(*m, s + "query.weight"), named_param(*m, s + "query.bias"));
+    auto k = torch::linear(x, named_param(*m, s + "key.weight"), named_param(*m, s + "key.bias"));
     const double sc = 1.0 / std::sqrt(d * c.attention_scale_factor);
     const int64_t kc =
         c.max_relative_distance > 0 ? c.max_relative_distance : c.max_position_embeddings - 1;
@@ -162,14 +164,14 @@ torch::Tensor reference_logits(BertModel& m, const ModelConfig& c, const torch::
                         double bucket = t5_bucket_ref(pj - pi, c.rel_pos_bins, c.max_rel_pos);
                         if (c.untie_cls && j == 0) bucket = c.rel_pos_bins;
                         if (c.untie_cls && i == 0) bucket = c.rel_pos_bins / 2;
-                        v += param(*m, "position_bias.relative_attention_bias.weight")
+                        v += named_param(*m, "position_bias.relative_attention_bias.weight")
                                  [static_cast<int64_t>(bucket)][h]
                                      .item<double>();
                     }
                     if (c.relative_position == "alibi" && !cls)
                         v += -slopes[h] * std::abs(static_cast<double>(pi - pj));
                     if (c.relative_position == "shaw" || c.relative_position == "shaw_key_query") {
-                        auto e = param(*m, "position_bias.distance_embedding.0.weight")
+                        auto e = named_param(*m, "position_bias.distance_embedding.0.weight")
                             [std::clamp<int64_t>(pi - pj, -kc, kc) + kc];
                         v += qh[i].dot(e).item<double>() * sc;  // HF relative_key
                         if (c.relative_position == "shaw_key_query")
@@ -177,23 +179,23 @@ torch::Tensor reference_logits(BertModel& m, const ModelConfig& c, const torch::
                     }
                     if (c.relative_position == "deberta") {
                         const std::string pr = "position_bias.projections.0.";
-                        auto P = param(*m, "position_bias.rel_embeddings.weight");
+                        auto P = named_param(*m, "position_bias.rel_embeddings.weight");
                         auto delta = [&](int64_t a, int64_t bb) {
                             return std::clamp<int64_t>(a - bb + kc, 0, 2 * kc - 1);
                         };
-                        auto kr_ =
-                            torch::linear(P[delta(pi, pj)], param(*m, pr + "pos_k_linear.weight"),
-                                          param(*m, pr + "pos_k_linear.bias"))
-                                .slice(0, h * d, (h + 1) * d);
-                        auto qr_ =
-                            torch::linear(P[delta(pj, pi)], param(*m, pr + "pos_q_linear.weight"),
-                                          param(*m, pr + "pos_q_linear.bias"))
-                                .slice(0, h * d, (h + 1) * d);
+                        auto kr_ = torch::linear(P[delta(pi, pj)],
+                                                 named_param(*m, pr + "pos_k_linear.weight"),
+                                                 named_param(*m, pr + "pos_k_linear.bias"))
+                                       .slice(0, h * d, (h + 1) * d);
+                        auto qr_ = torch::linear(P[delta(pj, pi)],
+                                                 named_param(*m, pr + "pos_q_linear.weight"),
+                                                 named_param(*m, pr + "pos_q_linear.bias"))
+                                       .slice(0, h * d, (h + 1) * d);
                         v += qh[i].dot(kr_).item<double>() * sc;  // c2p
                         v += kh[j].dot(qr_).item<double>() * sc;  // p2c
                     }
                     if (c.untie_cls && c.absolute_position != "untied") {
-                        auto theta = param(*m, "position_bias.cls_theta");
+                        auto theta = named_param(*m, "position_bias.cls_theta");
                         if (i == 0)
                             v += theta[0][h].item<double>();
                         else if (j == 0)

@@ -218,9 +218,9 @@ TEST_F(TensorBoardTest, UnwritableFolderIsAnInputError) {
 
 namespace {
 
-const test_support::PhraseLists kPhrases = {{"the cat", "a dog", "my sister", "the bird"},
-                                            {"saw", "liked", "found", "followed"},
-                                            {"the house", "a river", "an apple", "the moon"}};
+const test_support::PhraseLists kEventPhrases = {{"the cat", "a dog", "my sister", "the bird"},
+                                                 {"saw", "liked", "found", "followed"},
+                                                 {"the house", "a river", "an apple", "the moon"}};
 
 struct MetricRow {
     int64_t step;
@@ -260,7 +260,7 @@ class TensorBoardTrainerTest : public test_support::TempDirTest {
   protected:
     TensorBoardTrainerTest() : TempDirTest(test_support::per_test_name("tupe_tensorboard_run")) {}
     void SetUp() override {
-        test_support::write_phrase_corpus(dir_, kPhrases, 3, 40, [](int) { return 6; });
+        test_support::write_phrase_corpus(dir_, kEventPhrases, 3, 40, [](int) { return 6; });
     }
     PretrainConfig config() const {
         PretrainConfig c;

@@ -12,6 +12,9 @@
 #include <string>
 
 #include "experiments/config_loader.h"
+#include "support/test_support.h"
+
+using test_support::has;
 
 namespace {
 
@@ -27,10 +30,6 @@ ConfigError load_error(const std::string& yaml, const std::vector<std::string>& 
     }
     ADD_FAILURE() << "expected a ConfigError for:\n" << yaml;
     return ConfigError("", 0, 0, "", "");
-}
-
-bool has(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
 }
 
 TEST(ConfigLoader, EmptyFileGivesDefaults) {

@@ -23,15 +23,13 @@
 #include "experiments/result_store.h"
 #include "support/test_support.h"
 
+using test_support::has;
+
 namespace fs = std::filesystem;
 
 namespace {
 
 using test_support::quote;
-
-bool has(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
-}
 
 // The last line of `err` that starts with `prefix` ("" when none).
 std::string last_line_starting(const std::string& err, const std::string& prefix) {

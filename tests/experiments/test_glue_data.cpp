@@ -28,7 +28,7 @@ using test_support::read_file;
 using test_support::write_file;
 
 // A fresh empty directory under the test temp dir.
-fs::path fresh_dir(const std::string& name) {
+fs::path glue_dir(const std::string& name) {
     return test_support::fresh_dir(fs::path(testing::TempDir()) / ("tupe_glue_data_" + name));
 }
 
@@ -135,7 +135,7 @@ const std::map<std::string, std::string> kFixtures = {
 
 // Writes every fixture under a fresh glue_data folder.
 fs::path write_glue_dir(const std::string& name) {
-    const fs::path dir = fresh_dir(name);
+    const fs::path dir = glue_dir(name);
     for (const auto& [file, text] : kFixtures) write_file(dir / file, text);
     return dir;
 }
@@ -266,7 +266,7 @@ TEST(GlueTsv, ToleratesCrlfAndKeepsUtf8Bytes) {
 }
 
 TEST(GlueTsv, MalformedRowNamesPathAndLine) {
-    const fs::path dir = fresh_dir("malformed");
+    const fs::path dir = glue_dir("malformed");
     const fs::path file = dir / "train.tsv";
     write_file(file, "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\ta\tentailment\n");
     const std::string msg = tsv_error("rte", file);
@@ -287,7 +287,7 @@ TEST(GlueTsv, MalformedRowNamesPathAndLine) {
 }
 
 TEST(GlueTsv, UnknownLabelNamesLineAndLabel) {
-    const fs::path dir = fresh_dir("labels");
+    const fs::path dir = glue_dir("labels");
     const fs::path file = dir / "dev.tsv";
     write_file(file, "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\ta\tb\tneutral\n");
     const std::string msg = tsv_error("rte", file);
@@ -309,7 +309,7 @@ TEST(GlueTsv, UnknownLabelNamesLineAndLabel) {
 }
 
 TEST(GlueJsonl, MapsFieldsAndHfLabelOrder) {
-    const fs::path dir = fresh_dir("jsonl");
+    const fs::path dir = glue_dir("jsonl");
     const fs::path mnli = dir / "mnli.jsonl";
     write_file(mnli,
                "{\"premise\": \"P0\", \"hypothesis\": \"H0\", \"label\": 0, \"idx\": 0}\n"
@@ -357,7 +357,7 @@ TEST(GlueJsonl, MapsFieldsAndHfLabelOrder) {
 }
 
 TEST(GlueJsonl, BadLinesNameTheLine) {
-    const fs::path dir = fresh_dir("jsonl_errors");
+    const fs::path dir = glue_dir("jsonl_errors");
     const fs::path file = dir / "rte.jsonl";
     const std::string good = "{\"sentence1\": \"a\", \"sentence2\": \"b\", \"label\": 0}\n";
     write_file(file, good + "{\"sentence1\": \"a\", \"sentence2\": \n");
@@ -465,7 +465,7 @@ experiments::SyntheticOptions small_options() {
 }
 
 TEST(SyntheticTasks, FilesLoadWithBalancedLabels) {
-    const fs::path dir = fresh_dir("synthetic");
+    const fs::path dir = glue_dir("synthetic");
     const auto summary = experiments::write_synthetic_tasks_from_sentences(
         toy_sentences(120), dir.string(), small_options());
     EXPECT_EQ(summary.sentences, 120);
@@ -503,7 +503,7 @@ std::vector<std::string> bag(const std::string& s) {
 }
 
 TEST(SyntheticTasks, ExamplesKeepTheWordsAndChangeOnlyTheOrder) {
-    const fs::path dir = fresh_dir("synthetic_words");
+    const fs::path dir = glue_dir("synthetic_words");
     experiments::write_synthetic_tasks_from_sentences(toy_sentences(60), dir.string(),
                                                       small_options());
     const auto train = [&](const std::string& task) {
@@ -539,7 +539,7 @@ TEST(SyntheticTasks, ExamplesKeepTheWordsAndChangeOnlyTheOrder) {
 }
 
 TEST(SyntheticTasks, PairTasksHoldTheSentenceAndOneReorderingOfItsPlainWords) {
-    const fs::path dir = fresh_dir("synthetic_pairs");
+    const fs::path dir = glue_dir("synthetic_pairs");
     auto sentences = toy_sentences(100);
     for (auto& s : sentences) s = "\"" + s + ", and x1 y2 z3 more words here.";  // punctuation
     experiments::write_synthetic_tasks_from_sentences(sentences, dir.string(), small_options());
@@ -591,9 +591,9 @@ TEST(SyntheticTasks, PairTasksHoldTheSentenceAndOneReorderingOfItsPlainWords) {
 
 TEST(SyntheticTasks, DeterministicUnderTheSeed) {
     const auto sentences = toy_sentences(80);
-    const fs::path a = fresh_dir("synthetic_a");
-    const fs::path b = fresh_dir("synthetic_b");
-    const fs::path c = fresh_dir("synthetic_c");
+    const fs::path a = glue_dir("synthetic_a");
+    const fs::path b = glue_dir("synthetic_b");
+    const fs::path c = glue_dir("synthetic_c");
     auto options = small_options();
     experiments::write_synthetic_tasks_from_sentences(sentences, a.string(), options);
     experiments::write_synthetic_tasks_from_sentences(sentences, b.string(), options);
@@ -624,7 +624,7 @@ TEST(SyntheticTasks, StsScoreIsFiveForIdentityAndLowerForReversal) {
 }
 
 TEST(SyntheticTasks, CorpusUsesTheHeldOutDocuments) {
-    const fs::path dir = fresh_dir("synthetic_corpus");
+    const fs::path dir = glue_dir("synthetic_corpus");
     // Ten documents of two lines each; fraction 0.25 -> k = 4: documents 3 and 7.
     std::string corpus;
     for (int d = 0; d < 10; ++d)
@@ -646,7 +646,7 @@ TEST(SyntheticTasks, CorpusUsesTheHeldOutDocuments) {
 }
 
 TEST(SyntheticTasks, RejectsTooFewSentences) {
-    const fs::path dir = fresh_dir("synthetic_few");
+    const fs::path dir = glue_dir("synthetic_few");
     EXPECT_THROW(experiments::write_synthetic_tasks_from_sentences(
                      {"too short", "one two three four five six"}, dir.string(), small_options()),
                  std::invalid_argument);
@@ -657,7 +657,7 @@ TEST(SyntheticTasks, RejectsTooFewSentences) {
 // Test splits in GLUE_FORMAT.md's layouts: an index column first, no labels; each task's
 // texts from its own columns, the index kept as the file gives it (not the row number).
 TEST(GlueTestSplits, ReadsEveryTestLayoutWithItsIndex) {
-    const fs::path dir = fresh_dir("test_splits");
+    const fs::path dir = glue_dir("test_splits");
     write_file(dir / "CoLA/test.tsv", "index\tsentence\n7\tBill whistled.\n8\tThe cat ran.\n");
     write_file(dir / "SST-2/test.tsv", "index\tsentence\n0\tuneasy mishmash \n");
     write_file(dir / "MRPC/test.tsv",
@@ -708,7 +708,7 @@ TEST(GlueTestSplits, ReadsEveryTestLayoutWithItsIndex) {
 }
 
 TEST(GlueTestSplits, BadRowsNameTheFileAndLine) {
-    const fs::path dir = fresh_dir("test_split_errors");
+    const fs::path dir = glue_dir("test_split_errors");
     const auto rte = experiments::test_splits(find_task("RTE")).at(0);
     auto error = [&](const std::string& name, const std::string& text) {
         const fs::path path = write_file(dir / name, text);

@@ -27,6 +27,8 @@
 #include "experiments/result_store.h"
 #include "support/test_support.h"
 
+using test_support::has;
+
 using namespace experiments;
 namespace fs = std::filesystem;
 using test_support::quote;
@@ -36,10 +38,6 @@ using test_support::run_tupe;
 using test_support::write_file;
 
 namespace {
-
-bool has(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
-}
 
 // What a study stored: runs by name, their curves and GLUE scores.
 struct Stored {

@@ -23,6 +23,8 @@
 #include "experiments/result_store.h"
 #include "support/test_support.h"
 
+using test_support::has;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -89,10 +91,6 @@ StoreError store_error(const std::function<void()>& action) {
     }
     ADD_FAILURE() << "expected a StoreError";
     return StoreError("", "");
-}
-
-bool has(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
 }
 
 RunRecord make_run(std::int64_t experiment_id, const std::string& name,

@@ -32,6 +32,8 @@
 #include "experiments/runner.h"
 #include "runner_internal.h"  // ClaimKeeper
 
+using test_support::has;
+
 using namespace experiments;
 namespace fs = std::filesystem;
 
@@ -118,10 +120,6 @@ std::tuple<int, int, int> counts_of(const std::string& log) {
     std::smatch m;
     if (!std::regex_search(log, m, line)) return {-1, -1, -1};
     return {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3])};
-}
-
-bool has(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
 }
 
 struct Stored {

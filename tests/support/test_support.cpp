@@ -39,6 +39,10 @@ std::string per_test_name(const std::string& prefix) {
     return prefix + "_" + process_id() + "_" + test_name();
 }
 
+bool has(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
+
 fs::path fresh_dir(const fs::path& dir) {
     fs::remove_all(dir);
     fs::create_directories(dir);

@@ -39,6 +39,9 @@ std::string per_test_name(const std::string& prefix);
 
 /// Removes `dir` with everything in it (a leftover of a killed run), creates it empty and
 /// returns it.
+/// Whether `text` contains `part` (messages and outputs in assertions).
+bool has(const std::string& text, const std::string& part);
+
 std::filesystem::path fresh_dir(const std::filesystem::path& dir);
 
 /// A directory under the system temp dir (std::filesystem::temp_directory_path()), removed with

@@ -22,7 +22,7 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-QString qs(const std::string& s) { return QString::fromStdString(s); }
+QString qstr(const std::string& s) { return QString::fromStdString(s); }
 
 /// Text of one cell: rank90 is a count, the rest fractions or correlations.
 QString cellText(const QString& column, double v, const QString& nan) {
@@ -103,7 +103,7 @@ std::vector<AnalysisDirRef> analysisDirsOf(
     std::vector<AnalysisDirRef> dirs;
     std::set<QString> seen;
     for (const auto& a : artifacts) {
-        const QString path = qs(a.path);
+        const QString path = qstr(a.path);
         if (!path.endsWith("/index.json") && path != "index.json") continue;
         const QString recordedDir = QFileInfo(path).path();
         if (QFileInfo(recordedDir).fileName() == "compare") continue;  // a --compare analysis
@@ -124,7 +124,7 @@ QString extrapolationPngOf(const std::vector<experiments::ArtifactRecord>& artif
                            const QString& dbPath) {
     QString found;
     for (const auto& a : artifacts) {
-        const QString path = qs(a.path);
+        const QString path = qstr(a.path);
         if (path == "extrapolation/extrapolation.png" ||
             path.endsWith("/extrapolation/extrapolation.png"))
             found = path;
@@ -166,7 +166,7 @@ TaskScores readTaskScores(experiments::ResultStore& store, const QString& experi
         for (const std::string& key : report.columns) {
             const auto cell = last->cells.find(key);
             if (cell == last->cells.end() || !cell->second.present) continue;
-            const QString title = qs(experiments::column_title(key));
+            const QString title = qstr(experiments::column_title(key));
             scores[title] = cell->second.median;
             if (!out.columns.contains(title)) out.columns << title;
         }
@@ -204,7 +204,7 @@ PropertyCollection collectProperties(experiments::ResultStore& store, const QStr
     PropertyCollection out;
     try {
         for (const auto& e : store.list_experiments()) {
-            const QString expName = qs(e.name);
+            const QString expName = qstr(e.name);
             if (!experiment.isEmpty() && expName != experiment) continue;
             bool any = false;
             for (const auto& r : store.list_runs(e.id)) {
@@ -217,15 +217,15 @@ PropertyCollection collectProperties(experiments::ResultStore& store, const QStr
                     try {
                         data = std::make_shared<AnalysisData>(loadAnalysis(it->dir));
                     } catch (const std::exception& ex) {
-                        out.errors << qs(r.name) + ": " + QString::fromUtf8(ex.what());
+                        out.errors << qstr(r.name) + ": " + QString::fromUtf8(ex.what());
                         continue;
                     }
                     if (!hasProperties(*data)) continue;
                     PropertyRun run;
                     run.runId = r.id;
                     run.experiment = expName;
-                    run.name = qs(r.name);
-                    run.variant = data->variant.isEmpty() ? qs(r.variant) : data->variant;
+                    run.name = qstr(r.name);
+                    run.variant = data->variant.isEmpty() ? qstr(r.variant) : data->variant;
                     run.step = it->step;
                     run.extrapolationPng = extrapolationPngOf(artifacts, dbPath);
                     run.analysis = std::move(data);

@@ -9,6 +9,7 @@
 
 #include "core/store_access.h"
 #include "experiments/result_store.h"
+#include "views/plot_util.h"
 
 namespace app {
 
@@ -24,12 +25,6 @@ QColor verdictColour(VerdictKind v) {
         case VerdictKind::kPartlyTested: return QColor(40, 100, 170);
         default: return QColor(120, 120, 120);
     }
-}
-
-QString csvField(QString s) {
-    if (s.contains(',') || s.contains('"') || s.contains('\n'))
-        s = '"' + s.replace('"', "\"\"") + '"';
-    return s;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "analysis/text_format.h"
 #include "plotting/qcp_heatmap.h"
 
 namespace app {
@@ -198,11 +199,7 @@ QString exportPlots(const QList<QCustomPlot*>& plots, const QString& basePath,
     return {};
 }
 
-QString csvField(QString s) {
-    if (!s.contains(QRegularExpression("[,\"\r\n]"))) return s;
-    s.replace('"', "\"\"");
-    return '"' + s + '"';
-}
+QString csvField(QString s) { return QString::fromStdString(analysis::csv_field(s.toStdString())); }
 
 QString plotCsv(QCustomPlot* plot) {
     if (!plot) return {};
