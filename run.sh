@@ -113,10 +113,9 @@ check_format() {
 
 run_headless() {
     # The build the GPU machines get: no Qt, so no app and no figures. Builds everything else in
-    # $BUILD-headless (with ccache, only the files that see TUPE_WITH_QT are compiled again: the
-    # CLI's drawing commands and three test files) and runs the tests whose code differs there:
-    # the CLI's option table and help (test_cli) and the CLI in action (CliTest, the analysis
-    # artifacts). The other objects are the Qt build's, already tested. TUPE_SKIP_HEADLESS=1
+    # $BUILD-headless and runs the tests whose code differs there: the CLI's option table and
+    # help (test_cli), the CLI in action (CliTest, the analysis artifacts), and the torch-free
+    # core (test_core), which must build and pass without Qt and LibTorch's include path. TUPE_SKIP_HEADLESS=1
     # skips it; TUPE_HEADLESS_ALL=1 runs every test there.
     if [ "${TUPE_SKIP_HEADLESS:-0}" = 1 ]; then return; fi
     local hb="$BUILD-headless"
@@ -124,8 +123,10 @@ run_headless() {
     cmake -S "$ROOT" -B "$hb" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTUPE_WITH_QT=OFF \
         "${CACHE_ARGS[@]}" >/dev/null
     cmake --build "$hb" -j "$JOBS"
-    local only=(-R '^(CommandTable|CliFacesTest|JsonProgress|CurvesPlot|CliTest|AnalysisArtifactsTest)[.]')
-    [ "${TUPE_HEADLESS_ALL:-0}" = 1 ] && only=()
+    # -L headless: test_cli, test_core and test_experiments' CliTest and AnalysisArtifactsTest
+    # cases (tests/CMakeLists.txt).
+    local only=(-L headless)
+    [ "${TUPE_HEADLESS_ALL:-0}" = 1 ] && only=(-E '^test_experiments/headless$')
     log "running the headless tests"
     TUPE_BERT_VOCAB="$DATA/bert-base-uncased/vocab.txt" \
         ctest --test-dir "$hb" --output-on-failure -j "$JOBS" "${only[@]}"

@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-SIZES = {  # engine/src/config.cpp
+SIZES = {  # core/engine/src/config.cpp
     "tiny": dict(hidden=32, layers=2, heads=2, ffn=64, max_pos=128),
     "small": dict(hidden=256, layers=4, heads=4, ffn=1024, max_pos=128),
     "base": dict(hidden=768, layers=12, heads=12, ffn=3072, max_pos=512),

@@ -34,7 +34,7 @@ torch::Tensor hidden_states(engine::BertForMaskedLM& model, int64_t type) {
 }
 
 // MLM logits at every position of the same batch.
-torch::Tensor mlm_logits(engine::BertForMaskedLM& model) {
+torch::Tensor export_mlm_logits(engine::BertForMaskedLM& model) {
     torch::NoGradGuard no_grad;
     model->eval();
     torch::manual_seed(5);
@@ -77,7 +77,7 @@ TEST(HfExportTypes, TypeVocabSizeZeroExportsAZeroTableWithTheSameOutputs) {
     // Our importer reads it back to the same function, for either segment.
     auto imported = analysis::import_hf_bert(out);
     EXPECT_EQ(imported->config().type_vocab_size, 2);
-    EXPECT_TRUE(torch::equal(mlm_logits(imported), mlm_logits(model)));
+    EXPECT_TRUE(torch::equal(export_mlm_logits(imported), export_mlm_logits(model)));
     EXPECT_TRUE(torch::equal(hidden_states(imported, 0), hidden_states(model, 0)));
     EXPECT_TRUE(torch::equal(hidden_states(imported, 1), hidden_states(model, 0)));
 }

@@ -1,6 +1,6 @@
 // The GLUE task registry: everything the workbench knows about a task, in one table
-// (analysis/src/tasks.cpp). File layout and labels as in shared/GLUE_FORMAT.md (a copy is
-// resources/GLUE_FORMAT.md, which tests/analysis/test_tasks.cpp reads and checks this table
+// (core/analysis/src/tasks.cpp). File layout and labels as in shared/GLUE_FORMAT.md (a copy is
+// resources/GLUE_FORMAT.md, which tests/core/test_tasks.cpp reads and checks this table
 // against), dev splits and the columns they are reported under, the metric, the TUPE paper's
 // model-selection metric and Table 1 column order, and the expected split sizes. The readers
 // (experiments/glue_data.h), the metrics (analysis/metrics.h), the runner and the report

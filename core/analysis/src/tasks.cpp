@@ -1,6 +1,6 @@
 // The GLUE task registry (analysis/tasks.h): one entry per task, everything else derived.
 // Columns, labels and sizes as in shared/GLUE_FORMAT.md, checked against that document by
-// tests/analysis/test_tasks.cpp.
+// tests/core/test_tasks.cpp.
 #include "analysis/tasks.h"
 
 #include <algorithm>
