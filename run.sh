@@ -122,7 +122,10 @@ run_headless() {
     log "headless build (TUPE_WITH_QT=OFF) in $hb"
     cmake -S "$ROOT" -B "$hb" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTUPE_WITH_QT=OFF \
         "${CACHE_ARGS[@]}" >/dev/null
-    cmake --build "$hb" -j "$JOBS"
+    # Only what the headless tests run (test_engine and test_analysis hold no Qt-dependent code).
+    local targets=(--target tupe test_core test_cli test_experiments)
+    [ "${TUPE_HEADLESS_ALL:-0}" = 1 ] && targets=()
+    cmake --build "$hb" -j "$JOBS" "${targets[@]}"
     # -L headless: test_cli, test_core and test_experiments' CliTest and AnalysisArtifactsTest
     # cases (tests/CMakeLists.txt).
     local only=(-L headless)
