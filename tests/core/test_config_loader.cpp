@@ -8,7 +8,9 @@
 #include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <set>
+#include <stdexcept>
 #include <string>
 
 #include "experiments/config_loader.h"
@@ -542,4 +544,30 @@ TEST(ConfigAliases, EveryAliasNamesARealKeyOrExplainsWhyNot) {
             << alias.origin;
     }
     EXPECT_GE(names.size(), 30u);
+}
+
+TEST(ModelConfigValidate, MessagesNameTheKeyTheRuleAndTheValue) {
+    // Each broken field alone, on a valid config: the message names the key and what was given.
+    auto message = [](const std::function<void(engine::ModelConfig&)>& breakIt) {
+        engine::ModelConfig c;
+        breakIt(c);
+        try {
+            c.validate();
+        } catch (const std::invalid_argument& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_EQ(message([](engine::ModelConfig& c) { c.hidden_size = 0; }),
+              "model.hidden_size must be > 0, got 0");
+    EXPECT_EQ(message([](engine::ModelConfig& c) { c.hidden_dropout_prob = 1.5; }),
+              "model.hidden_dropout_prob must be in [0, 1), got 1.5");
+    EXPECT_EQ(message([](engine::ModelConfig& c) { c.max_position_embeddings = 2; }),
+              "model.max_position_embeddings must be >= 3, got 2");
+    EXPECT_EQ(message([](engine::ModelConfig& c) { c.pad_token_id = c.vocab_size; }),
+              "model.pad_token_id must be in [0, vocab_size " +
+                  std::to_string(engine::ModelConfig{}.vocab_size) + "), got " +
+                  std::to_string(engine::ModelConfig{}.vocab_size));
+    EXPECT_EQ(message([](engine::ModelConfig& c) { c.attention_scale_factor = -2; }),
+              "model.attention_scale_factor must be > 0, got -2");
 }

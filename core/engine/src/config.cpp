@@ -8,6 +8,7 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 #include "engine/position_scheme.h"
 #include "text_util.h"
@@ -53,26 +54,39 @@ std::string format_double(double d) {
 }
 
 void ModelConfig::validate() const {
+    // Each message names the key, the rule and the value that broke it.
     auto fail = [](const std::string& msg) { throw std::invalid_argument("model." + msg); };
-    if (vocab_size < 6) fail("vocab_size must be >= 6, got " + std::to_string(vocab_size));
-    if (hidden_size <= 0) fail("hidden_size must be > 0");
-    if (num_hidden_layers <= 0) fail("num_hidden_layers must be > 0");
+    auto got = [](auto v) {
+        if constexpr (std::is_floating_point_v<decltype(v)>)
+            return ", got " + format_double(v);
+        else
+            return ", got " + std::to_string(v);
+    };
+    if (vocab_size < 6) fail("vocab_size must be >= 6" + got(vocab_size));
+    if (hidden_size <= 0) fail("hidden_size must be > 0" + got(hidden_size));
+    if (num_hidden_layers <= 0) fail("num_hidden_layers must be > 0" + got(num_hidden_layers));
     if (num_attention_heads <= 0 || hidden_size % num_attention_heads != 0)
         fail("num_attention_heads (" + std::to_string(num_attention_heads) +
              ") must divide hidden_size (" + std::to_string(hidden_size) + ")");
-    if (intermediate_size <= 0) fail("intermediate_size must be > 0");
-    if (max_position_embeddings < 3) fail("max_position_embeddings must be >= 3");
-    if (type_vocab_size < 0) fail("type_vocab_size must be >= 0");
+    if (intermediate_size <= 0) fail("intermediate_size must be > 0" + got(intermediate_size));
+    if (max_position_embeddings < 3)
+        fail("max_position_embeddings must be >= 3" + got(max_position_embeddings));
+    if (type_vocab_size < 0) fail("type_vocab_size must be >= 0" + got(type_vocab_size));
     if (hidden_dropout_prob < 0 || hidden_dropout_prob >= 1)
-        fail("hidden_dropout_prob must be in [0, 1)");
+        fail("hidden_dropout_prob must be in [0, 1)" + got(hidden_dropout_prob));
     if (attention_probs_dropout_prob < 0 || attention_probs_dropout_prob >= 1)
-        fail("attention_probs_dropout_prob must be in [0, 1)");
-    if (!(attention_scale_factor > 0)) fail("attention_scale_factor must be > 0");
+        fail("attention_probs_dropout_prob must be in [0, 1)" + got(attention_probs_dropout_prob));
+    if (!(attention_scale_factor > 0))
+        fail("attention_scale_factor must be > 0" + got(attention_scale_factor));
     const bool t5 = relative_position == "t5";
     if (t5 && (rel_pos_bins < 4 || rel_pos_bins % 2 != 0))
-        fail("rel_pos_bins must be even and >= 4, got " + std::to_string(rel_pos_bins));
-    if (t5 && max_rel_pos <= rel_pos_bins / 4) fail("max_rel_pos must exceed rel_pos_bins / 4");
-    if (pad_token_id < 0 || pad_token_id >= vocab_size) fail("pad_token_id out of range");
+        fail("rel_pos_bins must be even and >= 4" + got(rel_pos_bins));
+    if (t5 && max_rel_pos <= rel_pos_bins / 4)
+        fail("max_rel_pos must exceed rel_pos_bins / 4 (" + std::to_string(rel_pos_bins / 4) + ")" +
+             got(max_rel_pos));
+    if (pad_token_id < 0 || pad_token_id >= vocab_size)
+        fail("pad_token_id must be in [0, vocab_size " + std::to_string(vocab_size) + ")" +
+             got(pad_token_id));
     describe_position(*this);  // the positional scheme and its modifiers
 }
 

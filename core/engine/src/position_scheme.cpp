@@ -63,11 +63,13 @@ PositionDescription describe_position(const ModelConfig& c) {
         if (static_cast<int64_t>(c.head_dim() * c.rope_fraction) / 2 < 1)
             fail("rope_fraction: rotates no pair of dimensions at head_dim " +
                  std::to_string(c.head_dim()));
-        if (!(c.rope_base > 1)) fail("rope_base must be > 1");
+        if (!(c.rope_base > 1)) fail("rope_base must be > 1, got " + format_double(c.rope_base));
     }
     if ((shaw || d.relative == "deberta") && c.max_relative_distance < 0)
-        fail("max_relative_distance must be >= 0 (0 = max_position_embeddings - 1)");
-    if (c.position_offset < 0) fail("position_offset must be >= 0");
+        fail("max_relative_distance must be >= 0 (0 = max_position_embeddings - 1), got " +
+             std::to_string(c.max_relative_distance));
+    if (c.position_offset < 0)
+        fail("position_offset must be >= 0, got " + std::to_string(c.position_offset));
 
     d.input_slot = d.absolute == "input" || d.absolute == "sinusoidal";
     d.learned_input = d.absolute == "input";
