@@ -91,6 +91,8 @@ Verdict paired_verdict(const analysis::PairedTest& t) {
     return t.mean < 0 ? Verdict::kSupported : Verdict::kContradicted;
 }
 
+// The verdict of several comparisons: any contradiction contradicts, all supported supports,
+// none run is not run; anything else is inconclusive.
 Verdict combine(const std::vector<Verdict>& parts) {
     if (parts.empty()) return Verdict::kNotRun;
     if (std::count(parts.begin(), parts.end(), Verdict::kContradicted))
@@ -203,6 +205,8 @@ ScoreComparison compare_scores(const ReportRow& better, const ReportRow& worse,
     return c;
 }
 
+// Verdict of a score difference whose expected sign is positive: its 95% interval above 0
+// supports, below 0 contradicts.
 Verdict score_verdict(const ScoreComparison& c) {
     if (!c.ok) return Verdict::kInconclusive;
     if (c.ci.lo > 0) return Verdict::kSupported;
@@ -210,6 +214,7 @@ Verdict score_verdict(const ScoreComparison& c) {
     return Verdict::kInconclusive;
 }
 
+// The groups of `needed` that were not run, comma-separated.
 std::string missing_text(const Groups& groups, const std::vector<std::string>& needed) {
     std::string out;
     for (const auto& g : needed)
@@ -255,6 +260,16 @@ std::string to_string(Verdict v) {
     return "?";
 }
 
+std::string to_string(AppView view) {
+    switch (view) {
+        case AppView::kNone: return "";
+        case AppView::kCurves: return "curves";
+        case AppView::kGlue: return "glue";
+        case AppView::kMaps: return "maps";
+    }
+    return "";
+}
+
 ClaimsFormat claims_format_from_string(const std::string& name) {
     if (name == "table") return ClaimsFormat::kTable;
     if (name == "markdown") return ClaimsFormat::kMarkdown;
@@ -264,290 +279,530 @@ ClaimsFormat claims_format_from_string(const std::string& name) {
 
 namespace {
 
+// Two variants compared: `lead` is the one the paper expects ahead (lower loss, higher score).
+struct VariantPair {
+    std::string lead, other;
+};
+
+// The pairs the claims compare, the variant the paper expects ahead first.
+const VariantPair kAbsolutePair = {"tupe-a", "bert-a"};
+const VariantPair kRelativePair = {"tupe-r", "bert-r"};
+const VariantPair kUntiedClsPair = {"tupe-a", "tupe-a-tie-cls"};
+
+// The variants of `pairs` in order, each pair's lead first.
+std::vector<std::string> variants_of(const std::vector<VariantPair>& pairs) {
+    std::vector<std::string> out;
+    for (const auto& p : pairs) out.insert(out.end(), {p.lead, p.other});
+    return out;
+}
+
+// The four variants of the order claims (3a, 3b), in the paper's order, best first.
+const std::vector<std::string> kPaperOrder = {"tupe-r", "tupe-a", "bert-r", "bert-a"};
+// The CoLA- and RTE-like task columns of claim 4, in the order they are averaged.
+const std::vector<std::string> kLowResourceColumns = {"cola", "rte", "syn-cola", "syn-rte"};
+// The positional patterns of Fig. 6 that claim 6 looks for among the head labels.
+const std::vector<std::string> kPositionalPatterns = {"local", "previous", "next"};
+
+// What a claim is judged on: the variant groups and the report rows of one set of variants
+// (the whole experiment, or one lr of an lr grid); the store and the parameter counter only
+// for the claims that read models (5-7), null otherwise.
+struct ClaimInputs {
+    Groups& groups;
+    const Report& report;
+    ResultStore* store = nullptr;
+    const ParameterCounter* count_parameters = nullptr;
+};
+
+struct ClaimSpec;
+// Sets a claim's verdict, evidence and details; the spec gives its text and variants.
+using ClaimJudge = void (*)(const ClaimSpec& spec, ClaimInputs& in, Claim& c);
+
+// One claim of the paper: its fixed text, where the app shows it, the variants it reads and
+// the function that judges it.
+struct ClaimSpec {
+    const char* id;
+    const char* title;
+    const char* test;  ///< The test and the decision rule.
+    AppView view;
+    std::vector<std::string> runs_of;  ///< The variants whose runs Claim::runs lists.
+    std::vector<VariantPair> pairs;    ///< The pairs compared, where the claim names them.
+    bool per_lr;                       ///< Judged at every lr of an lr grid (claims 1-4).
+    ClaimJudge judge;
+};
+
+// "a, b, c" (or with another separator).
+std::string joined_names(const std::vector<std::string>& names, const std::string& sep = ", ") {
+    std::string out;
+    for (const auto& n : names) out += (out.empty() ? "" : sep) + n;
+    return out;
+}
+
+// Claim 1: each pair's loss difference at the last common step; a pair not run is skipped.
+void judge_lower_loss(const ClaimSpec& spec, ClaimInputs& in, Claim& c) {
+    std::vector<Verdict> parts;
+    for (const auto& [t, b] : spec.pairs) {
+        if (!in.groups.count(t) || !in.groups.count(b)) continue;
+        const auto cmp = compare_losses(in.groups[t], t, in.groups[b], b);
+        parts.push_back(paired_verdict(cmp.test));
+        c.details.push_back(to_string(parts.back()) + ": " + cmp.line);
+        c.evidence += (c.evidence.empty() ? "" : "; ") + cmp.line.substr(0, cmp.line.rfind(" ["));
+    }
+    c.verdict = combine(parts);
+    const VariantPair& first = spec.pairs[0];
+    const VariantPair& second = spec.pairs[1];
+    if (parts.empty())
+        c.evidence = "needs " + first.lead + " and " + first.other + " (or " + second.lead +
+                     " and " + second.other +
+                     "); missing: " + missing_text(in.groups, spec.runs_of);
+}
+
+// Claim 2's verdict on the per-seed fractions of the baseline's steps, lowest `lo` and highest
+// `hi`: one seed decides nothing.
+Verdict step_fraction_verdict(double lo, double hi, size_t seeds) {
+    if (seeds < 2) return Verdict::kInconclusive;
+    if (hi <= 0.5) return Verdict::kSupported;
+    if (lo >= 1.0) return Verdict::kContradicted;
+    return Verdict::kInconclusive;
+}
+
+// Claim 2: per shared seed, the fraction of the baseline's steps the lead needs to reach the
+// baseline's final loss.
+void judge_fraction_of_steps(const ClaimSpec& spec, ClaimInputs& in, Claim& c) {
+    const std::string& t = spec.pairs[0].lead;
+    const std::string& b = spec.pairs[0].other;
+    if (!in.groups.count(t) || !in.groups.count(b)) {
+        c.verdict = Verdict::kNotRun;
+        c.evidence = "needs " + t + " and " + b + "; missing: " + missing_text(in.groups, {t, b});
+        return;
+    }
+    std::vector<double> fractions;
+    for (const auto& [seed, base] : in.groups[b]) {
+        auto it = in.groups[t].find(seed);
+        if (it == in.groups[t].end() || base.validation.empty()) continue;
+        const double target = base.final_loss();
+        const double step = it->second.first_step_at_or_below(target);
+        const double f = step < 0 ? std::numeric_limits<double>::infinity()
+                                  : step / static_cast<double>(base.last_step());
+        fractions.push_back(f);
+        c.details.push_back("seed " + std::to_string(seed) + ": " + b + " ends at " +
+                            fixed_number(target, 3) + " (step " + std::to_string(base.last_step()) +
+                            "); " + t + " " +
+                            (step < 0 ? std::string("never reaches it")
+                                      : "reaches it at step " + fixed_number(step, 0) + " = " +
+                                            fixed_number(100 * f, 1) + "% of the steps"));
+    }
+    if (fractions.empty()) {
+        c.verdict = Verdict::kNotRun;
+        c.evidence = t + " and " + b + " share no pretraining seed";
+        return;
+    }
+    const double lo = *std::min_element(fractions.begin(), fractions.end());
+    const double hi = *std::max_element(fractions.begin(), fractions.end());
+    auto pct = [](double f) {
+        return std::isfinite(f) ? fixed_number(100 * f, 1) + "%" : std::string("never");
+    };
+    const std::string seeds = std::to_string(fractions.size()) + " seed(s)";
+    c.evidence = !std::isfinite(lo)
+                     ? t + " never reaches " + b + "'s final loss in " + seeds
+                     : t + " needs " + pct(lo) + (fractions.size() > 1 ? " to " + pct(hi) : "") +
+                           " of " + b + "'s steps over " + seeds;
+    c.verdict = step_fraction_verdict(lo, hi, fractions.size());
+}
+
+// Claim 2b without both rows: what the runs hold, not what the defaults would give.
+std::string early_checkpoint_missing(const Report& report, const std::string& t,
+                                     const std::string& b, bool has_base, int64_t total) {
+    std::set<int64_t> stored;
+    for (const auto& row : report.rows)
+        if (!row.reference && row.variant == t) stored.insert(row.step);
+    std::string steps;
+    for (int64_t s : stored) steps += (steps.empty() ? "" : ", ") + std::to_string(s);
+    return "needs " + t + " fine-tuned from a checkpoint at <= 35% of its steps and " + b +
+           " from its last (finetune.checkpoints: [0.3, 1.0]); stored: " +
+           (has_base ? b + " at its last step" : "no " + b + " row") + ", " + t + " " +
+           (steps.empty() ? std::string("none")
+                          : "from step(s) " + steps + " of " + std::to_string(total));
+}
+
+// Claim 2b: the lead's task average from its earliest checkpoint at or below 35% of its steps
+// against the baseline's from its last.
+void judge_early_checkpoint_average(const ClaimSpec& spec, ClaimInputs& in, Claim& c) {
+    const std::string& t = spec.pairs[0].lead;
+    const std::string& b = spec.pairs[0].other;
+    const ReportRow* base = final_row(in.report, b);
+    const ReportRow* early = nullptr;
+    int64_t total = 0;
+    if (in.groups.count(t)) total = in.groups[t].begin()->second.last_step();
+    for (const auto& row : in.report.rows)
+        if (!row.reference && row.variant == t && total > 0 &&
+            static_cast<double>(row.step) <= 0.35 * static_cast<double>(total) &&
+            (!early || row.step < early->step))
+            early = &row;
+    if (!base || !early) {
+        c.verdict = Verdict::kNotRun;
+        c.evidence = early_checkpoint_missing(in.report, t, b, base != nullptr, total);
+        return;
+    }
+    const auto cmp = compare_scores(*early, *base, in.report.columns, "Avg");
+    c.verdict = score_verdict(cmp);
+    c.evidence = cmp.line;
+}
+
+// Claim 3a: each adjacent pair of the paper's order that was run, by the test of claim 1.
+void judge_loss_order(const ClaimSpec& spec, ClaimInputs& in, Claim& c) {
+    std::vector<std::string> present, missing;
+    for (const auto& g : spec.runs_of) (in.groups.count(g) ? present : missing).push_back(g);
+    std::vector<Verdict> parts;
+    for (size_t i = 0; i + 1 < present.size(); ++i) {
+        const auto cmp = compare_losses(in.groups[present[i]], present[i],
+                                        in.groups[present[i + 1]], present[i + 1]);
+        parts.push_back(paired_verdict(cmp.test));
+        c.details.push_back(to_string(parts.back()) + ": " + cmp.line);
+    }
+    std::string observed;
+    std::vector<std::pair<double, std::string>> finals;
+    for (const auto& g : present) {
+        double sum = 0;
+        for (const auto& [seed, r] : in.groups[g]) sum += r.final_loss();
+        finals.push_back({sum / static_cast<double>(in.groups[g].size()), g});
+    }
+    std::sort(finals.begin(), finals.end());
+    for (const auto& [loss, g] : finals)
+        observed += (observed.empty() ? "" : " < ") + g + " " + fixed_number(loss, 3);
+    c.evidence = parts.empty() ? "needs at least two of " + joined_names(spec.runs_of)
+                               : "observed (mean final loss): " + observed;
+    c.verdict = order_verdict(parts, missing, &c.evidence);
+}
+
+// Claim 3b's test again task by task for one pair: where the average's difference comes
+// from, and on how many tasks the pair is decided either way; empty when no task has
+// intervals.
+std::string per_task_detail(const ReportRow& a, const ReportRow& b,
+                            const std::vector<std::string>& columns) {
+    int with = 0, against = 0, tested = 0;
+    std::string cells;
+    for (const auto& column : columns) {
+        const auto one = compare_scores(a, b, {column}, "");
+        if (!one.ok) continue;
+        ++tested;
+        const Verdict v = score_verdict(one);
+        with += v == Verdict::kSupported;
+        against += v == Verdict::kContradicted;
+        cells += std::string(cells.empty() ? "" : "; ") + column_title(column) + " " +
+                 (one.diff >= 0 ? "+" : "") + fixed_number(one.diff, 2) + " [" +
+                 fixed_number(one.ci.lo, 2) + ", " + fixed_number(one.ci.hi, 2) + "]" +
+                 (v == Verdict::kSupported      ? " >"
+                  : v == Verdict::kContradicted ? " <"
+                                                : " ~");
+    }
+    if (tested == 0) return "";
+    return "per task, " + a.variant + " - " + b.variant + ": above 0 on " + std::to_string(with) +
+           " of " + std::to_string(tested) + ", below 0 on " + std::to_string(against) + " (" +
+           cells + ")";
+}
+
+// Claim 3b: each adjacent pair of the paper's order with fine-tuning results, on the task
+// average at the last checkpoint.
+void judge_average_order(const ClaimSpec& spec, ClaimInputs& in, Claim& c) {
+    std::vector<const ReportRow*> rows;
+    std::vector<std::string> missing;
+    for (const auto& g : spec.runs_of) {
+        const ReportRow* r = in.groups.count(g) ? final_row(in.report, g) : nullptr;
+        if (r)
+            rows.push_back(r);
+        else
+            missing.push_back(g);
+    }
+    std::vector<Verdict> parts;
+    for (size_t i = 0; i + 1 < rows.size(); ++i) {
+        const auto cmp = compare_scores(*rows[i], *rows[i + 1], in.report.columns, "Avg");
+        parts.push_back(score_verdict(cmp));
+        c.details.push_back(to_string(parts.back()) + ": " + cmp.line);
+        const std::string per_task = per_task_detail(*rows[i], *rows[i + 1], in.report.columns);
+        if (!per_task.empty()) c.details.push_back(per_task);
+    }
+    std::vector<std::pair<double, std::string>> avgs;
+    for (const auto* r : rows) avgs.push_back({-r->average, r->variant});
+    std::sort(avgs.begin(), avgs.end());
+    std::string observed;
+    for (const auto& [a, g] : avgs)
+        observed += (observed.empty() ? "" : " > ") + g + " " + fixed_number(-a, 2);
+    c.evidence = parts.empty()
+                     ? "needs fine-tuning results of at least two of " + joined_names(spec.runs_of)
+                     : "observed Avg at the last checkpoint: " + observed;
+    c.verdict = order_verdict(parts, missing, &c.evidence);
+}
+
+// Claim 4: the lead against its tied-[CLS] twin on the mean of the low-resource columns present.
+void judge_untied_cls(const ClaimSpec& spec, ClaimInputs& in, Claim& c) {
+    const std::string& t = spec.pairs[0].lead;
+    const std::string& tied = spec.pairs[0].other;
+    std::vector<std::string> columns;
+    for (const auto& k : kLowResourceColumns)
+        if (std::find(in.report.columns.begin(), in.report.columns.end(), k) !=
+            in.report.columns.end())
+            columns.push_back(k);
+    const ReportRow* a = final_row(in.report, t);
+    const ReportRow* b = final_row(in.report, tied);
+    if (!a || !b || columns.empty()) {
+        c.verdict = Verdict::kNotRun;
+        c.evidence =
+            "needs fine-tuning results of " + t + " and " + tied + " on a CoLA- or RTE-like task";
+        return;
+    }
+    std::string names;
+    for (const auto& k : columns) names += (names.empty() ? "" : "+") + column_title(k);
+    const auto cmp = compare_scores(*a, *b, columns, names);
+    c.verdict = score_verdict(cmp);
+    c.evidence = cmp.line;
+}
+
+// Claim 5 on one analysis index: per head, word_pos and pos_word against word_word by their
+// spread across keys ('uniformity'); counts the flatter and steeper terms and their ratios.
+void count_flatter_terms(const analysis::AnalysisIndex& index, int64_t* flatter, int64_t* steeper,
+                         std::vector<double>* ratios) {
+    std::map<int64_t, std::map<std::string, double>> spread;  // head -> term -> spread
+    for (const auto& f : index.files) {
+        if (f.statistics.empty() || f.head < 0) continue;
+        if (f.what != "word_word" && f.what != "word_pos" && f.what != "pos_word") continue;
+        for (const auto& [key, value] : f.statistics)
+            if (key == "uniformity" && std::isfinite(value)) spread[f.head][f.what] = value;
+    }
+    for (const auto& [h, terms] : spread) {
+        if (!terms.count("word_word")) continue;
+        for (const auto& t : {"word_pos", "pos_word"}) {
+            if (!terms.count(t)) continue;
+            const double ww = terms.at("word_word"), x = terms.at(t);
+            if (x < ww)
+                ++*flatter;
+            else if (x > ww)
+                ++*steeper;
+            if (ww > 0) ratios->push_back(x / ww);
+        }
+    }
+}
+
+// Claim 5: the baseline's word-position terms against word-word, a sign test over every
+// (head, term, seed) comparison of its latest analysis.
+void judge_uniform_word_position(const ClaimSpec& spec, ClaimInputs& in, Claim& c) {
+    const std::string& bert = spec.runs_of[0];
+    int64_t flatter = 0, steeper = 0;
+    std::vector<double> ratios;
+    if (in.groups.count(bert))
+        for (const auto& [seed, run] : in.groups[bert]) {
+            std::string path;
+            const auto index = latest_index(*in.store, run, &path);
+            if (!index) continue;
+            count_flatter_terms(*index, &flatter, &steeper, &ratios);
+            c.details.push_back("seed " + std::to_string(seed) + ": " + path);
+        }
+    if (flatter + steeper == 0) {
+        c.verdict = Verdict::kNotRun;
+        c.evidence = "needs the analysis of " + bert + " (an analysis: block in the experiment)";
+        return;
+    }
+    const double p = analysis::sign_test_p(flatter, steeper);
+    c.verdict = p >= kAlpha ? Verdict::kInconclusive
+                            : (flatter > steeper ? Verdict::kSupported : Verdict::kContradicted);
+    c.evidence = std::to_string(flatter) + " of " + std::to_string(flatter + steeper) +
+                 " (head, term) comparisons flatter than word-word, median spread ratio " +
+                 fixed_number(analysis::median_of(ratios), 2) + " (sign test " + p_text(p) + ")";
+}
+
+// Claim 6: the head taxonomy labels of the TUPE variants' latest analyses (each (layer, head)
+// once per run: an index lists .npy and .csv); all three patterns found, or none.
+void judge_positional_patterns(const ClaimSpec& spec, ClaimInputs& in, Claim& c) {
+    std::map<std::string, int> counts;
+    int heads = 0;
+    for (const auto& g : spec.runs_of) {
+        if (!in.groups.count(g)) continue;
+        for (const auto& [seed, run] : in.groups[g]) {
+            std::string path;
+            const auto index = latest_index(*in.store, run, &path);
+            if (!index) continue;
+            std::set<std::pair<int64_t, int64_t>> seen;  // (layer, head)
+            for (const auto& f : index->files)
+                if (f.what == "tupe_total" && !f.label.empty() && f.head >= 0) {
+                    if (!seen.insert({f.layer, f.head}).second) continue;
+                    ++counts[f.label];
+                    ++heads;
+                }
+        }
+    }
+    if (heads == 0) {
+        c.verdict = Verdict::kNotRun;
+        c.evidence = "needs the analysis of " + joined_names(spec.runs_of, " or ") +
+                     " (an analysis: block in the experiment)";
+        return;
+    }
+    int found = 0;
+    for (const auto& k : kPositionalPatterns) found += counts.count(k) > 0;
+    c.verdict = found == static_cast<int>(kPositionalPatterns.size()) ? Verdict::kSupported
+                : found == 0                                          ? Verdict::kContradicted
+                                                                      : Verdict::kInconclusive;
+    std::string labels;
+    for (const auto& [k, n] : counts)
+        labels += (labels.empty() ? "" : ", ") + k + " " + std::to_string(n);
+    c.evidence = std::to_string(heads) + " heads: " + labels;
+}
+
+// Claim 7's second figure: the overhead at the experiment's own size, from the configs of the
+// pair's first runs; empty when a config does not parse (written by another version).
+std::string experiment_size_overhead(ClaimInputs& in, const VariantPair& pair) {
+    if (!in.groups.count(pair.lead) || !in.groups.count(pair.other)) return "";
+    try {
+        const auto mt =
+            engine::parse_config_text(in.groups[pair.lead].begin()->second.config_text).model;
+        const auto mb =
+            engine::parse_config_text(in.groups[pair.other].begin()->second.config_text).model;
+        const double et = static_cast<double>((*in.count_parameters)(mt));
+        const double eb = static_cast<double>((*in.count_parameters)(mb));
+        return "; this experiment (" + mb.size + ", vocab " + std::to_string(mb.vocab_size) +
+               "): " + fixed_number(et / 1e6, 3) + "M vs " + fixed_number(eb / 1e6, 3) + "M, +" +
+               fixed_number(100.0 * (et - eb) / eb, 2) + "%";
+    } catch (const std::exception&) {
+        return "";
+    }
+}
+
+// Claim 7: the lead's parameters over the baseline's at BERT-Base, within 0.5-1.5%.
+void judge_parameter_overhead(const ClaimSpec& spec, ClaimInputs& in, Claim& c) {
+    if (!in.count_parameters || !*in.count_parameters) {
+        c.verdict = Verdict::kNotRun;
+        c.evidence = "no parameter counter (run it through `tupe claims`)";
+        return;
+    }
+    const VariantPair& pair = spec.pairs[0];
+    const auto base_b = engine::make_model_config(pair.other, "base");
+    const auto base_t = engine::make_model_config(pair.lead, "base");
+    const double nb = static_cast<double>((*in.count_parameters)(base_b));
+    const double nt = static_cast<double>((*in.count_parameters)(base_t));
+    const double overhead = 100.0 * (nt - nb) / nb;
+    c.verdict = overhead >= 0.5 && overhead <= 1.5 ? Verdict::kSupported : Verdict::kContradicted;
+    c.evidence = "base: " + pair.lead + " " + fixed_number(nt / 1e6, 2) + "M vs " + pair.other +
+                 " " + fixed_number(nb / 1e6, 2) + "M, +" + fixed_number(overhead, 2) + "%";
+    c.evidence += experiment_size_overhead(in, pair);
+}
+
+// The claims in the order they are reported; claims 1-4 come first (claims_across_lrs
+// matches them by position).
+const std::vector<ClaimSpec>& claim_specs() {
+    static const std::vector<ClaimSpec> specs = {
+        {"1",
+         "TUPE-A (TUPE-R) reaches a lower validation MLM loss than BERT-A (BERT-R) at equal steps",
+         "paired two-sided t-test over pretraining seeds of the loss difference at the last common "
+         "step; supported if p < 0.05 and TUPE is lower, contradicted if p < 0.05 and it is higher",
+         AppView::kCurves,
+         variants_of({kAbsolutePair, kRelativePair}),
+         {kAbsolutePair, kRelativePair},
+         true,
+         judge_lower_loss},
+        {"2",
+         "TUPE-A reaches BERT-A's final validation loss in a fraction of its steps (paper: ~30%)",
+         "per pretraining seed, the first (interpolated) step at which TUPE-A's curve reaches "
+         "BERT-A's final loss, over BERT-A's steps; with >= 2 seeds: supported if every fraction "
+         "<= 0.5, contradicted if every seed needs >= 1 (or never gets there)",
+         AppView::kCurves,
+         variants_of({kAbsolutePair}),
+         {kAbsolutePair},
+         true,
+         judge_fraction_of_steps},
+        {"2b",
+         "TUPE-A fine-tuned at 30% of the steps reaches BERT-A's final task average (Table 1, 300k "
+         "rows)",
+         "Avg of tupe-a at its earliest checkpoint at or below 35% of the steps minus bert-a's at "
+         "its last, 95% paired bootstrap interval; supported if above 0, contradicted if below 0",
+         AppView::kGlue,
+         variants_of({kAbsolutePair}),
+         {kAbsolutePair},
+         true,
+         judge_early_checkpoint_average},
+        {"3a",
+         "Order on validation MLM loss: TUPE-R < TUPE-A < BERT-R < BERT-A",
+         "each adjacent pair of the variants present, in the paper's order: the paired t-test of "
+         "claim 1; supported if every pair is significant in the paper's direction, contradicted "
+         "if any pair is significant against it",
+         AppView::kCurves,
+         kPaperOrder,
+         {},
+         true,
+         judge_loss_order},
+        {"3b",
+         "Order on the task average: TUPE-R > TUPE-A > BERT-R > BERT-A",
+         "each adjacent pair present, at the last checkpoint: the difference of the Avg column "
+         "with a 95% paired bootstrap interval (same dev examples, seeds resampled); supported if "
+         "every interval is above 0, contradicted if any is below 0",
+         AppView::kGlue,
+         kPaperOrder,
+         {},
+         true,
+         judge_average_order},
+        {"4",
+         "Untying [CLS] helps low-resource tasks: TUPE-A beats TUPE-A-tie-cls on CoLA and RTE",
+         "the mean of the CoLA- and RTE-like columns present (cola, rte, syn-cola, syn-rte), last "
+         "checkpoint, 95% paired bootstrap interval of tupe-a minus tupe-a-tie-cls; supported if "
+         "above 0, contradicted if below 0",
+         AppView::kGlue,
+         variants_of({kUntiedClsPair}),
+         {kUntiedClsPair},
+         true,
+         judge_untied_cls},
+        {"5",
+         "In BERT-A's first layer the word-position and position-word terms are more uniform than "
+         "word-word (Fig. 2)",
+         "per head and pretraining seed, the spread across keys (index.json 'uniformity') of "
+         "word_pos and pos_word against word_word; two-sided sign test over those comparisons; "
+         "supported if p < 0.05 and most are flatter, contradicted if p < 0.05 and most are less "
+         "flat",
+         AppView::kMaps,
+         {kAbsolutePair.other},
+         {},
+         false,
+         judge_uniform_word_position},
+        {"6",
+         "TUPE's positional correlations include local, previous and next patterns (Fig. 6)",
+         "the head taxonomy labels of tupe-a and tupe-r (every head, seed, shared or per-layer "
+         "term); supported if local, previous and next all occur, contradicted if none of them "
+         "does",
+         AppView::kMaps,
+         {kAbsolutePair.lead, kRelativePair.lead},
+         {},
+         false,
+         judge_positional_patterns},
+        // Claim 7 reads configs, not runs: it lists none.
+        {"7",
+         "TUPE adds about 1% parameters over BERT (BERT-Base: +1.18M of 110M)",
+         "parameters of tupe-a over bert-a at BERT-Base (30,522 wordpieces, 512 positions); "
+         "supported if the overhead is within 0.5-1.5%, contradicted otherwise; the experiment's "
+         "own size is shown",
+         AppView::kNone,
+         {},
+         {kAbsolutePair},
+         false,
+         judge_parameter_overhead},
+    };
+    return specs;
+}
+
+// A claim of `spec` judged on `in`: the spec's text, the judge's verdict, the runs it reads.
+Claim judge_claim(const ClaimSpec& spec, ClaimInputs& in) {
+    Claim c;
+    c.id = spec.id;
+    c.title = spec.title;
+    c.test = spec.test;
+    c.view = spec.view;
+    spec.judge(spec, in, c);
+    c.runs = run_names(in.groups, spec.runs_of);
+    return c;
+}
+
 // Claims 1, 2, 2b, 3a, 3b and 4 on one set of variant groups and the report rows of the same
 // variants: the whole experiment, or one learning rate of an lr grid (claims_across_lrs).
 std::vector<Claim> pretraining_and_task_claims(Groups& groups, const Report& report) {
+    ClaimInputs in{groups, report};
     std::vector<Claim> claims;
-    // 1. Lower validation MLM loss at equal steps.
-    {
-        Claim c;
-        c.id = "1";
-        c.title =
-            "TUPE-A (TUPE-R) reaches a lower validation MLM loss than BERT-A (BERT-R) at equal "
-            "steps";
-        c.test =
-            "paired two-sided t-test over pretraining seeds of the loss difference at the last "
-            "common "
-            "step; supported if p < 0.05 and TUPE is lower, contradicted if p < 0.05 and it is "
-            "higher";
-        c.view = "curves";
-        std::vector<Verdict> parts;
-        for (const auto& [t, b] : std::vector<std::pair<std::string, std::string>>{
-                 {"tupe-a", "bert-a"}, {"tupe-r", "bert-r"}}) {
-            if (!groups.count(t) || !groups.count(b)) continue;
-            const auto cmp = compare_losses(groups[t], t, groups[b], b);
-            parts.push_back(paired_verdict(cmp.test));
-            c.details.push_back(to_string(parts.back()) + ": " + cmp.line);
-            c.evidence +=
-                (c.evidence.empty() ? "" : "; ") + cmp.line.substr(0, cmp.line.rfind(" ["));
-        }
-        c.verdict = combine(parts);
-        if (parts.empty())
-            c.evidence = "needs tupe-a and bert-a (or tupe-r and bert-r); missing: " +
-                         missing_text(groups, {"tupe-a", "bert-a", "tupe-r", "bert-r"});
-        c.runs = run_names(groups, {"tupe-a", "bert-a", "tupe-r", "bert-r"});
-        claims.push_back(c);
-    }
-
-    // 2. Steps to the baseline's final loss (the 30% claim, Fig. 5).
-    {
-        Claim c;
-        c.id = "2";
-        c.title =
-            "TUPE-A reaches BERT-A's final validation loss in a fraction of its steps (paper: "
-            "~30%)";
-        c.test =
-            "per pretraining seed, the first (interpolated) step at which TUPE-A's curve reaches "
-            "BERT-A's "
-            "final loss, over BERT-A's steps; with >= 2 seeds: supported if every fraction <= 0.5, "
-            "contradicted if every seed needs >= 1 (or never gets there)";
-        c.view = "curves";
-        if (!groups.count("tupe-a") || !groups.count("bert-a")) {
-            c.verdict = Verdict::kNotRun;
-            c.evidence =
-                "needs tupe-a and bert-a; missing: " + missing_text(groups, {"tupe-a", "bert-a"});
-        } else {
-            std::vector<double> fractions;
-            for (const auto& [seed, base] : groups["bert-a"]) {
-                auto it = groups["tupe-a"].find(seed);
-                if (it == groups["tupe-a"].end() || base.validation.empty()) continue;
-                const double target = base.final_loss();
-                const double step = it->second.first_step_at_or_below(target);
-                const double f = step < 0 ? std::numeric_limits<double>::infinity()
-                                          : step / static_cast<double>(base.last_step());
-                fractions.push_back(f);
-                c.details.push_back(
-                    "seed " + std::to_string(seed) + ": bert-a ends at " + fixed_number(target, 3) +
-                    " (step " + std::to_string(base.last_step()) + "); tupe-a " +
-                    (step < 0 ? std::string("never reaches it")
-                              : "reaches it at step " + fixed_number(step, 0) + " = " +
-                                    fixed_number(100 * f, 1) + "% of the steps"));
-            }
-            if (fractions.empty()) {
-                c.verdict = Verdict::kNotRun;
-                c.evidence = "tupe-a and bert-a share no pretraining seed";
-            } else {
-                const double lo = *std::min_element(fractions.begin(), fractions.end());
-                const double hi = *std::max_element(fractions.begin(), fractions.end());
-                auto pct = [](double f) {
-                    return std::isfinite(f) ? fixed_number(100 * f, 1) + "%" : std::string("never");
-                };
-                c.evidence = !std::isfinite(lo)
-                                 ? "tupe-a never reaches bert-a's final loss in " +
-                                       std::to_string(fractions.size()) + " seed(s)"
-                                 : "tupe-a needs " + pct(lo) +
-                                       (fractions.size() > 1 ? " to " + pct(hi) : "") +
-                                       " of bert-a's steps over " +
-                                       std::to_string(fractions.size()) + " seed(s)";
-                if (fractions.size() < 2)
-                    c.verdict = Verdict::kInconclusive;
-                else if (hi <= 0.5)
-                    c.verdict = Verdict::kSupported;
-                else if (lo >= 1.0)
-                    c.verdict = Verdict::kContradicted;
-                else
-                    c.verdict = Verdict::kInconclusive;
-            }
-        }
-        c.runs = run_names(groups, {"tupe-a", "bert-a"});
-        claims.push_back(c);
-    }
-
-    // 2b. The same claim on the tasks: TUPE-A fine-tuned from 30% against BERT-A from 100%.
-    {
-        Claim c;
-        c.id = "2b";
-        c.title =
-            "TUPE-A fine-tuned at 30% of the steps reaches BERT-A's final task average (Table 1, "
-            "300k rows)";
-        c.test =
-            "Avg of tupe-a at its earliest checkpoint at or below 35% of the steps minus bert-a's "
-            "at its last, "
-            "95% paired bootstrap interval; supported if above 0, contradicted if below 0";
-        c.view = "glue";
-        const ReportRow* base = final_row(report, "bert-a");
-        const ReportRow* early = nullptr;
-        int64_t total = 0;
-        if (groups.count("tupe-a")) total = groups["tupe-a"].begin()->second.last_step();
-        for (const auto& row : report.rows)
-            if (!row.reference && row.variant == "tupe-a" && total > 0 &&
-                static_cast<double>(row.step) <= 0.35 * static_cast<double>(total) &&
-                (!early || row.step < early->step))
-                early = &row;
-        if (!base || !early) {
-            c.verdict = Verdict::kNotRun;
-            // What the runs hold, not what the defaults would give.
-            std::set<int64_t> stored;
-            for (const auto& row : report.rows)
-                if (!row.reference && row.variant == "tupe-a") stored.insert(row.step);
-            std::string steps;
-            for (int64_t s : stored) steps += (steps.empty() ? "" : ", ") + std::to_string(s);
-            c.evidence =
-                "needs tupe-a fine-tuned from a checkpoint at <= 35% of its steps and "
-                "bert-a from its last (finetune.checkpoints: [0.3, 1.0]); stored: " +
-                std::string(base ? "bert-a at its last step" : "no bert-a row") + ", tupe-a " +
-                (steps.empty() ? std::string("none")
-                               : "from step(s) " + steps + " of " + std::to_string(total));
-        } else {
-            const auto cmp = compare_scores(*early, *base, report.columns, "Avg");
-            c.verdict = score_verdict(cmp);
-            c.evidence = cmp.line;
-        }
-        c.runs = run_names(groups, {"tupe-a", "bert-a"});
-        claims.push_back(c);
-    }
-
-    const std::vector<std::string> paper_order = {"tupe-r", "tupe-a", "bert-r", "bert-a"};
-    std::vector<std::string> present;
-    for (const auto& g : paper_order)
-        if (groups.count(g)) present.push_back(g);
-    // 3a. The order on MLM loss.
-    {
-        Claim c;
-        c.id = "3a";
-        c.title = "Order on validation MLM loss: TUPE-R < TUPE-A < BERT-R < BERT-A";
-        c.test =
-            "each adjacent pair of the variants present, in the paper's order: the paired t-test "
-            "of claim 1; "
-            "supported if every pair is significant in the paper's direction, contradicted if any "
-            "pair is "
-            "significant against it";
-        c.view = "curves";
-        std::vector<Verdict> parts;
-        for (size_t i = 0; i + 1 < present.size(); ++i) {
-            const auto cmp = compare_losses(groups[present[i]], present[i], groups[present[i + 1]],
-                                            present[i + 1]);
-            parts.push_back(paired_verdict(cmp.test));
-            c.details.push_back(to_string(parts.back()) + ": " + cmp.line);
-        }
-        std::string observed;
-        std::vector<std::pair<double, std::string>> finals;
-        for (const auto& g : present) {
-            double sum = 0;
-            for (const auto& [seed, r] : groups[g]) sum += r.final_loss();
-            finals.push_back({sum / static_cast<double>(groups[g].size()), g});
-        }
-        std::sort(finals.begin(), finals.end());
-        for (const auto& [loss, g] : finals)
-            observed += (observed.empty() ? "" : " < ") + g + " " + fixed_number(loss, 3);
-        c.evidence = parts.empty() ? "needs at least two of tupe-r, tupe-a, bert-r, bert-a"
-                                   : "observed (mean final loss): " + observed;
-        std::vector<std::string> missing;
-        for (const auto& g : paper_order)
-            if (!groups.count(g)) missing.push_back(g);
-        c.verdict = order_verdict(parts, missing, &c.evidence);
-        c.runs = run_names(groups, paper_order);
-        claims.push_back(c);
-    }
-    // 3b. The order on the task average.
-    {
-        Claim c;
-        c.id = "3b";
-        c.title = "Order on the task average: TUPE-R > TUPE-A > BERT-R > BERT-A";
-        c.test =
-            "each adjacent pair present, at the last checkpoint: the difference of the Avg column "
-            "with a "
-            "95% paired bootstrap interval (same dev examples, seeds resampled); supported if "
-            "every "
-            "interval is above 0, contradicted if any is below 0";
-        c.view = "glue";
-        std::vector<const ReportRow*> rows;
-        std::vector<std::string> with_rows;
-        for (const auto& g : present)
-            if (const ReportRow* r = final_row(report, g))
-                rows.push_back(r), with_rows.push_back(g);
-        std::vector<Verdict> parts;
-        for (size_t i = 0; i + 1 < rows.size(); ++i) {
-            const auto cmp = compare_scores(*rows[i], *rows[i + 1], report.columns, "Avg");
-            parts.push_back(score_verdict(cmp));
-            c.details.push_back(to_string(parts.back()) + ": " + cmp.line);
-            // The same test task by task: where the average's difference comes from, and on
-            // how many tasks the pair is decided either way.
-            int with = 0, against = 0, tested = 0;
-            std::string cells;
-            for (const auto& column : report.columns) {
-                const auto one = compare_scores(*rows[i], *rows[i + 1], {column}, "");
-                if (!one.ok) continue;
-                ++tested;
-                const Verdict v = score_verdict(one);
-                with += v == Verdict::kSupported;
-                against += v == Verdict::kContradicted;
-                cells += std::string(cells.empty() ? "" : "; ") + column_title(column) + " " +
-                         (one.diff >= 0 ? "+" : "") + fixed_number(one.diff, 2) + " [" +
-                         fixed_number(one.ci.lo, 2) + ", " + fixed_number(one.ci.hi, 2) + "]" +
-                         (v == Verdict::kSupported      ? " >"
-                          : v == Verdict::kContradicted ? " <"
-                                                        : " ~");
-            }
-            if (tested > 0)
-                c.details.push_back("per task, " + rows[i]->variant + " - " + rows[i + 1]->variant +
-                                    ": above 0 on " + std::to_string(with) + " of " +
-                                    std::to_string(tested) + ", below 0 on " +
-                                    std::to_string(against) + " (" + cells + ")");
-        }
-        std::vector<std::pair<double, std::string>> avgs;
-        for (const auto* r : rows) avgs.push_back({-r->average, r->variant});
-        std::sort(avgs.begin(), avgs.end());
-        std::string observed;
-        for (const auto& [a, g] : avgs)
-            observed += (observed.empty() ? "" : " > ") + g + " " + fixed_number(-a, 2);
-        c.evidence =
-            parts.empty()
-                ? "needs fine-tuning results of at least two of tupe-r, tupe-a, bert-r, bert-a"
-                : "observed Avg at the last checkpoint: " + observed;
-        std::vector<std::string> missing;
-        for (const auto& g : paper_order)
-            if (std::find(with_rows.begin(), with_rows.end(), g) == with_rows.end())
-                missing.push_back(g);
-        c.verdict = order_verdict(parts, missing, &c.evidence);
-        c.runs = run_names(groups, paper_order);
-        claims.push_back(c);
-    }
-
-    // 4. Untying [CLS] helps low-resource tasks.
-    {
-        Claim c;
-        c.id = "4";
-        c.title =
-            "Untying [CLS] helps low-resource tasks: TUPE-A beats TUPE-A-tie-cls on CoLA and RTE";
-        c.test =
-            "the mean of the CoLA- and RTE-like columns present (cola, rte, syn-cola, syn-rte), "
-            "last "
-            "checkpoint, 95% paired bootstrap interval of tupe-a minus tupe-a-tie-cls; supported "
-            "if above "
-            "0, contradicted if below 0";
-        c.view = "glue";
-        std::vector<std::string> columns;
-        for (const auto& k : {"cola", "rte", "syn-cola", "syn-rte"})
-            if (std::find(report.columns.begin(), report.columns.end(), k) != report.columns.end())
-                columns.push_back(k);
-        const ReportRow* a = final_row(report, "tupe-a");
-        const ReportRow* b = final_row(report, "tupe-a-tie-cls");
-        if (!a || !b || columns.empty()) {
-            c.verdict = Verdict::kNotRun;
-            c.evidence =
-                "needs fine-tuning results of tupe-a and tupe-a-tie-cls on a CoLA- or RTE-like "
-                "task";
-        } else {
-            std::string names;
-            for (const auto& k : columns) names += (names.empty() ? "" : "+") + column_title(k);
-            const auto cmp = compare_scores(*a, *b, columns, names);
-            c.verdict = score_verdict(cmp);
-            c.evidence = cmp.line;
-        }
-        c.runs = run_names(groups, {"tupe-a", "tupe-a-tie-cls"});
-        claims.push_back(c);
-    }
+    for (const auto& spec : claim_specs())
+        if (spec.per_lr) claims.push_back(judge_claim(spec, in));
     return claims;
 }
 
@@ -673,32 +928,39 @@ std::vector<Claim> claims_across_lrs(const Groups& groups, const Report& report,
     return claims;
 }
 
-}  // namespace
+// Claims 5, 6 and 7 on the variants' models: their analysis artifacts and parameter counts.
+std::vector<Claim> model_claims(ResultStore& store, Groups& groups, const Report& report,
+                                const ParameterCounter& count_parameters) {
+    ClaimInputs in{groups, report, &store, &count_parameters};
+    std::vector<Claim> claims;
+    for (const auto& spec : claim_specs())
+        if (!spec.per_lr) claims.push_back(judge_claim(spec, in));
+    return claims;
+}
 
-std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
-                                   const ParameterCounter& count_parameters) {
-    const auto experiment = store.find_experiment(name);
-    if (!experiment)
-        throw std::invalid_argument("no experiment named '" + name + "' in " + store.path());
+// The finished pretrain runs of an experiment that have validation data, by variant group and
+// seed. Runs of one variant with different configs (another cell: a rerun with --new-runs) are
+// never pooled: each variant is judged on the cell of its latest run, and `left_out` counts
+// the others of each group.
+Groups load_pretrain_groups(ResultStore& store, int64_t experiment_id,
+                            std::map<std::string, int>* left_out) {
     Groups groups;
-    // Runs of one variant with different configs (another cell: a rerun with --new-runs) are
-    // never pooled: each variant is judged on the cell of its latest run.
     std::map<std::string, std::string> cell_of_group;
-    std::map<std::string, int> left_out;
-    for (const auto& r : store.list_runs(experiment->id))
+    const auto runs = store.list_runs(experiment_id);
+    for (const auto& r : runs)
         if (r.kind == "pretrain" && r.status == "finished")
             cell_of_group[variant_group(r.variant.empty() ? r.name : r.variant)] = r.cell;
-    for (const auto& r : store.list_runs(experiment->id)) {
+    for (const auto& r : runs) {
         if (r.kind != "pretrain" || r.status != "finished") continue;
         const std::string group = variant_group(r.variant.empty() ? r.name : r.variant);
         if (r.cell != cell_of_group[group]) {
-            ++left_out[group];
+            ++(*left_out)[group];
             continue;
         }
         PretrainRun p;
         p.id = r.id;
         p.name = r.name;
-        p.group = variant_group(r.variant.empty() ? r.name : r.variant);
+        p.group = group;
         p.seed = r.seed;
         p.out_dir = r.out_dir;
         p.config_text = r.config_text;
@@ -706,8 +968,11 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
         if (p.validation.empty()) continue;  // nothing to compare (a run without validation data)
         groups[p.group][p.seed] = p;
     }
-    const Report report = load_report(store, name);
-    // An lr grid: every variant at two or more pretraining lrs.
+    return groups;
+}
+
+// Whether the groups form an lr grid: every variant at two or more pretraining lrs.
+bool is_lr_grid(const Groups& groups) {
     std::set<std::string> lr_values;
     bool all_have_lr = !groups.empty();
     for (const auto& [group, runs] : groups) {
@@ -715,176 +980,41 @@ std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
         all_have_lr = all_have_lr && !lr.empty();
         lr_values.insert(lr);
     }
+    return all_have_lr && lr_values.size() >= 2;
+}
+
+// Says on each claim that reads a group with left-out runs how many were left out.
+void note_left_out_runs(const std::map<std::string, int>& left_out, std::vector<Claim>* claims) {
+    for (const auto& [group, n] : left_out)
+        for (auto& c : *claims)
+            if (std::find(c.runs.begin(), c.runs.end(), group) != c.runs.end() ||
+                std::any_of(c.runs.begin(), c.runs.end(),
+                            [&](const std::string& run) { return variant_group(run) == group; }))
+                c.details.push_back(group + ": judged on its latest config; " + std::to_string(n) +
+                                    " finished run(s) of another config left out");
+}
+
+}  // namespace
+
+std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
+                                   const ParameterCounter& count_parameters) {
+    const auto experiment = store.find_experiment(name);
+    if (!experiment)
+        throw std::invalid_argument("no experiment named '" + name + "' in " + store.path());
+    std::map<std::string, int> left_out;
+    Groups groups = load_pretrain_groups(store, experiment->id, &left_out);
+    const Report report = load_report(store, name);
     std::vector<Claim> claims;
-    if (all_have_lr && lr_values.size() >= 2) {
+    if (is_lr_grid(groups)) {
         Groups best;
         claims = claims_across_lrs(groups, report, &best);
         groups = best;  // claims 5-7 read each variant's runs at its best lr
     } else {
         claims = pretraining_and_task_claims(groups, report);
     }
-
-    // 5. BERT-A's word-position terms are more uniform than word-word (Fig. 2).
-    {
-        Claim c;
-        c.id = "5";
-        c.title =
-            "In BERT-A's first layer the word-position and position-word terms are more uniform "
-            "than word-word (Fig. 2)";
-        c.test =
-            "per head and pretraining seed, the spread across keys (index.json 'uniformity') of "
-            "word_pos and "
-            "pos_word against word_word; two-sided sign test over those comparisons; supported if "
-            "p < 0.05 "
-            "and most are flatter, contradicted if p < 0.05 and most are less flat";
-        c.view = "maps";
-        int64_t flatter = 0, steeper = 0;
-        std::vector<double> ratios;
-        if (groups.count("bert-a"))
-            for (const auto& [seed, run] : groups["bert-a"]) {
-                std::string path;
-                const auto index = latest_index(store, run, &path);
-                if (!index) continue;
-                std::map<int64_t, std::map<std::string, double>> spread;  // head -> term -> spread
-                for (const auto& f : index->files) {
-                    if (f.statistics.empty() || f.head < 0) continue;
-                    if (f.what != "word_word" && f.what != "word_pos" && f.what != "pos_word")
-                        continue;
-                    for (const auto& [key, value] : f.statistics)
-                        if (key == "uniformity" && std::isfinite(value))
-                            spread[f.head][f.what] = value;
-                }
-                for (const auto& [h, terms] : spread) {
-                    if (!terms.count("word_word")) continue;
-                    for (const auto& t : {"word_pos", "pos_word"}) {
-                        if (!terms.count(t)) continue;
-                        const double ww = terms.at("word_word"), x = terms.at(t);
-                        if (x < ww)
-                            ++flatter;
-                        else if (x > ww)
-                            ++steeper;
-                        if (ww > 0) ratios.push_back(x / ww);
-                    }
-                }
-                c.details.push_back("seed " + std::to_string(seed) + ": " + path);
-            }
-        if (flatter + steeper == 0) {
-            c.verdict = Verdict::kNotRun;
-            c.evidence = "needs the analysis of bert-a (an analysis: block in the experiment)";
-        } else {
-            const double p = analysis::sign_test_p(flatter, steeper);
-            c.verdict = p >= kAlpha
-                            ? Verdict::kInconclusive
-                            : (flatter > steeper ? Verdict::kSupported : Verdict::kContradicted);
-            c.evidence = std::to_string(flatter) + " of " + std::to_string(flatter + steeper) +
-                         " (head, term) comparisons flatter than word-word, median spread ratio " +
-                         fixed_number(analysis::median_of(ratios), 2) + " (sign test " + p_text(p) +
-                         ")";
-        }
-        c.runs = run_names(groups, {"bert-a"});
-        claims.push_back(c);
-    }
-
-    // 6. TUPE's positional heads include local, previous and next patterns (Fig. 6).
-    {
-        Claim c;
-        c.id = "6";
-        c.title =
-            "TUPE's positional correlations include local, previous and next patterns (Fig. 6)";
-        c.test =
-            "the head taxonomy labels of tupe-a and tupe-r (every head, seed, shared or per-layer "
-            "term); "
-            "supported if local, previous and next all occur, contradicted if none of them does";
-        c.view = "maps";
-        std::map<std::string, int> counts;
-        int heads = 0;
-        for (const auto& g : {"tupe-a", "tupe-r"}) {
-            if (!groups.count(g)) continue;
-            for (const auto& [seed, run] : groups[g]) {
-                std::string path;
-                const auto index = latest_index(store, run, &path);
-                if (!index) continue;
-                std::set<std::pair<int64_t, int64_t>> seen;  // (layer, head): .npy and .csv
-                for (const auto& f : index->files)
-                    if (f.what == "tupe_total" && !f.label.empty() && f.head >= 0) {
-                        if (!seen.insert({f.layer, f.head}).second) continue;
-                        ++counts[f.label];
-                        ++heads;
-                    }
-            }
-        }
-        if (heads == 0) {
-            c.verdict = Verdict::kNotRun;
-            c.evidence =
-                "needs the analysis of tupe-a or tupe-r (an analysis: block in the experiment)";
-        } else {
-            int found = 0;
-            for (const auto& k : {"local", "previous", "next"}) found += counts.count(k) > 0;
-            c.verdict = found == 3   ? Verdict::kSupported
-                        : found == 0 ? Verdict::kContradicted
-                                     : Verdict::kInconclusive;
-            std::string labels;
-            for (const auto& [k, n] : counts)
-                labels += (labels.empty() ? "" : ", ") + k + " " + std::to_string(n);
-            c.evidence = std::to_string(heads) + " heads: " + labels;
-        }
-        c.runs = run_names(groups, {"tupe-a", "tupe-r"});
-        claims.push_back(c);
-    }
-
-    // 7. The parameter overhead of TUPE is about 1%.
-    {
-        Claim c;
-        c.id = "7";
-        c.title = "TUPE adds about 1% parameters over BERT (BERT-Base: +1.18M of 110M)";
-        c.test =
-            "parameters of tupe-a over bert-a at BERT-Base (30,522 wordpieces, 512 positions); "
-            "supported if "
-            "the overhead is within 0.5-1.5%, contradicted otherwise; the experiment's own size is "
-            "shown";
-        c.view = "";
-        if (!count_parameters) {
-            c.verdict = Verdict::kNotRun;
-            c.evidence = "no parameter counter (run it through `tupe claims`)";
-        } else {
-            const auto base_b = engine::make_model_config("bert-a", "base");
-            const auto base_t = engine::make_model_config("tupe-a", "base");
-            const double nb = static_cast<double>(count_parameters(base_b));
-            const double nt = static_cast<double>(count_parameters(base_t));
-            const double overhead = 100.0 * (nt - nb) / nb;
-            c.verdict =
-                overhead >= 0.5 && overhead <= 1.5 ? Verdict::kSupported : Verdict::kContradicted;
-            c.evidence = "base: tupe-a " + fixed_number(nt / 1e6, 2) + "M vs bert-a " +
-                         fixed_number(nb / 1e6, 2) + "M, +" + fixed_number(overhead, 2) + "%";
-            if (groups.count("tupe-a") && groups.count("bert-a")) {
-                try {
-                    const auto mt =
-                        engine::parse_config_text(groups["tupe-a"].begin()->second.config_text)
-                            .model;
-                    const auto mb =
-                        engine::parse_config_text(groups["bert-a"].begin()->second.config_text)
-                            .model;
-                    const double et = static_cast<double>(count_parameters(mt));
-                    const double eb = static_cast<double>(count_parameters(mb));
-                    c.evidence += "; this experiment (" + mb.size + ", vocab " +
-                                  std::to_string(mb.vocab_size) +
-                                  "): " + fixed_number(et / 1e6, 3) + "M vs " +
-                                  fixed_number(eb / 1e6, 3) + "M, +" +
-                                  fixed_number(100.0 * (et - eb) / eb, 2) + "%";
-                } catch (const std::exception&) {
-                    // a config written by another version: the base figure stands alone
-                }
-            }
-        }
-        claims.push_back(c);
-    }
-    for (const auto& [group, n] : left_out)
-        for (auto& c : claims)
-            if (std::find(c.runs.begin(), c.runs.end(), group) != c.runs.end() ||
-                std::any_of(c.runs.begin(), c.runs.end(),
-                            [&](const std::string& run) { return variant_group(run) == group; }))
-                c.details.push_back(group + ": judged on its latest config; " + std::to_string(n) +
-                                    " finished run(s) of another config left out");
+    for (auto& c : model_claims(store, groups, report, count_parameters))
+        claims.push_back(std::move(c));
+    note_left_out_runs(left_out, &claims);
     return claims;
 }
 
@@ -902,7 +1032,7 @@ std::string render_claims(const std::string& experiment, const std::vector<Claim
                                    {"evidence", c.evidence},
                                    {"test", c.test},
                                    {"details", c.details},
-                                   {"view", c.view},
+                                   {"view", to_string(c.view)},
                                    {"runs", c.runs}});
             if (!c.by_lr.empty()) {
                 auto& row = j["claims"].back();

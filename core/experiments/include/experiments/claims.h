@@ -21,6 +21,12 @@ enum class Verdict { kSupported, kContradicted, kInconclusive, kNotRun, kPartlyT
 /// "supported", "contradicted", "inconclusive", "not run", "partly tested".
 std::string to_string(Verdict verdict);
 
+/// Where the app shows a claim's runs: the curves, the GLUE results or the correlation maps;
+/// kNone for a claim that reads no runs (7).
+enum class AppView { kNone, kCurves, kGlue, kMaps };
+/// "", "curves", "glue", "maps": the "view" of the JSON that the app reads.
+std::string to_string(AppView view);
+
 struct Claim {
     std::string id;     ///< "1", "2", "2b", "3a", "3b", "4", "5", "6", "7".
     std::string title;  ///< What the paper says, in one line.
@@ -28,7 +34,7 @@ struct Claim {
     std::string evidence;              ///< The numbers behind the verdict, one line.
     std::string test;                  ///< The test and the decision rule.
     std::vector<std::string> details;  ///< One line per pair, seed or head.
-    std::string view;                  ///< Where the app shows it: "curves", "glue", "maps".
+    AppView view = AppView::kNone;     ///< Where the app shows it.
     std::vector<std::string> runs;     ///< Pretrain run names the claim reads.
     /// With an lr grid (variants "<preset>,lr=<x>" at two or more lrs), claims 1-4 are judged
     /// at every lr too: one entry per lr in numeric order, and lr_summary says whether the
