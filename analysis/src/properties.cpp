@@ -280,12 +280,12 @@ std::vector<int64_t> sentences_stream(const std::vector<std::string>& sentences,
     return out;
 }
 
-PropertiesReport measure_properties(engine::BertForMaskedLM& model,
-                                    const std::vector<int64_t>& stream, const engine::Vocab& vocab,
-                                    const PropertiesOptions& options) {
-    const engine::ModelConfig& config = model->bert->config();
-    const int64_t T = options.length > 0 ? options.length
-                                         : std::min<int64_t>(128, config.max_position_embeddings);
+namespace {
+
+// Throws when the options, the vocabulary or the token stream do not suit a probe with
+// windows of T tokens.
+void check_probe_input(const engine::ModelConfig& config, const std::vector<int64_t>& stream,
+                       const engine::Vocab& vocab, const PropertiesOptions& options, int64_t T) {
     const int64_t W = T - 2;
     require(T >= 4, "properties: length must be >= 4 tokens, got " + std::to_string(T));
     require(options.windows >= 1, "properties: windows must be >= 1");
@@ -304,6 +304,156 @@ PropertiesReport measure_properties(engine::BertForMaskedLM& model,
         if (id < 0 || id >= config.vocab_size)
             throw engine::InputError(options.source,
                                      "token id " + std::to_string(id) + " outside the vocabulary");
+}
+
+// The static positional logit of each layer at the true positions (H, T-1, T-1), undefined
+// where a layer has none; its source (and a table's row similarity) go into `report`.
+std::vector<torch::Tensor> static_positional_logits(engine::PositionEncodingImpl& position,
+                                                    const engine::ModelConfig& config, int64_t T,
+                                                    PropertiesReport& report) {
+    const int64_t L = config.num_hidden_layers, H = config.num_attention_heads;
+    std::vector<torch::Tensor> statics(static_cast<size_t>(L));
+    auto terms = position.forward(T);
+    for (int64_t l = 0; l < L; ++l) {
+        const engine::LayerPosition& lp = terms.for_layer(static_cast<size_t>(l));
+        torch::Tensor phi;
+        if (lp.q_offset.defined()) {
+            const int64_t d = config.head_dim();
+            auto q = cpu_dbl(lp.q_offset).view({T, H, d}).transpose(0, 1);
+            auto k = cpu_dbl(lp.k_offset).view({T, H, d}).transpose(0, 1);
+            phi = torch::bmm(q, k.transpose(1, 2)) * lp.scaling;
+            report.static_source = "decoupled";
+        }
+        if (lp.bias.defined()) {
+            auto b = cpu_dbl(lp.bias);
+            phi = phi.defined() ? phi + b : b;
+            if (report.static_source.empty()) report.static_source = "bias";
+        }
+        if (phi.defined()) statics[static_cast<size_t>(l)] = without_cls(phi);
+    }
+    if (report.static_source.empty() && terms.input.defined()) {
+        report.static_source = "table";
+        report.table_similarity = cosine_similarity_rows(terms.input).to(torch::kFloat);
+    }
+    return statics;
+}
+
+// The probe's sums over its windows, per layer (and head).
+struct ProbeSums {
+    int64_t L, H;
+    std::vector<torch::Tensor> delta_sum, probs_sum;  // (H, T-1, T-1), (H, T, T)
+    std::vector<std::vector<double>> var_delta, var_total, var_static, distance, entropy;
+
+    ProbeSums(int64_t layers, int64_t heads, int64_t T)
+        : L(layers),
+          H(heads),
+          delta_sum(L),
+          probs_sum(L),
+          var_delta(L, std::vector<double>(H, 0.0)),
+          var_total(L, std::vector<double>(H, 0.0)),
+          var_static(L, std::vector<double>(H, 0.0)),
+          distance(L, std::vector<double>(H, 0.0)),
+          entropy(L, std::vector<double>(H, 0.0)) {
+        for (int64_t l = 0; l < L; ++l) {
+            delta_sum[l] = torch::zeros({H, T - 1, T - 1}, torch::kDouble);
+            probs_sum[l] = torch::zeros({H, T, T}, torch::kDouble);
+        }
+    }
+};
+
+// Token ids (B, T) of the stream's windows first .. first + B - 1: [CLS], T - 2 tokens, [SEP].
+torch::Tensor probe_window_ids(const std::vector<int64_t>& stream, const engine::Vocab& vocab,
+                               int64_t first, int64_t B, int64_t T) {
+    const int64_t W = T - 2;
+    auto ids = torch::empty({B, T}, torch::kLong);
+    auto a = ids.accessor<int64_t, 2>();
+    for (int64_t b = 0; b < B; ++b) {
+        a[b][0] = vocab.cls_id();
+        a[b][T - 1] = vocab.sep_id();
+        for (int64_t t = 0; t < W; ++t) a[b][t + 1] = stream[(first + b) * W + t];
+    }
+    return ids;
+}
+
+// Adds a batch of B windows to `sums`: the logits with true (`truth`) and constant (`flat`)
+// positions, and the attention.
+void accumulate_probe_batch(ProbeSums& sums, const engine::EncoderOutput& truth,
+                            const engine::EncoderOutput& flat,
+                            const std::vector<torch::Tensor>& statics, int64_t B,
+                            const PropertiesOptions& options) {
+    for (int64_t l = 0; l < sums.L; ++l) {
+        auto logits = without_cls(cpu_dbl(truth.attention_logits[l]));  // (B, H, T-1, T-1)
+        auto delta = logits - without_cls(cpu_dbl(flat.attention_logits[l]));
+        auto probs = cpu_dbl(truth.attention_probs[l]);  // (B, H, T, T)
+        sums.delta_sum[l] += delta.sum(0);
+        sums.probs_sum[l] += probs.sum(0);
+        for (int64_t h = 0; h < sums.H; ++h) {
+            sums.var_delta[l][h] += row_variance_sum(delta.select(1, h));
+            sums.var_total[l][h] += row_variance_sum(logits.select(1, h));
+            if (statics[l].defined())
+                sums.var_static[l][h] += static_cast<double>(B) * row_variance_sum(statics[l][h]);
+            for (int64_t b = 0; b < B; ++b) {
+                const HeadStatistics s = head_statistics(probs[b][h], options.thresholds.skip_cls);
+                sums.distance[l][h] += s.mean_distance;
+                sums.entropy[l][h] += s.entropy;
+            }
+        }
+    }
+}
+
+// Layer l's properties from the sums over n windows; `static_logit` is its static positional
+// logit (or undefined).
+LayerProperties probe_layer_properties(const ProbeSums& sums, int64_t l,
+                                       const torch::Tensor& static_logit, double n,
+                                       const PropertiesOptions& options) {
+    LayerProperties layer;
+    auto delta = sums.delta_sum[l] / n;  // (H, T-1, T-1)
+    auto probs = sums.probs_sum[l] / n;  // (H, T, T)
+    auto inner = without_cls(probs);
+    inner = inner / inner.sum(-1, /*keepdim=*/true).clamp_min(1e-300);
+    const auto& var_total = sums.var_total[l];
+    std::vector<torch::Tensor> spectra;
+    for (int64_t h = 0; h < sums.H; ++h) {
+        HeadProperties p;
+        const auto d = delta[h];
+        p.positional_share = var_total[h] > 0 ? sums.var_delta[l][h] / var_total[h] : kNan;
+        p.static_share = static_logit.defined() && var_total[h] > 0
+                             ? sums.var_static[l][h] / var_total[h]
+                             : kNan;
+        const Monotonicity m = monotonicity(d, options.window);
+        p.monotonicity_left = m.left;
+        p.monotonicity_right = m.right;
+        p.translation_invariance = translation_invariance(d);
+        p.symmetry = mirror_symmetry(d);
+        auto spectrum = toeplitz_spectrum(d);
+        spectra.push_back(spectrum);
+        p.rank90 = static_cast<double>(energy_rank(spectrum[0]));
+        p.toeplitz_residual = toeplitz_residual(d);
+        p.locality = locality(inner[h]);
+        p.attention_symmetry = mirror_symmetry(inner[h]);
+        p.mean_distance = sums.distance[l][h] / n;
+        p.entropy = sums.entropy[l][h] / n;
+        p.pattern = classify_head(probs[h], options.thresholds);
+        layer.heads.push_back(p);
+    }
+    layer.mean = mean_of_heads(layer.heads);
+    layer.delta = delta.to(torch::kFloat);
+    if (static_logit.defined()) layer.static_term = static_logit.to(torch::kFloat);
+    layer.spectrum = torch::stack(spectra).to(torch::kFloat);  // (H, 3, T-1)
+    return layer;
+}
+
+}  // namespace
+
+PropertiesReport measure_properties(engine::BertForMaskedLM& model,
+                                    const std::vector<int64_t>& stream, const engine::Vocab& vocab,
+                                    const PropertiesOptions& options) {
+    const engine::ModelConfig& config = model->bert->config();
+    const int64_t T = options.length > 0 ? options.length
+                                         : std::min<int64_t>(128, config.max_position_embeddings);
+    const int64_t W = T - 2;
+    check_probe_input(config, stream, vocab, options, T);
+    const int64_t S = static_cast<int64_t>(stream.size());
 
     engine::PositionEncodingImpl& position = *model->bert->position;
     const engine::PositionDescription& description = position.description();
@@ -319,53 +469,13 @@ PropertiesReport measure_properties(engine::BertForMaskedLM& model,
     report.length = T;
     report.windows = nwin;
     report.window = options.window;
+    const std::vector<torch::Tensor> statics =
+        static_positional_logits(position, config, T, report);
 
-    // The static positional logit of each layer at the true positions (H, T-1, T-1).
-    std::vector<torch::Tensor> statics(static_cast<size_t>(L));
-    {
-        auto terms = position.forward(T);
-        for (int64_t l = 0; l < L; ++l) {
-            const engine::LayerPosition& lp = terms.for_layer(static_cast<size_t>(l));
-            torch::Tensor phi;
-            if (lp.q_offset.defined()) {
-                const int64_t d = config.head_dim();
-                auto q = cpu_dbl(lp.q_offset).view({T, H, d}).transpose(0, 1);
-                auto k = cpu_dbl(lp.k_offset).view({T, H, d}).transpose(0, 1);
-                phi = torch::bmm(q, k.transpose(1, 2)) * lp.scaling;
-                report.static_source = "decoupled";
-            }
-            if (lp.bias.defined()) {
-                auto b = cpu_dbl(lp.bias);
-                phi = phi.defined() ? phi + b : b;
-                if (report.static_source.empty()) report.static_source = "bias";
-            }
-            if (phi.defined()) statics[static_cast<size_t>(l)] = without_cls(phi);
-        }
-        if (report.static_source.empty() && terms.input.defined()) {
-            report.static_source = "table";
-            report.table_similarity = cosine_similarity_rows(terms.input).to(torch::kFloat);
-        }
-    }
-
-    std::vector<torch::Tensor> delta_sum(L), probs_sum(L);
-    std::vector<std::vector<double>> var_delta(L, std::vector<double>(H, 0.0)),
-        var_total(L, std::vector<double>(H, 0.0)), var_static(L, std::vector<double>(H, 0.0)),
-        distance(L, std::vector<double>(H, 0.0)), entropy(L, std::vector<double>(H, 0.0));
-    for (int64_t l = 0; l < L; ++l) {
-        delta_sum[l] = torch::zeros({H, T - 1, T - 1}, torch::kDouble);
-        probs_sum[l] = torch::zeros({H, T, T}, torch::kDouble);
-    }
-
+    ProbeSums sums(L, H, T);
     for (int64_t first = 0; first < nwin; first += options.batch_size) {
         const int64_t B = std::min(options.batch_size, nwin - first);
-        auto ids = torch::empty({B, T}, torch::kLong);
-        auto a = ids.accessor<int64_t, 2>();
-        for (int64_t b = 0; b < B; ++b) {
-            a[b][0] = vocab.cls_id();
-            a[b][T - 1] = vocab.sep_id();
-            for (int64_t t = 0; t < W; ++t) a[b][t + 1] = stream[(first + b) * W + t];
-        }
-        ids = ids.to(device);
+        const auto ids = probe_window_ids(stream, vocab, first, B, T).to(device);
         auto mask = torch::ones({B, T}, torch::TensorOptions().dtype(torch::kLong).device(device));
         engine::EncoderOutput truth = model->bert->forward(ids, mask, {}, true);
         engine::EncoderOutput flat;
@@ -373,64 +483,12 @@ PropertiesReport measure_properties(engine::BertForMaskedLM& model,
             ConstantPositions constant(position);
             flat = model->bert->forward(ids, mask, {}, true);
         }
-        for (int64_t l = 0; l < L; ++l) {
-            auto logits = without_cls(cpu_dbl(truth.attention_logits[l]));  // (B, H, T-1, T-1)
-            auto delta = logits - without_cls(cpu_dbl(flat.attention_logits[l]));
-            auto probs = cpu_dbl(truth.attention_probs[l]);  // (B, H, T, T)
-            delta_sum[l] += delta.sum(0);
-            probs_sum[l] += probs.sum(0);
-            for (int64_t h = 0; h < H; ++h) {
-                var_delta[l][h] += row_variance_sum(delta.select(1, h));
-                var_total[l][h] += row_variance_sum(logits.select(1, h));
-                if (statics[l].defined())
-                    var_static[l][h] += static_cast<double>(B) * row_variance_sum(statics[l][h]);
-                for (int64_t b = 0; b < B; ++b) {
-                    const HeadStatistics s =
-                        head_statistics(probs[b][h], options.thresholds.skip_cls);
-                    distance[l][h] += s.mean_distance;
-                    entropy[l][h] += s.entropy;
-                }
-            }
-        }
+        accumulate_probe_batch(sums, truth, flat, statics, B, options);
     }
 
     const double n = static_cast<double>(nwin);
-    for (int64_t l = 0; l < L; ++l) {
-        LayerProperties layer;
-        auto delta = delta_sum[l] / n;  // (H, T-1, T-1)
-        auto probs = probs_sum[l] / n;  // (H, T, T)
-        auto inner = without_cls(probs);
-        inner = inner / inner.sum(-1, /*keepdim=*/true).clamp_min(1e-300);
-        std::vector<torch::Tensor> spectra;
-        for (int64_t h = 0; h < H; ++h) {
-            HeadProperties p;
-            const auto d = delta[h];
-            p.positional_share = var_total[l][h] > 0 ? var_delta[l][h] / var_total[l][h] : kNan;
-            p.static_share = statics[l].defined() && var_total[l][h] > 0
-                                 ? var_static[l][h] / var_total[l][h]
-                                 : kNan;
-            const Monotonicity m = monotonicity(d, options.window);
-            p.monotonicity_left = m.left;
-            p.monotonicity_right = m.right;
-            p.translation_invariance = translation_invariance(d);
-            p.symmetry = mirror_symmetry(d);
-            auto spectrum = toeplitz_spectrum(d);
-            spectra.push_back(spectrum);
-            p.rank90 = static_cast<double>(energy_rank(spectrum[0]));
-            p.toeplitz_residual = toeplitz_residual(d);
-            p.locality = locality(inner[h]);
-            p.attention_symmetry = mirror_symmetry(inner[h]);
-            p.mean_distance = distance[l][h] / n;
-            p.entropy = entropy[l][h] / n;
-            p.pattern = classify_head(probs[h], options.thresholds);
-            layer.heads.push_back(p);
-        }
-        layer.mean = mean_of_heads(layer.heads);
-        layer.delta = delta.to(torch::kFloat);
-        if (statics[l].defined()) layer.static_term = statics[l].to(torch::kFloat);
-        layer.spectrum = torch::stack(spectra).to(torch::kFloat);  // (H, 3, T-1)
-        report.layers.push_back(std::move(layer));
-    }
+    for (int64_t l = 0; l < L; ++l)
+        report.layers.push_back(probe_layer_properties(sums, l, statics[l], n, options));
     return report;
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -296,6 +297,190 @@ std::vector<std::vector<size_t>> bucketed_batches(const std::vector<int64_t>& le
 
 // ---- training ---------------------------------------------------------------------------------
 
+namespace {
+
+// Sends `m` to the message callback, if any.
+void finetune_say(const FinetuneCallbacks& cb, const std::string& m) {
+    if (cb.on_message) cb.on_message(m);
+}
+
+// The device finetune.device names; errors name that key.
+torch::Device resolve_finetune_device(const std::string& name) {
+    try {
+        return resolve_device(name);
+    } catch (const std::invalid_argument& e) {
+        // resolve_device names pretraining's key; this run's key is finetune.device.
+        std::string m = e.what();
+        if (m.rfind("train.", 0) == 0) m = "finetune." + m.substr(6);
+        throw std::invalid_argument(m);
+    }
+}
+
+// The dtype to train in: finetune.dtype, with "auto" resolved (and agreed on by all ranks).
+std::string resolve_finetune_dtype(const std::string& requested, torch::Device device,
+                                   DistributedContext* dist, const FinetuneCallbacks& cb) {
+    // "auto" -> fp32 or bf16 by the measured matmul rates (engine/precision.h).
+    PrecisionChoice precision = choose_precision(requested, device, "finetune.dtype");
+    if (requested == "auto" && dist && precision.dtype == "bf16" &&
+        dist->all_reduce_sum({1.0})[0] < static_cast<double>(dist->world_size())) {
+        precision.dtype = "fp32";
+        precision.reason += "; another rank measured bf16 as slow";
+    } else if (requested == "auto" && dist && precision.dtype != "bf16") {
+        dist->all_reduce_sum({0.0});  // every rank takes part in the vote
+    }
+    if (requested == "auto")
+        finetune_say(cb, "finetune.dtype auto -> " + precision.dtype + ": " + precision.reason);
+    return precision.dtype;
+}
+
+// Token counts of the encoded examples, for length bucketing.
+std::vector<int64_t> encoded_lengths(const std::vector<Encoded>& data) {
+    std::vector<int64_t> lengths;
+    lengths.reserve(data.size());
+    for (const auto& e : data) lengths.push_back(static_cast<int64_t>(e.ids.size()));
+    return lengths;
+}
+
+// With data parallelism: checks that every rank has the same data, gives every rank rank 0's
+// weights and returns the gradient reducer. Without: nothing.
+std::unique_ptr<GradientReducer> sync_finetune_ranks(BertForSequenceClassification& model,
+                                                     size_t train_size, size_t dev_set_count,
+                                                     DistributedContext* dist) {
+    if (!dist) return nullptr;
+    const int world = dist->world_size();
+    // The same data everywhere (each rank reads its own copy of the task files), then one
+    // set of weights: rank 0's.
+    const std::vector<double> sizes = {static_cast<double>(train_size),
+                                       static_cast<double>(dev_set_count)};
+    if (dist->all_reduce_sum(sizes) != std::vector<double>{sizes[0] * world, sizes[1] * world})
+        throw DistributedError("rank " + std::to_string(dist->rank()) + ": " +
+                               std::to_string(train_size) + " train examples and " +
+                               std::to_string(dev_set_count) +
+                               " dev sets, but not every rank has the same; each rank must "
+                               "read the same task files");
+    auto tensors = model->parameters();
+    for (const auto& b : model->buffers()) tensors.push_back(b);
+    dist->broadcast(tensors);
+    return std::make_unique<GradientReducer>(*dist, model->parameters());
+}
+
+// Step counts of the learning-rate schedule.
+struct FinetuneSchedule {
+    int64_t steps_per_epoch = 0, total_steps = 0, warmup_steps = 0;
+};
+
+// The schedule for `n` train examples.
+FinetuneSchedule finetune_schedule(const FinetuneConfig& config, int64_t n) {
+    FinetuneSchedule s;
+    s.steps_per_epoch = (n + config.batch_size - 1) / config.batch_size;
+    s.total_steps = s.steps_per_epoch * config.epochs;
+    // Rounded up, as HF's TrainingArguments.get_warmup_steps.
+    s.warmup_steps =
+        static_cast<int64_t>(std::ceil(config.warmup_ratio * static_cast<double>(s.total_steps)));
+    return s;
+}
+
+// The one-line summary announced before training.
+std::string describe_finetune_run(const ModelConfig& model_config, const FinetuneConfig& config,
+                                  int64_t n, size_t dev_set_count, const FinetuneSchedule& s,
+                                  torch::Device device, DistributedContext* dist) {
+    std::ostringstream os;
+    os << "fine-tuning " << model_config.preset << ": " << n << " train examples, " << dev_set_count
+       << " dev set(s), " << config.epochs << " epochs of " << s.steps_per_epoch << " steps, "
+       << s.warmup_steps << " warm-up steps, on " << device.str();
+    if (dist) os << ", " << dist->world_size() << " ranks (" << dist->backend_name() << ")";
+    return os.str();
+}
+
+// What a training step needs, fixed for the whole run.
+struct FinetuneStepContext {
+    const FinetuneConfig& config;
+    DistributedContext* dist;
+    BertForSequenceClassification& model;
+    torch::optim::AdamW& optimizer;
+    GradientReducer* reducer;
+    const std::vector<torch::Tensor>& params;
+    const std::vector<Encoded>& train_enc;
+    const std::vector<LabeledText>& train;
+    int64_t pad_id;
+    torch::Device device;
+    FinetuneSchedule schedule;
+};
+
+// This process's examples of the global batch `idx`, seeding its dropout stream.
+std::vector<size_t> finetune_shard(const FinetuneStepContext& s, const std::vector<size_t>& idx,
+                                   int64_t step) {
+    // This process's examples of the global batch: all of them, or a rank's shard
+    // (possibly empty when the batch has fewer examples than there are ranks).
+    std::vector<size_t> mine = idx;
+    if (s.dist) {
+        const int rank = s.dist->rank();
+        const auto [begin, end] = shard_of(idx.size(), rank, s.dist->world_size());
+        mine.assign(idx.begin() + static_cast<std::ptrdiff_t>(begin),
+                    idx.begin() + static_cast<std::ptrdiff_t>(end));
+        // Dropout: an own stream per rank and step.
+        torch::manual_seed(s.config.seed + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(step + 1) +
+                           static_cast<uint64_t>(rank));
+    }
+    return mine;
+}
+
+// Forward pass and loss of this process's examples `mine` of a global batch of
+// `global_size`; undefined when `mine` is empty.
+torch::Tensor finetune_loss(const FinetuneStepContext& s, const std::vector<size_t>& mine,
+                            size_t global_size) {
+    if (mine.empty()) return {};
+    const bool regression = s.config.num_labels == 1;
+    Batch b = make_batch(s.train_enc, mine, &s.train, regression, s.pad_id, s.device);
+    torch::Tensor logits;
+    {
+        detail::AutocastGuard autocast(s.config.dtype, s.device, "finetune.dtype");
+        logits = s.model->forward(b.input_ids, b.attention_mask, b.token_type_ids);
+    }
+    return task_loss(logits, b.labels, regression, s.dist ? static_cast<int64_t>(global_size) : 0);
+}
+
+// One optimiser step on the global batch `idx` (0-based `step` of `epoch`): its loss, or
+// nothing when the run stops (`stop` here or, with data parallelism, on any rank).
+std::optional<double> finetune_step(const FinetuneStepContext& s, const std::vector<size_t>& idx,
+                                    bool stop, int64_t step, int64_t epoch) {
+    if (stop && !s.dist) return std::nullopt;
+    detail::set_lr(s.optimizer,
+                   detail::linear_warmup_decay(s.config.lr, step, s.schedule.warmup_steps,
+                                               s.schedule.total_steps));
+    s.optimizer.zero_grad();
+    const std::vector<size_t> mine = finetune_shard(s, idx, step);
+    const torch::Tensor loss = finetune_loss(s, mine, idx.size());
+    double value = loss.defined() ? loss.item<double>() : 0.0;
+    bool finite = std::isfinite(value);
+    if (s.dist) {
+        // One small all-reduce: the global batch's loss, and whether any rank stops or
+        // diverged (then all do the same, before any gradient is exchanged).
+        const auto sums =
+            s.dist->all_reduce_sum({finite ? value : 0.0, finite ? 0.0 : 1.0, stop ? 1.0 : 0.0});
+        if (sums[2] > 0) return std::nullopt;
+        if (sums[1] > 0 && finite) {
+            finite = false;
+            value = std::numeric_limits<double>::quiet_NaN();
+        }
+        if (finite) value = sums[0];
+    }
+    if (!finite)
+        throw TrainingDiverged(
+            (s.dist ? "rank " + std::to_string(s.dist->rank()) + ": " : std::string()) +
+            "fine-tuning step " + std::to_string(step + 1) + " of " +
+            std::to_string(s.schedule.total_steps) + " (epoch " + std::to_string(epoch + 1) +
+            "): loss is " + std::to_string(value) + " (try a lower lr or clip_norm)");
+    if (s.reducer) s.reducer->begin_step(1);
+    if (loss.defined()) loss.backward();
+    if (s.reducer) s.reducer->finish_step();
+    if (s.config.clip_norm > 0) torch::nn::utils::clip_grad_norm_(s.params, s.config.clip_norm);
+    s.optimizer.step();
+    return value;
+}
+
+}  // namespace
+
 FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& tokenizer,
                         const std::vector<LabeledText>& train,
                         const std::vector<std::vector<LabeledText>>& dev_sets,
@@ -303,34 +488,11 @@ FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& t
                         DistributedContext* dist) {
     FinetuneConfig config = input_config;  // with dtype "auto" resolved below
     using Clock = std::chrono::steady_clock;
-    auto say = [&](const std::string& m) {
-        if (cb.on_message) cb.on_message(m);
-    };
     const ModelConfig& model_config = pretrained->config();
     validate(config, model_config, tokenizer, train);
     apply_thread_count(config.threads);
-    torch::Device device(torch::kCPU);
-    try {
-        device = resolve_device(config.device);
-    } catch (const std::invalid_argument& e) {
-        // resolve_device names pretraining's key; this run's key is finetune.device.
-        std::string m = e.what();
-        if (m.rfind("train.", 0) == 0) m = "finetune." + m.substr(6);
-        throw std::invalid_argument(m);
-    }
-    // "auto" -> fp32 or bf16 by the measured matmul rates (engine/precision.h).
-    PrecisionChoice precision = choose_precision(config.dtype, device, "finetune.dtype");
-    if (config.dtype == "auto" && dist && precision.dtype == "bf16" &&
-        dist->all_reduce_sum({1.0})[0] < static_cast<double>(dist->world_size())) {
-        precision.dtype = "fp32";
-        precision.reason += "; another rank measured bf16 as slow";
-    } else if (config.dtype == "auto" && dist && precision.dtype != "bf16") {
-        dist->all_reduce_sum({0.0});  // every rank takes part in the vote
-    }
-    if (config.dtype == "auto")
-        say("finetune.dtype auto -> " + precision.dtype + ": " + precision.reason);
-    config.dtype = precision.dtype;
-    const bool regression = config.num_labels == 1;
+    const torch::Device device = resolve_finetune_device(config.device);
+    config.dtype = resolve_finetune_dtype(config.dtype, device, dist, cb);
     const int64_t pad_id = tokenizer.vocab().pad_id();
 
     // Encoded once; every epoch only re-batches.
@@ -338,54 +500,27 @@ FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& t
     std::vector<std::vector<Encoded>> dev_enc;
     for (const auto& dev : dev_sets)
         dev_enc.push_back(encode_all(tokenizer, dev, config.max_seq_len));
-    std::vector<int64_t> lengths;
-    lengths.reserve(train_enc.size());
-    for (const auto& e : train_enc) lengths.push_back(static_cast<int64_t>(e.ids.size()));
+    const std::vector<int64_t> lengths = encoded_lengths(train_enc);
 
     // One seed fixes the heads' init and the dropout stream: runs are repeatable.
     torch::manual_seed(config.seed);
     BertForSequenceClassification model(model_config, config.num_labels, config.classifier_dropout);
     model->load_pretrained(pretrained);
     model->to(device);
-    const int world = dist ? dist->world_size() : 1;
-    const int rank = dist ? dist->rank() : 0;
-    std::unique_ptr<GradientReducer> reducer;
-    if (dist) {
-        // The same data everywhere (each rank reads its own copy of the task files), then one
-        // set of weights: rank 0's.
-        const std::vector<double> sizes = {static_cast<double>(train.size()),
-                                           static_cast<double>(dev_sets.size())};
-        if (dist->all_reduce_sum(sizes) != std::vector<double>{sizes[0] * world, sizes[1] * world})
-            throw DistributedError("rank " + std::to_string(rank) + ": " +
-                                   std::to_string(train.size()) + " train examples and " +
-                                   std::to_string(dev_sets.size()) +
-                                   " dev sets, but not every rank has the same; each rank must "
-                                   "read the same task files");
-        auto tensors = model->parameters();
-        for (const auto& b : model->buffers()) tensors.push_back(b);
-        dist->broadcast(tensors);
-        reducer = std::make_unique<GradientReducer>(*dist, model->parameters());
-    }
+    const std::unique_ptr<GradientReducer> reducer =
+        sync_finetune_ranks(model, train.size(), dev_sets.size(), dist);
     auto optimizer = detail::make_adamw(
         *model, {config.lr, kAdamBeta1, kAdamBeta2, kAdamEps, config.weight_decay});
-    std::vector<torch::Tensor> params = model->parameters();
+    const std::vector<torch::Tensor> params = model->parameters();
 
     const int64_t n = static_cast<int64_t>(train.size());
-    const int64_t steps_per_epoch = (n + config.batch_size - 1) / config.batch_size;
-    const int64_t total_steps = steps_per_epoch * config.epochs;
-    // Rounded up, as HF's TrainingArguments.get_warmup_steps.
-    const int64_t warmup_steps =
-        static_cast<int64_t>(std::ceil(config.warmup_ratio * static_cast<double>(total_steps)));
-    {
-        std::ostringstream os;
-        os << "fine-tuning " << model_config.preset << ": " << n << " train examples, "
-           << dev_sets.size() << " dev set(s), " << config.epochs << " epochs of "
-           << steps_per_epoch << " steps, " << warmup_steps << " warm-up steps, on "
-           << device.str();
-        if (dist) os << ", " << world << " ranks (" << dist->backend_name() << ")";
-        say(os.str());
-    }
+    const FinetuneSchedule schedule = finetune_schedule(config, n);
+    finetune_say(cb, describe_finetune_run(model_config, config, n, dev_sets.size(), schedule,
+                                           device, dist));
 
+    const FinetuneStepContext step_context{config,        dist,   model,     optimizer,
+                                           reducer.get(), params, train_enc, train,
+                                           pad_id,        device, schedule};
     FinetuneResult result;
     int64_t step = 0;
     for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
@@ -394,71 +529,16 @@ FinetuneResult finetune(BertForMaskedLM& pretrained, const WordPieceTokenizer& t
         double loss_sum = 0;
         for (const auto& idx : bucketed_batches(lengths, config.batch_size, config.seed,
                                                 static_cast<uint64_t>(epoch))) {
-            bool stop = cb.stop && cb.stop->load();
-            if (stop && !dist) {
+            const bool stop = cb.stop && cb.stop->load();
+            const std::optional<double> value = finetune_step(step_context, idx, stop, step, epoch);
+            if (!value) {
                 result.stopped = true;
-                say("fine-tuning stopped at step " + std::to_string(step));
+                finetune_say(cb, "fine-tuning stopped at step " + std::to_string(step));
                 return result;
             }
-            detail::set_lr(optimizer,
-                           detail::linear_warmup_decay(config.lr, step, warmup_steps, total_steps));
-            optimizer.zero_grad();
-            // This process's examples of the global batch: all of them, or a rank's shard
-            // (possibly empty when the batch has fewer examples than there are ranks).
-            std::vector<size_t> mine = idx;
-            if (dist) {
-                const auto [begin, end] = shard_of(idx.size(), rank, world);
-                mine.assign(idx.begin() + static_cast<std::ptrdiff_t>(begin),
-                            idx.begin() + static_cast<std::ptrdiff_t>(end));
-                // Dropout: an own stream per rank and step.
-                torch::manual_seed(config.seed +
-                                   0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(step + 1) +
-                                   static_cast<uint64_t>(rank));
-            }
-            torch::Tensor loss;
-            double value = 0;
-            if (!mine.empty()) {
-                Batch b = make_batch(train_enc, mine, &train, regression, pad_id, device);
-                torch::Tensor logits;
-                {
-                    detail::AutocastGuard autocast(config.dtype, device, "finetune.dtype");
-                    logits = model->forward(b.input_ids, b.attention_mask, b.token_type_ids);
-                }
-                loss = task_loss(logits, b.labels, regression,
-                                 dist ? static_cast<int64_t>(idx.size()) : 0);
-                value = loss.item<double>();
-            }
-            bool finite = std::isfinite(value);
-            if (dist) {
-                // One small all-reduce: the global batch's loss, and whether any rank stops or
-                // diverged (then all do the same, before any gradient is exchanged).
-                const auto sums = dist->all_reduce_sum(
-                    {finite ? value : 0.0, finite ? 0.0 : 1.0, stop ? 1.0 : 0.0});
-                if (sums[2] > 0) {
-                    result.stopped = true;
-                    say("fine-tuning stopped at step " + std::to_string(step));
-                    return result;
-                }
-                if (sums[1] > 0 && finite) {
-                    finite = false;
-                    value = std::numeric_limits<double>::quiet_NaN();
-                }
-                if (finite) value = sums[0];
-            }
-            if (!finite)
-                throw TrainingDiverged(
-                    (dist ? "rank " + std::to_string(rank) + ": " : std::string()) +
-                    "fine-tuning step " + std::to_string(step + 1) + " of " +
-                    std::to_string(total_steps) + " (epoch " + std::to_string(epoch + 1) +
-                    "): loss is " + std::to_string(value) + " (try a lower lr or clip_norm)");
-            if (reducer) reducer->begin_step(1);
-            if (loss.defined()) loss.backward();
-            if (reducer) reducer->finish_step();
-            if (config.clip_norm > 0) torch::nn::utils::clip_grad_norm_(params, config.clip_norm);
-            optimizer.step();
             ++step;
-            loss_sum += value * static_cast<double>(idx.size());
-            if (cb.on_step) cb.on_step(step, total_steps, value);
+            loss_sum += *value * static_cast<double>(idx.size());
+            if (cb.on_step) cb.on_step(step, schedule.total_steps, *value);
         }
         EpochResult r;
         r.epoch = epoch + 1;

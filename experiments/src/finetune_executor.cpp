@@ -127,6 +127,144 @@ std::string finetune_job_dir(const ExperimentSpec& spec, const Variant& v, const
     return (fs::path(v.config.out_dir) / "finetune" / folder).string();
 }
 
+/// A task's test splits with their file layouts (load_test_splits).
+using JobTestSplits = std::vector<std::pair<TestSplitInfo, Split>>;
+
+/// The job's TensorBoard writer under out_dir/finetune/<job>/ (old events removed), or null
+/// when events are off, on a rank other than 0, or the folder cannot be written.
+std::unique_ptr<engine::TensorBoardWriter> open_finetune_events(const JobContext& ctx,
+                                                                const Variant& v, const Job& job) {
+    std::unique_ptr<engine::TensorBoardWriter> events;
+    if (v.config.train.tensorboard && (!ctx.options.dist || ctx.options.dist->rank() == 0)) {
+        const fs::path dir = finetune_job_dir(ctx.spec, v, job.name);
+        try {
+            std::error_code ec;
+            for (const auto& f : engine::tensorboard_event_files(dir.string())) fs::remove(f, ec);
+            events = std::make_unique<engine::TensorBoardWriter>(dir.string());
+        } catch (const std::exception& e) {
+            ctx.say(std::string("TensorBoard events off for this job: ") + e.what());
+        }
+    }
+    return events;
+}
+
+/// The task's test splits in `glue_dir`, under `shuffle` with their words shuffled.
+JobTestSplits load_job_test_splits(const TaskInfo& task, const std::string& glue_dir,
+                                   bool shuffle) {
+    auto tests = load_test_splits(task, glue_dir);
+    if (shuffle)  // the same bag-of-words control as train and dev
+        for (auto& [layout, split] : tests)
+            for (auto& e : split.examples) {
+                e.text_a = shuffle_words(e.text_a, 0x5eedULL);
+                if (!e.text_b.empty()) e.text_b = shuffle_words(e.text_b, 0x5eedULL);
+            }
+    return tests;
+}
+
+/// Reports fine-tuning progress: the step of `total` and its loss.
+void report_finetune_step(const JobContext& ctx, int64_t step, int64_t total, double loss) {
+    char status[64];
+    std::snprintf(status, sizeof status, "step %lld/%lld  loss %.3f", static_cast<long long>(step),
+                  static_cast<long long>(total), loss);
+    ctx.report(static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, total)),
+               status);
+}
+
+/// Epoch `e`'s scores on every dev split; its curve points (the train loss first) are
+/// appended to `points`.
+std::vector<analysis::TaskScores> score_finetune_epoch(const TaskData& data,
+                                                       const engine::EpochResult& e,
+                                                       std::vector<MetricPoint>& points) {
+    const double now = unix_time_now();
+    points.push_back({"train/loss", e.epoch, e.train_loss, now});
+    std::vector<analysis::TaskScores> scores;
+    for (size_t i = 0; i < data.dev.size(); ++i) {
+        scores.push_back(analysis::score_task(
+            analysis::reported_column(data.info, data.dev_names[i]), data.info.metric,
+            e.predictions[i], gold_values(data.info, data.dev[i])));
+        for (const auto& [metric, value] : scores.back().metrics)
+            points.push_back({data.dev_names[i] + "/" + metric, e.epoch, value, now});
+    }
+    return scores;
+}
+
+/// Adds `points` to the TensorBoard events; a failure is said once and ends the events.
+void write_finetune_events(std::unique_ptr<engine::TensorBoardWriter>& events,
+                           const std::vector<MetricPoint>& points, const JobContext& ctx) {
+    if (!events) return;
+    try {
+        for (const auto& p : points) events->add_scalar(p.key, p.step, p.value, p.wall_time);
+        events->flush();
+    } catch (const std::exception& ex) {
+        ctx.say(std::string("TensorBoard events stopped: ") + ex.what());
+        events.reset();
+    }
+}
+
+/// The best epoch so far by the paper's selection metric on the first dev split (MNLI:
+/// matched).
+struct FinetuneBestEpoch {
+    double primary = -1e300;
+    std::vector<analysis::TaskScores> scores;
+    std::vector<std::vector<double>> predictions;  // per dev split, of the best epoch
+    int64_t epoch = 0;
+    ModelState state;  // the best epoch's weights, when they are needed afterwards
+};
+
+/// Records the best epoch's GLUE rows and its per-example dev predictions.
+void record_best_epoch(ResultStore& store, int64_t run_id, const Job& job, const TaskData& data,
+                       const FinetuneBestEpoch& best) {
+    for (size_t i = 0; i < best.scores.size(); ++i)
+        add_glue_rows(store, run_id, job, data.info, data.dev_names[i], best.scores[i]);
+    // The per-example predictions behind those scores: bootstrap intervals and paired
+    // comparisons (tupe report, tupe claims) are computed from them.
+    for (size_t i = 0; i < best.predictions.size() && i < data.dev.size(); ++i)
+        store.set_predictions(
+            {run_id, data.dev_names[i], gold_values(data.info, data.dev[i]), best.predictions[i]});
+}
+
+/// Saves the best epoch's `model` as `path` and records it as the run's finetuned-model
+/// artifact.
+void save_best_finetuned(ResultStore& store, int64_t run_id, const std::string& path,
+                         engine::BertForSequenceClassification& model,
+                         const engine::PretrainConfig& encoder, const TaskInfo& task,
+                         int64_t best_epoch) {
+    save_finetuned(path, model, encoder, task.key, best_epoch);
+    ArtifactRecord a;
+    a.run_id = run_id;
+    a.kind = "finetuned-model";
+    a.path = path;
+    a.size = static_cast<int64_t>(fs::file_size(path));
+    a.hash = file_hash(path);
+    a.description = "fine-tuned weights of epoch " + std::to_string(best_epoch) + " (the best by " +
+                    analysis::selection_metric_key(task.metric) + ")";
+    store.add_artifact(a);
+}
+
+/// Predicts the test splits with `model` and stores them with their file indices (gold NaN).
+void store_test_predictions(ResultStore& store, int64_t run_id,
+                            engine::BertForSequenceClassification& model,
+                            const engine::WordPieceTokenizer& tokenizer, const JobTestSplits& tests,
+                            const engine::FinetuneConfig& fc) {
+    model->to(engine::resolve_device(fc.device));
+    std::vector<std::vector<engine::LabeledText>> sets;
+    for (const auto& [layout, split] : tests) {
+        std::vector<engine::LabeledText> xs;
+        for (const auto& e : split.examples) xs.push_back({e.text_a, e.text_b});
+        sets.push_back(std::move(xs));
+    }
+    const auto predicted = engine::predict_sets(model, tokenizer, sets, fc);
+    for (size_t i = 0; i < tests.size(); ++i) {
+        PredictionSet p;
+        p.run_id = run_id;
+        p.split = tests[i].first.name;
+        p.predicted = predicted[i];
+        p.gold.assign(p.predicted.size(), std::numeric_limits<double>::quiet_NaN());
+        for (const auto& e : tests[i].second.examples) p.ids.push_back(e.id);
+        store.set_predictions(p);
+    }
+}
+
 }  // namespace
 
 std::string finetune_config_text(const ExperimentSpec& spec, const Variant& v, const Job& job) {
@@ -228,129 +366,54 @@ bool FinetuneExecutor::run(const Job& job, int64_t run_id) {
     // TensorBoard: the same points as events under out_dir/finetune/<job>/ (a redone job
     // starts a fresh folder too). The store stays the record: a write failure is said once and
     // ends the events, never the job.
-    std::unique_ptr<engine::TensorBoardWriter> events;
-    if (v.config.train.tensorboard && (!options.dist || options.dist->rank() == 0)) {
-        const fs::path dir = finetune_job_dir(spec, v, job.name);
-        try {
-            std::error_code ec;
-            for (const auto& f : engine::tensorboard_event_files(dir.string())) fs::remove(f, ec);
-            events = std::make_unique<engine::TensorBoardWriter>(dir.string());
-        } catch (const std::exception& e) {
-            ctx_.say(std::string("TensorBoard events off for this job: ") + e.what());
-        }
-    }
+    std::unique_ptr<engine::TensorBoardWriter> events = open_finetune_events(ctx_, v, job);
 
     // The task's test splits present in its folder (GLUE_FORMAT.md: unlabelled, an index
     // column first; MNLI's also the AX diagnostic set), predicted after training by the best
     // epoch's model. Read per job: small against the fine-tuning itself.
-    auto tests = load_test_splits(data.info, glue_dir_cached());
-    if (spec.finetune.shuffle_words)  // the same bag-of-words control as train and dev
-        for (auto& [layout, split] : tests)
-            for (auto& e : split.examples) {
-                e.text_a = shuffle_words(e.text_a, 0x5eedULL);
-                if (!e.text_b.empty()) e.text_b = shuffle_words(e.text_b, 0x5eedULL);
-            }
+    const JobTestSplits tests =
+        load_job_test_splits(data.info, glue_dir_cached(), spec.finetune.shuffle_words);
     const bool save_best = spec.finetune.save == "best";
     const bool keep_best = save_best || !tests.empty();
-    ModelState best_state;  // the best epoch's weights, when they are needed afterwards
-    int64_t best_epoch = 0;
 
-    const analysis::MetricKind kind = data.info.metric;
-    // Best epoch by the paper's selection metric on the first dev split (MNLI: matched).
-    double best = -1e300;
-    std::vector<analysis::TaskScores> best_scores;
-    std::vector<std::vector<double>> best_predictions;  // per dev split, of the best epoch
+    FinetuneBestEpoch best;
     engine::FinetuneCallbacks fcb;
     fcb.stop = ctx_.callbacks.stop;
     fcb.on_step = [&](int64_t step, int64_t total, double loss) {
-        char status[64];
-        std::snprintf(status, sizeof status, "step %lld/%lld  loss %.3f",
-                      static_cast<long long>(step), static_cast<long long>(total), loss);
-        ctx_.report(static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, total)),
-                    status);
+        report_finetune_step(ctx_, step, total, loss);
     };
     fcb.on_epoch = [&](const engine::EpochResult& e) {
-        const double now = unix_time_now();
-        std::vector<MetricPoint> points = {{"train/loss", e.epoch, e.train_loss, now}};
-        std::vector<analysis::TaskScores> scores;
-        for (size_t i = 0; i < data.dev.size(); ++i) {
-            scores.push_back(
-                analysis::score_task(analysis::reported_column(data.info, data.dev_names[i]), kind,
-                                     e.predictions[i], gold_values(data.info, data.dev[i])));
-            for (const auto& [metric, value] : scores.back().metrics)
-                points.push_back({data.dev_names[i] + "/" + metric, e.epoch, value, now});
-        }
+        std::vector<MetricPoint> points;
+        const std::vector<analysis::TaskScores> scores = score_finetune_epoch(data, e, points);
         store.add_metrics(run_id, points);
-        if (events) {
-            try {
-                for (const auto& p : points)
-                    events->add_scalar(p.key, p.step, p.value, p.wall_time);
-                events->flush();
-            } catch (const std::exception& ex) {
-                ctx_.say(std::string("TensorBoard events stopped: ") + ex.what());
-                events.reset();
-            }
-        }
-        const double primary = analysis::primary_metric(kind, scores.front());
-        if (primary > best) {
-            best = primary;
-            best_scores = scores;
-            best_predictions = e.predictions;
-            best_epoch = e.epoch;
+        write_finetune_events(events, points, ctx_);
+        const double primary = analysis::primary_metric(data.info.metric, scores.front());
+        if (primary > best.primary) {
+            best.primary = primary;
+            best.scores = scores;
+            best.predictions = e.predictions;
+            best.epoch = e.epoch;
         }
     };
     fcb.on_epoch_model = [&](const engine::EpochResult& e,
                              engine::BertForSequenceClassification& model) {
-        if (keep_best && e.epoch == best_epoch) best_state = copy_state(model);
+        if (keep_best && e.epoch == best.epoch) best.state = copy_state(model);
     };
     auto result =
         engine::finetune(pretrained.model, tokenizer, data.train, data.dev, fc, fcb, options.dist);
     if (result.stopped) return false;
-    for (size_t i = 0; i < best_scores.size(); ++i)
-        add_glue_rows(store, run_id, job, data.info, data.dev_names[i], best_scores[i]);
-    // The per-example predictions behind those scores: bootstrap intervals and paired
-    // comparisons (tupe report, tupe claims) are computed from them.
-    for (size_t i = 0; i < best_predictions.size() && i < data.dev.size(); ++i)
-        store.set_predictions(
-            {run_id, data.dev_names[i], gold_values(data.info, data.dev[i]), best_predictions[i]});
-    if (keep_best && !best_state.empty()) {
+    record_best_epoch(store, run_id, job, data, best);
+    if (keep_best && !best.state.empty()) {
         engine::BertForSequenceClassification model(pretrained.model->config(), fc.num_labels,
                                                     fc.classifier_dropout);
-        load_state(model, best_state);
+        load_state(model, best.state);
         model->eval();
-        if (save_best) {
-            const std::string path =
-                (fs::path(finetune_job_dir(spec, v, job.name)) / "model.pt").string();
-            save_finetuned(path, model, pretrained.config, data.info.key, best_epoch);
-            ArtifactRecord a;
-            a.run_id = run_id;
-            a.kind = "finetuned-model";
-            a.path = path;
-            a.size = static_cast<int64_t>(fs::file_size(path));
-            a.hash = file_hash(path);
-            a.description = "fine-tuned weights of epoch " + std::to_string(best_epoch) +
-                            " (the best by " + analysis::selection_metric_key(kind) + ")";
-            store.add_artifact(a);
-        }
-        if (!tests.empty()) {
-            model->to(engine::resolve_device(fc.device));
-            std::vector<std::vector<engine::LabeledText>> sets;
-            for (const auto& [layout, split] : tests) {
-                std::vector<engine::LabeledText> xs;
-                for (const auto& e : split.examples) xs.push_back({e.text_a, e.text_b});
-                sets.push_back(std::move(xs));
-            }
-            const auto predicted = engine::predict_sets(model, tokenizer, sets, fc);
-            for (size_t i = 0; i < tests.size(); ++i) {
-                PredictionSet p;
-                p.run_id = run_id;
-                p.split = tests[i].first.name;
-                p.predicted = predicted[i];
-                p.gold.assign(p.predicted.size(), std::numeric_limits<double>::quiet_NaN());
-                for (const auto& e : tests[i].second.examples) p.ids.push_back(e.id);
-                store.set_predictions(p);
-            }
-        }
+        if (save_best)
+            save_best_finetuned(
+                store, run_id,
+                (fs::path(finetune_job_dir(spec, v, job.name)) / "model.pt").string(), model,
+                pretrained.config, data.info, best.epoch);
+        if (!tests.empty()) store_test_predictions(store, run_id, model, tokenizer, tests, fc);
     }
     return true;
 }

@@ -573,70 +573,67 @@ class SubmitTestSplitTest : public test_support::TempDirTest {
         return out;
     }
 
-    unsigned state_ = 5;
-};
+    using RunsByTask = std::map<std::string, experiments::RunRecord>;  // task key -> its run
+    using StoredPredictions = std::map<std::pair<int64_t, std::string>, experiments::PredictionSet>;
 
-}  // namespace
+    // The experiment's fine-tuning run of each of the five tasks.
+    static void find_finetune_runs(experiments::ResultStore& store, int64_t experiment_id,
+                                   RunsByTask& run_of_task) {
+        for (const auto& r : store.list_runs(experiment_id))
+            if (r.kind == "finetune")
+                for (const std::string key : {"cola", "sst2", "stsb", "mnli", "rte"})
+                    if (r.name.find("/" + key + "/") != std::string::npos) run_of_task[key] = r;
+        ASSERT_EQ(run_of_task.size(), 5u);
+    }
 
-// `tupe run` stores test predictions under the test files' indices (gold NaN) and, with
-// finetune.save: best, the best epoch's weights, which predict the stored test labels again;
-// `tupe submit --split test` writes the server's files and zip from them, names the task with
-// no test split, and the dev round trip through `tupe score` still gives the stored score.
-TEST_F(SubmitTestSplitTest, FineTunedTestPredictionsBecomeServerFiles) {
-    const auto run = tupe("run " + quote((dir_ / "study.yaml").string()) + " --threads 1");
-    ASSERT_EQ(run.status, 0) << run.out << run.err;
-
-    auto store = experiments::ResultStore::open_for_reading(db());
-    const auto exp = store.find_experiment("subtest");
-    ASSERT_TRUE(exp);
-    std::map<std::string, experiments::RunRecord> run_of_task;  // task key -> its run
-    for (const auto& r : store.list_runs(exp->id))
-        if (r.kind == "finetune")
-            for (const std::string key : {"cola", "sst2", "stsb", "mnli", "rte"})
-                if (r.name.find("/" + key + "/") != std::string::npos) run_of_task[key] = r;
-    ASSERT_EQ(run_of_task.size(), 5u);
-    std::map<std::pair<int64_t, std::string>, experiments::PredictionSet> stored;
-    for (const auto& p : store.predictions(exp->id)) stored[{p.run_id, p.split}] = p;
     // Test splits: the file's indices, NaN gold, labels in range; SST-2 has none.
-    const std::vector<std::pair<std::string, std::string>> test_sets = {{"cola", "test"},
-                                                                        {"stsb", "test"},
-                                                                        {"rte", "test"},
-                                                                        {"mnli", "test_matched"},
-                                                                        {"mnli", "test_mismatched"},
-                                                                        {"mnli", "ax"}};
-    for (const auto& [key, split] : test_sets) {
-        const auto it = stored.find({run_of_task[key].id, split});
-        ASSERT_NE(it, stored.end()) << key << " " << split;
-        const auto& p = it->second;
-        ASSERT_EQ(p.predicted.size(), 6u) << key << " " << split;
-        EXPECT_EQ(p.ids, (split == "ax" ? ax_indices() : test_indices())) << key << " " << split;
-        for (size_t i = 0; i < p.gold.size(); ++i) {
-            EXPECT_TRUE(std::isnan(p.gold[i])) << key << " " << split;
-            if (key != "stsb") {
-                const double labels = key == "mnli" ? 3 : 2;
-                EXPECT_TRUE(p.predicted[i] >= 0 && p.predicted[i] < labels &&
-                            p.predicted[i] == std::round(p.predicted[i]));
+    void expect_test_predictions(RunsByTask& run_of_task, const StoredPredictions& stored) const {
+        const std::vector<std::pair<std::string, std::string>> test_sets = {
+            {"cola", "test"},
+            {"stsb", "test"},
+            {"rte", "test"},
+            {"mnli", "test_matched"},
+            {"mnli", "test_mismatched"},
+            {"mnli", "ax"}};
+        for (const auto& [key, split] : test_sets) {
+            const auto it = stored.find({run_of_task[key].id, split});
+            ASSERT_NE(it, stored.end()) << key << " " << split;
+            const auto& p = it->second;
+            ASSERT_EQ(p.predicted.size(), 6u) << key << " " << split;
+            EXPECT_EQ(p.ids, (split == "ax" ? ax_indices() : test_indices()))
+                << key << " " << split;
+            for (size_t i = 0; i < p.gold.size(); ++i) {
+                EXPECT_TRUE(std::isnan(p.gold[i])) << key << " " << split;
+                if (key != "stsb") {
+                    const double labels = key == "mnli" ? 3 : 2;
+                    EXPECT_TRUE(p.predicted[i] >= 0 && p.predicted[i] < labels &&
+                                p.predicted[i] == std::round(p.predicted[i]));
+                }
             }
         }
+        EXPECT_EQ(stored.count({run_of_task["sst2"].id, "test"}), 0u);
+        EXPECT_TRUE(stored.at({run_of_task["rte"].id, "dev"}).ids.empty());  // dev: row numbers
     }
-    EXPECT_EQ(stored.count({run_of_task["sst2"].id, "test"}), 0u);
-    EXPECT_TRUE(stored.at({run_of_task["rte"].id, "dev"}).ids.empty());  // dev: row numbers
 
     // finetune.save: best: one model.pt artifact per job, its SHA-256 as stored.
-    for (const auto& [key, r] : run_of_task) {
-        const auto artifacts = store.artifacts(r.id);
-        ASSERT_EQ(artifacts.size(), 1u) << key;
-        EXPECT_EQ(artifacts[0].kind, "finetuned-model");
-        EXPECT_EQ(fs::path(artifacts[0].path).filename(), "model.pt");
-        EXPECT_NE(artifacts[0].path.find("finetune"), std::string::npos);
-        ASSERT_TRUE(fs::exists(artifacts[0].path)) << artifacts[0].path;
-        EXPECT_EQ(artifacts[0].hash, "sha256:" + engine::sha256_file_hex(artifacts[0].path));
-        EXPECT_EQ(artifacts[0].size, static_cast<int64_t>(fs::file_size(artifacts[0].path)));
+    static void expect_model_artifacts(experiments::ResultStore& store,
+                                       const RunsByTask& run_of_task) {
+        for (const auto& [key, r] : run_of_task) {
+            const auto artifacts = store.artifacts(r.id);
+            ASSERT_EQ(artifacts.size(), 1u) << key;
+            EXPECT_EQ(artifacts[0].kind, "finetuned-model");
+            EXPECT_EQ(fs::path(artifacts[0].path).filename(), "model.pt");
+            EXPECT_NE(artifacts[0].path.find("finetune"), std::string::npos);
+            ASSERT_TRUE(fs::exists(artifacts[0].path)) << artifacts[0].path;
+            EXPECT_EQ(artifacts[0].hash, "sha256:" + engine::sha256_file_hex(artifacts[0].path));
+            EXPECT_EQ(artifacts[0].size, static_cast<int64_t>(fs::file_size(artifacts[0].path)));
+        }
     }
-    // The saved RTE weights predict the stored RTE test labels again.
-    {
+
+    // The RTE test labels predicted by the fine-tuned model saved at `model_path`.
+    std::vector<double> predict_rte_test(const std::string& model_path) const {
         torch::serialize::InputArchive archive;
-        archive.load_from(store.artifacts(run_of_task["rte"].id)[0].path);
+        archive.load_from(model_path);
         c10::IValue format, config_text, num_labels;
         archive.read("format", format);
         archive.read("config", config_text);
@@ -659,9 +656,91 @@ TEST_F(SubmitTestSplitTest, FineTunedTestPredictionsBecomeServerFiles) {
         fc.num_labels = num_labels.toInt();
         fc.max_seq_len = 32;
         fc.batch_size = 8;
-        const auto again = engine::predict_sets(model, tokenizer, {xs}, fc);
-        EXPECT_EQ(again.at(0), stored.at({run_of_task["rte"].id, "test"}).predicted);
+        return engine::predict_sets(model, tokenizer, {xs}, fc).at(0);
     }
+
+    // The server's files in `out` with the test indices and label strings (`err`: submit's).
+    void expect_server_files(const fs::path& out, const std::string& err) const {
+        const std::map<std::string, std::pair<std::string, std::vector<std::string>>> files = {
+            {"CoLA.tsv", {"stsb-no", {"0", "1"}}},
+            {"STS-B.tsv", {"float", {}}},
+            {"RTE.tsv", {"", {"entailment", "not_entailment"}}},
+            {"MNLI-m.tsv", {"", {"entailment", "neutral", "contradiction"}}},
+            {"MNLI-mm.tsv", {"", {"entailment", "neutral", "contradiction"}}},
+            {"AX.tsv", {"ax", {"entailment", "neutral", "contradiction"}}}};
+        for (const auto& [name, expect] : files) {
+            ASSERT_TRUE(fs::exists(out / name)) << name << "\n" << err;
+            const auto rows = analysis::read_submission((out / name).string());
+            std::vector<std::string> indices;
+            for (const auto& [index, label] : rows) {
+                indices.push_back(index);
+                if (expect.first == "float") {
+                    EXPECT_TRUE(std::isfinite(std::stod(label))) << name << " " << label;
+                } else {
+                    EXPECT_NE(std::find(expect.second.begin(), expect.second.end(), label),
+                              expect.second.end())
+                        << name << " " << label;
+                }
+            }
+            EXPECT_EQ(indices, (expect.first == "ax" ? ax_indices() : test_indices())) << name;
+        }
+    }
+
+    // The RTE file `path` holds the stored test predictions `p`, row by row.
+    static void expect_rte_rows(const fs::path& path, const experiments::PredictionSet& p) {
+        const auto rows = analysis::read_submission(path.string());
+        ASSERT_EQ(rows.size(), p.predicted.size());
+        for (size_t i = 0; i < rows.size(); ++i)
+            EXPECT_EQ(rows[i].second,
+                      analysis::find_task("RTE").labels[static_cast<size_t>(p.predicted[i])]);
+    }
+
+    // The zip: exactly the written files at its top level, byte for byte.
+    static void expect_zip_of_files(const fs::path& out) {
+        std::vector<std::string> names;
+        for (const auto& [name, bytes] : read_zip(out / "submission.zip")) {
+            names.push_back(name);
+            EXPECT_EQ(bytes, test_support::read_file(out / name)) << name;
+        }
+        std::sort(names.begin(), names.end());
+        EXPECT_EQ(names, (std::vector<std::string>{"AX.tsv", "CoLA.tsv", "MNLI-m.tsv",
+                                                   "MNLI-mm.tsv", "RTE.tsv", "STS-B.tsv"}));
+    }
+
+    // The stored RTE accuracy of `rte_run_id` (NaN when there is none).
+    static double stored_rte_accuracy(experiments::ResultStore& store, int64_t experiment_id,
+                                      int64_t rte_run_id) {
+        double want = NAN;
+        for (const auto& g : store.glue_results(experiment_id))
+            if (g.run_id == rte_run_id && g.metric == "accuracy") want = g.value;
+        return want;
+    }
+
+    unsigned state_ = 5;
+};
+
+}  // namespace
+
+// `tupe run` stores test predictions under the test files' indices (gold NaN) and, with
+// finetune.save: best, the best epoch's weights, which predict the stored test labels again;
+// `tupe submit --split test` writes the server's files and zip from them, names the task with
+// no test split, and the dev round trip through `tupe score` still gives the stored score.
+TEST_F(SubmitTestSplitTest, FineTunedTestPredictionsBecomeServerFiles) {
+    const auto run = tupe("run " + quote((dir_ / "study.yaml").string()) + " --threads 1");
+    ASSERT_EQ(run.status, 0) << run.out << run.err;
+
+    auto store = experiments::ResultStore::open_for_reading(db());
+    const auto exp = store.find_experiment("subtest");
+    ASSERT_TRUE(exp);
+    RunsByTask run_of_task;
+    ASSERT_NO_FATAL_FAILURE(find_finetune_runs(store, exp->id, run_of_task));
+    StoredPredictions stored;
+    for (const auto& p : store.predictions(exp->id)) stored[{p.run_id, p.split}] = p;
+    ASSERT_NO_FATAL_FAILURE(expect_test_predictions(run_of_task, stored));
+    ASSERT_NO_FATAL_FAILURE(expect_model_artifacts(store, run_of_task));
+    // The saved RTE weights predict the stored RTE test labels again.
+    EXPECT_EQ(predict_rte_test(store.artifacts(run_of_task["rte"].id)[0].path),
+              stored.at({run_of_task["rte"].id, "test"}).predicted);
 
     // tupe submit --split test: the server's files with the test indices and label strings.
     const fs::path out = dir_ / "out";
@@ -669,38 +748,9 @@ TEST_F(SubmitTestSplitTest, FineTunedTestPredictionsBecomeServerFiles) {
         tupe("submit --db " + quote(db()) +
              " --experiment subtest --variant tupe-a --split test --out " + quote(out.string()));
     ASSERT_EQ(r.status, 0) << r.err;
-    const std::map<std::string, std::pair<std::string, std::vector<std::string>>> files = {
-        {"CoLA.tsv", {"stsb-no", {"0", "1"}}},
-        {"STS-B.tsv", {"float", {}}},
-        {"RTE.tsv", {"", {"entailment", "not_entailment"}}},
-        {"MNLI-m.tsv", {"", {"entailment", "neutral", "contradiction"}}},
-        {"MNLI-mm.tsv", {"", {"entailment", "neutral", "contradiction"}}},
-        {"AX.tsv", {"ax", {"entailment", "neutral", "contradiction"}}}};
-    for (const auto& [name, expect] : files) {
-        ASSERT_TRUE(fs::exists(out / name)) << name << "\n" << r.err;
-        const auto rows = analysis::read_submission((out / name).string());
-        std::vector<std::string> indices;
-        for (const auto& [index, label] : rows) {
-            indices.push_back(index);
-            if (expect.first == "float") {
-                EXPECT_TRUE(std::isfinite(std::stod(label))) << name << " " << label;
-            } else {
-                EXPECT_NE(std::find(expect.second.begin(), expect.second.end(), label),
-                          expect.second.end())
-                    << name << " " << label;
-            }
-        }
-        EXPECT_EQ(indices, (expect.first == "ax" ? ax_indices() : test_indices())) << name;
-    }
-    // The RTE file holds the stored test predictions, row by row.
-    {
-        const auto& p = stored.at({run_of_task["rte"].id, "test"});
-        const auto rows = analysis::read_submission((out / "RTE.tsv").string());
-        ASSERT_EQ(rows.size(), p.predicted.size());
-        for (size_t i = 0; i < rows.size(); ++i)
-            EXPECT_EQ(rows[i].second,
-                      analysis::find_task("RTE").labels[static_cast<size_t>(p.predicted[i])]);
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_server_files(out, r.err));
+    ASSERT_NO_FATAL_FAILURE(
+        expect_rte_rows(out / "RTE.tsv", stored.at({run_of_task["rte"].id, "test"})));
     EXPECT_FALSE(fs::exists(out / "SST-2.tsv"));
     EXPECT_NE(r.err.find("submit: SST-2.tsv not written: its median-seed run " +
                          run_of_task["sst2"].name +
@@ -709,15 +759,7 @@ TEST_F(SubmitTestSplitTest, FineTunedTestPredictionsBecomeServerFiles) {
               std::string::npos)
         << r.err;
     EXPECT_NE(r.err.find("submit: QNLI.tsv not written"), std::string::npos) << r.err;
-    // The zip: exactly the written files at its top level, byte for byte.
-    std::vector<std::string> names;
-    for (const auto& [name, bytes] : read_zip(out / "submission.zip")) {
-        names.push_back(name);
-        EXPECT_EQ(bytes, test_support::read_file(out / name)) << name;
-    }
-    std::sort(names.begin(), names.end());
-    EXPECT_EQ(names, (std::vector<std::string>{"AX.tsv", "CoLA.tsv", "MNLI-m.tsv", "MNLI-mm.tsv",
-                                               "RTE.tsv", "STS-B.tsv"}));
+    expect_zip_of_files(out);
 
     // --no-zip: the files only.
     const auto plain = tupe("submit --db " + quote(db()) +
@@ -736,9 +778,7 @@ TEST_F(SubmitTestSplitTest, FineTunedTestPredictionsBecomeServerFiles) {
         tupe("score --task RTE --dev " + quote((dir_ / "glue/RTE/dev.tsv").string()) +
              " --predictions " + quote((dir_ / "dev" / "RTE.tsv").string()) + " --format json");
     ASSERT_EQ(scored.status, 0) << scored.err;
-    double want = NAN;
-    for (const auto& g : store.glue_results(exp->id))
-        if (g.run_id == run_of_task["rte"].id && g.metric == "accuracy") want = g.value;
+    const double want = stored_rte_accuracy(store, exp->id, run_of_task["rte"].id);
     EXPECT_NEAR(nlohmann::json::parse(scored.out)["metrics"]["accuracy"].get<double>(), want, 1e-9);
 }
 

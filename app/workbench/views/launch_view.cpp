@@ -30,6 +30,29 @@ LaunchView::LaunchView(QWidget* parent)
       live_(makePlot(nullptr)),
       throttle_(new ReplotThrottle(live_)),
       process_(new TupeProcess(this)) {
+    styleWidgets();
+    QWidget* left = buildEditorPane();
+    QWidget* right = buildQueuePane();
+    auto* split = new QSplitter;
+    split->addWidget(left);
+    split->addWidget(right);
+    split->setStretchFactor(0, 1);
+    split->setStretchFactor(1, 1);
+    auto* layout = new QVBoxLayout(this);
+    layout->addWidget(split);
+    setUpLivePlot();
+
+    validateTimer_.setSingleShot(true);
+    validateTimer_.setInterval(400);
+    connect(&validateTimer_, &QTimer::timeout, this, &LaunchView::validate);
+    connect(editor_, &QPlainTextEdit::textChanged, &validateTimer_, qOverload<>(&QTimer::start));
+    connectProcess();
+    liveTimer_.setInterval(1000);
+    connect(&liveTimer_, &QTimer::timeout, this, &LaunchView::pollLive);
+}
+
+// Fonts, headers, formats and initial states of the member widgets.
+void LaunchView::styleWidgets() {
     editor_->setFont(QFont("monospace", 9));
     editor_->setLineWrapMode(QPlainTextEdit::NoWrap);
     check_->setWordWrap(true);
@@ -45,7 +68,10 @@ LaunchView::LaunchView(QWidget* parent)
     planBar_->setFormat("plan: %p%");
     pause_->setEnabled(false);
     cancel_->setEnabled(false);
+}
 
+// The left pane: the file buttons, the YAML editor and its check.
+QWidget* LaunchView::buildEditorPane() {
     auto* open = new QPushButton("Open...");
     auto* saveB = new QPushButton("Save");
     auto* saveAs = new QPushButton("Save as...");
@@ -62,7 +88,12 @@ LaunchView::LaunchView(QWidget* parent)
     ll->addLayout(fileBar);
     ll->addWidget(editor_, 1);
     ll->addWidget(check_);
+    connectFileButtons(open, saveB, saveAs, enqueue);
+    return left;
+}
 
+// The right pane: the queue, its controls, the progress bars, the live curve and the log.
+QWidget* LaunchView::buildQueuePane() {
     auto* controls = new QHBoxLayout;
     controls->addWidget(start_);
     controls->addWidget(pause_);
@@ -76,14 +107,11 @@ LaunchView::LaunchView(QWidget* parent)
     rl->addWidget(planBar_);
     rl->addWidget(live_, 2);
     rl->addWidget(log_, 1);
-    auto* split = new QSplitter;
-    split->addWidget(left);
-    split->addWidget(right);
-    split->setStretchFactor(0, 1);
-    split->setStretchFactor(1, 1);
-    auto* layout = new QVBoxLayout(this);
-    layout->addWidget(split);
+    return right;
+}
 
+// The live curve's axes and its hint while no job runs.
+void LaunchView::setUpLivePlot() {
     liveHint_ = new QCPItemText(live_);
     liveHint_->position->setType(QCPItemPosition::ptAxisRectRatio);
     liveHint_->position->setCoords(0.5, 0.5);
@@ -92,11 +120,11 @@ LaunchView::LaunchView(QWidget* parent)
         "No job running: the running job's train/loss appears here, polled from its store.");
     live_->xAxis->setLabel("step");
     live_->yAxis->setLabel("train/loss (running job)");
+}
 
-    validateTimer_.setSingleShot(true);
-    validateTimer_.setInterval(400);
-    connect(&validateTimer_, &QTimer::timeout, this, &LaunchView::validate);
-    connect(editor_, &QPlainTextEdit::textChanged, &validateTimer_, qOverload<>(&QTimer::start));
+// Open, Save, Save as and Add to queue.
+void LaunchView::connectFileButtons(QPushButton* open, QPushButton* saveB, QPushButton* saveAs,
+                                    QPushButton* enqueue) {
     connect(open, &QPushButton::clicked, this, [this] {
         const QString p = QFileDialog::getOpenFileName(this, "Open experiment", workDir_,
                                                        "YAML (*.yaml *.yml);;All files (*)");
@@ -121,6 +149,10 @@ LaunchView::LaunchView(QWidget* parent)
         if (!p.isEmpty()) save(p);
     });
     connect(enqueue, &QPushButton::clicked, this, &LaunchView::addToQueue);
+}
+
+// The queue controls and the child process's signals.
+void LaunchView::connectProcess() {
     connect(start_, &QPushButton::clicked, this, &LaunchView::startNext);
     connect(pause_, &QPushButton::clicked, this, [this] {
         if (process_->state() == TupeProcess::State::kPaused)
@@ -131,56 +163,62 @@ LaunchView::LaunchView(QWidget* parent)
     connect(cancel_, &QPushButton::clicked, this, [this] { process_->cancel(); });
     connect(process_, &TupeProcess::lineReceived, this,
             [this](const QString& line) { log_->appendPlainText(line); });
-    connect(process_, &TupeProcess::stateChanged, this, [this](TupeProcess::State s) {
-        pause_->setText(s == TupeProcess::State::kPaused ? "Resume" : "Pause");
-        pause_->setEnabled(s == TupeProcess::State::kRunning || s == TupeProcess::State::kPaused);
-        cancel_->setEnabled(s != TupeProcess::State::kIdle);
-        start_->setEnabled(s == TupeProcess::State::kIdle);
-        if (running_ >= 0) {
-            items_[size_t(running_)].status = s == TupeProcess::State::kPaused     ? "paused"
-                                              : s == TupeProcess::State::kStopping ? "stopping"
-                                              : s == TupeProcess::State::kRunning
-                                                  ? "running"
-                                                  : items_[size_t(running_)].status;
-            updateQueueRow(running_);
-        }
-    });
-    connect(process_, &TupeProcess::progressChanged, this, [this](const PlanProgressInfo& p) {
-        if (running_ < 0) return;
-        items_[size_t(running_)].progress = p;
-        jobBar_->setFormat(QString("job %1/%2 %3: %p%").arg(p.jobIndex).arg(p.jobCount).arg(p.job));
-        jobBar_->setValue(int(std::lround(p.jobFraction * 100)));
-        planBar_->setFormat("plan: %p%  " + p.status);
-        planBar_->setValue(int(std::lround(p.planFraction * 100)));
-        if (p.job != liveJob_) {
-            liveJob_ = p.job;
-            liveLastStep_ = std::numeric_limits<std::int64_t>::min();
-            live_->clearGraphs();
-            live_->addGraph()->setName(p.job);
-            liveHint_->setText("");
-            live_->yAxis->setLabel("train/loss of " + p.job);
-        }
-        updateQueueRow(running_);
-    });
-    auto done = [this](int code, bool cancelled, const QString& message) {
-        if (running_ < 0) return;
-        QueueItem& item = items_[size_t(running_)];
-        item.status = code == 0 ? "finished" : cancelled ? "cancelled" : "failed: " + message;
-        if (code == 0) item.progress.planFraction = 1, planBar_->setValue(100);
-        if (code != 0 && !cancelled)
-            emit errorRaised(QFileInfo(item.path).fileName() + ": " + message);
-        updateQueueRow(running_);
-        running_ = -1;
-        liveTimer_.stop();
-        pollLive();
-        emit runFinished();
-        if (!cancelled) startNext();
-    };
-    connect(process_, &TupeProcess::finished, this, done);
+    connect(process_, &TupeProcess::stateChanged, this, &LaunchView::showProcessState);
+    connect(process_, &TupeProcess::progressChanged, this, &LaunchView::showProgress);
+    connect(process_, &TupeProcess::finished, this, &LaunchView::finishRun);
     connect(process_, &TupeProcess::failed, this,
-            [this, done](const QString& message) { done(-1, false, message); });
-    liveTimer_.setInterval(1000);
-    connect(&liveTimer_, &QTimer::timeout, this, &LaunchView::pollLive);
+            [this](const QString& message) { finishRun(-1, false, message); });
+}
+
+// The buttons and the running item's status for the child's state `s`.
+void LaunchView::showProcessState(TupeProcess::State s) {
+    pause_->setText(s == TupeProcess::State::kPaused ? "Resume" : "Pause");
+    pause_->setEnabled(s == TupeProcess::State::kRunning || s == TupeProcess::State::kPaused);
+    cancel_->setEnabled(s != TupeProcess::State::kIdle);
+    start_->setEnabled(s == TupeProcess::State::kIdle);
+    if (running_ >= 0) {
+        items_[size_t(running_)].status = s == TupeProcess::State::kPaused     ? "paused"
+                                          : s == TupeProcess::State::kStopping ? "stopping"
+                                          : s == TupeProcess::State::kRunning
+                                              ? "running"
+                                              : items_[size_t(running_)].status;
+        updateQueueRow(running_);
+    }
+}
+
+// The progress bars, and a fresh live curve when the running job changes.
+void LaunchView::showProgress(const PlanProgressInfo& p) {
+    if (running_ < 0) return;
+    items_[size_t(running_)].progress = p;
+    jobBar_->setFormat(QString("job %1/%2 %3: %p%").arg(p.jobIndex).arg(p.jobCount).arg(p.job));
+    jobBar_->setValue(int(std::lround(p.jobFraction * 100)));
+    planBar_->setFormat("plan: %p%  " + p.status);
+    planBar_->setValue(int(std::lround(p.planFraction * 100)));
+    if (p.job != liveJob_) {
+        liveJob_ = p.job;
+        liveLastStep_ = std::numeric_limits<std::int64_t>::min();
+        live_->clearGraphs();
+        live_->addGraph()->setName(p.job);
+        liveHint_->setText("");
+        live_->yAxis->setLabel("train/loss of " + p.job);
+    }
+    updateQueueRow(running_);
+}
+
+// The running item ended (exit `code`, -1 when it crashed or could not start): records it and,
+// unless cancelled, starts the next.
+void LaunchView::finishRun(int code, bool cancelled, const QString& message) {
+    if (running_ < 0) return;
+    QueueItem& item = items_[size_t(running_)];
+    item.status = code == 0 ? "finished" : cancelled ? "cancelled" : "failed: " + message;
+    if (code == 0) item.progress.planFraction = 1, planBar_->setValue(100);
+    if (code != 0 && !cancelled) emit errorRaised(QFileInfo(item.path).fileName() + ": " + message);
+    updateQueueRow(running_);
+    running_ = -1;
+    liveTimer_.stop();
+    pollLive();
+    emit runFinished();
+    if (!cancelled) startNext();
 }
 
 void LaunchView::setStore(experiments::ResultStore*, const QString& dbPath) {

@@ -42,6 +42,16 @@ class LaunchView : public WorkbenchView {
         QString database;  ///< the experiment's database, for the live curve
         QString name;      ///< the experiment's name
     };
+    void styleWidgets();
+    QWidget* buildEditorPane();
+    QWidget* buildQueuePane();
+    void setUpLivePlot();
+    void connectFileButtons(QPushButton* open, QPushButton* saveB, QPushButton* saveAs,
+                            QPushButton* enqueue);
+    void connectProcess();
+    void showProcessState(TupeProcess::State s);
+    void showProgress(const PlanProgressInfo& p);
+    void finishRun(int code, bool cancelled, const QString& message);
     void validate();
     bool save(const QString& path);
     void addToQueue();
