@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <type_traits>
 #include <unordered_map>
+#include <variant>
 
 #include "analysis/attention_analysis.h"
 #include "analysis/hf_index.h"
@@ -95,11 +97,35 @@ std::string to_hf_name(const std::string& name) {
            rest.substr(dot);
 }
 
-/// Reads {"preset", "size", "absolute_position", "relative_position" (or the older "rel_pos"),
-/// "rel_pos_bins", "max_rel_pos", "max_relative_distance", "rope_fraction", "rope_base",
-/// "position_offset", "untie_cls", "shared_pos_term", "attention_scale_factor",
-/// "pre_layernorm"} into c; every key is optional except absolute_position, unknown keys are
-/// refused.
+/// The ModelConfig fields config.json holds under transformers' own keys (hf_config_for writes
+/// them, read_hf_bert_config reads them). Every other model.* field of the config table
+/// (engine::visit_model_fields) is a key of the "tupe_workbench" block.
+bool hf_standard_field(const std::string& name) {
+    static const std::set<std::string> names = {
+        "vocab_size",          "hidden_size",
+        "num_hidden_layers",   "num_attention_heads",
+        "intermediate_size",   "max_position_embeddings",
+        "type_vocab_size",     "layer_norm_eps",
+        "hidden_dropout_prob", "attention_probs_dropout_prob",
+        "initializer_range",   "pad_token_id"};
+    return names.count(name) > 0;
+}
+
+/// The "tupe_workbench" block: every model.* field that is not hf_standard_field, typed.
+nlohmann::json hf_workbench_block(const engine::ModelConfig& config) {
+    engine::ModelConfig copy = config;
+    nlohmann::json block = nlohmann::json::object();
+    engine::visit_model_fields(copy, [&](const char* name, engine::ModelFieldRef field) {
+        if (!hf_standard_field(name)) std::visit([&](auto* value) { block[name] = *value; }, field);
+    });
+    return block;
+}
+
+/// Reads the block hf_workbench_block writes (preset, size, absolute_position,
+/// relative_position or the older "rel_pos", rel_pos_bins, max_rel_pos, max_relative_distance,
+/// rope_fraction, rope_base, position_offset, untie_cls, shared_pos_term,
+/// attention_scale_factor, pre_layernorm, ...) into c; every key is optional except
+/// absolute_position, unknown keys are refused.
 void read_workbench_block(const std::string& path, const nlohmann::json& block,
                           engine::ModelConfig& c) {
     const std::string where = std::string("\"") + kWorkbenchKey + "\"";
@@ -108,40 +134,42 @@ void read_workbench_block(const std::string& path, const nlohmann::json& block,
         throw engine::CheckpointError(
             path, where + "." + key + " " + what + ", got " + block[key].dump());
     };
-    for (const auto& [key, value] : block.items()) {
-        if (key == "preset" || key == "size" || key == "absolute_position" ||
-            key == "relative_position") {
+    // Each key's type, as the config table has it.
+    auto check = [&](const std::string& key, const nlohmann::json& value, auto* type) {
+        using T = std::decay_t<decltype(*type)>;
+        if constexpr (std::is_same_v<T, std::string>) {
             if (!value.is_string()) fail(key, "must be a string");
-        } else if (key == "rel_pos" || key == "untie_cls" || key == "shared_pos_term" ||
-                   key == "pre_layernorm") {
+        } else if constexpr (std::is_same_v<T, bool>) {
             if (!value.is_boolean()) fail(key, "must be true or false");
-        } else if (key == "rel_pos_bins" || key == "max_rel_pos" ||
-                   key == "max_relative_distance" || key == "position_offset") {
+        } else if constexpr (std::is_same_v<T, int64_t>) {
             if (!value.is_number_integer()) fail(key, "must be an integer");
-        } else if (key == "attention_scale_factor" || key == "rope_fraction" ||
-                   key == "rope_base") {
-            if (!value.is_number()) fail(key, "must be a number");
         } else {
-            throw engine::CheckpointError(path, where + ": unknown key '" + key + "'");
+            if (!value.is_number()) fail(key, "must be a number");
         }
+    };
+    engine::ModelConfig scratch;
+    for (const auto& [key, value] : block.items()) {
+        if (key == "rel_pos") {  // before the zoo
+            check(key, value, static_cast<bool*>(nullptr));
+            continue;
+        }
+        bool known = false;
+        if (!hf_standard_field(key))
+            engine::visit_model_fields(scratch, [&](const char* name, engine::ModelFieldRef field) {
+                if (key != name) return;
+                known = true;
+                std::visit([&](auto* type) { check(key, value, type); }, field);
+            });
+        if (!known) throw engine::CheckpointError(path, where + ": unknown key '" + key + "'");
     }
     if (!block.contains("absolute_position"))
         throw engine::CheckpointError(path, where + ": missing key 'absolute_position'");
-    c.absolute_position = block["absolute_position"].get<std::string>();
-    c.preset = block.value("preset", c.preset);
-    c.size = block.value("size", c.size);
     if (block.value("rel_pos", false)) c.relative_position = "t5";  // before the zoo
-    c.relative_position = block.value("relative_position", c.relative_position);
-    c.rel_pos_bins = block.value("rel_pos_bins", c.rel_pos_bins);
-    c.max_rel_pos = block.value("max_rel_pos", c.max_rel_pos);
-    c.max_relative_distance = block.value("max_relative_distance", c.max_relative_distance);
-    c.rope_fraction = block.value("rope_fraction", c.rope_fraction);
-    c.rope_base = block.value("rope_base", c.rope_base);
-    c.position_offset = block.value("position_offset", c.position_offset);
-    c.untie_cls = block.value("untie_cls", c.untie_cls);
-    c.shared_pos_term = block.value("shared_pos_term", c.shared_pos_term);
-    c.attention_scale_factor = block.value("attention_scale_factor", c.attention_scale_factor);
-    c.pre_layernorm = block.value("pre_layernorm", c.pre_layernorm);
+    engine::visit_model_fields(c, [&](const char* name, engine::ModelFieldRef field) {
+        if (hf_standard_field(name) || !block.contains(name)) return;
+        std::visit([&](auto* value) { *value = block[name].get<std::decay_t<decltype(*value)>>(); },
+                   field);
+    });
     try {
         engine::describe_position(c);
     } catch (const std::invalid_argument& e) {
@@ -468,20 +496,7 @@ std::string hf_config_for(const engine::ModelConfig& c) {
         {"pad_token_id", c.pad_token_id},
     };
     if (hf_representable(c)) j["position_embedding_type"] = hf_position_type(c);
-    j[kWorkbenchKey] = {{"preset", c.preset},
-                        {"size", c.size},
-                        {"absolute_position", c.absolute_position},
-                        {"relative_position", c.relative_position},
-                        {"rel_pos_bins", c.rel_pos_bins},
-                        {"max_rel_pos", c.max_rel_pos},
-                        {"max_relative_distance", c.max_relative_distance},
-                        {"rope_fraction", c.rope_fraction},
-                        {"rope_base", c.rope_base},
-                        {"position_offset", c.position_offset},
-                        {"untie_cls", c.untie_cls},
-                        {"shared_pos_term", c.shared_pos_term},
-                        {"attention_scale_factor", c.attention_scale_factor},
-                        {"pre_layernorm", c.pre_layernorm}};
+    j[kWorkbenchKey] = hf_workbench_block(c);
     return j.dump(2) + "\n";
 }
 

@@ -9,11 +9,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analysis/attention_analysis.h"
 #include "analysis/safetensors.h"
 #include "engine/bert.h"
+#include "engine/config.h"
 #include "engine/tokenizer.h"
 #include "support/test_support.h"
 #include "support/torch_support.h"
@@ -97,6 +99,63 @@ TEST(HfExportTypes, ModelsWithSegmentEmbeddingsExportThemUnchangedWithoutANote) 
     EXPECT_EQ(j["type_vocab_size"], 3);
     auto imported = analysis::import_hf_bert(temp.file("hf"));
     EXPECT_TRUE(torch::equal(hidden_states(imported, 2), hidden_states(model, 2)));
+}
+
+// Every model.* key of `c` with its text form (engine::get_config_value).
+std::vector<std::pair<std::string, std::string>> hf_model_values(const engine::ModelConfig& c) {
+    engine::PretrainConfig p;
+    p.model = c;
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const std::string& key : engine::config_keys())
+        if (key.rfind("model.", 0) == 0) out.emplace_back(key, engine::get_config_value(p, key));
+    return out;
+}
+
+// `c` through hf_config_for and read_hf_bert_config (config.json at `path`).
+engine::ModelConfig hf_config_round_trip(const engine::ModelConfig& c, const std::string& path) {
+    std::ofstream(path, std::ios::trunc) << analysis::hf_config_for(c);
+    return analysis::read_hf_bert_config(path);
+}
+
+TEST(HfExportConfig, EveryPresetAtEverySizeRoundTripsThroughConfigJson) {
+    const test_support::TempDir temp(test_support::per_test_name("tupe_hf_presets"));
+    for (const std::string& preset : engine::model_presets())
+        for (const std::string& size : engine::model_sizes()) {
+            const engine::ModelConfig c = engine::make_model_config(preset, size);
+            EXPECT_EQ(hf_model_values(hf_config_round_trip(c, temp.file("config.json"))),
+                      hf_model_values(c))
+                << preset << " " << size;
+        }
+}
+
+TEST(HfExportConfig, TheWorkbenchBlockHoldsEveryFieldHfHasNoKeyFor) {
+    const test_support::TempDir temp(test_support::per_test_name("tupe_hf_block"));
+    engine::ModelConfig rope = engine::make_model_config("rope", "tiny");
+    rope.rope_base = 500000;
+    rope.rope_fraction = 0.5;
+    rope.position_offset = 3;
+    rope.pre_layernorm = true;
+    engine::ModelConfig shaw = engine::make_model_config("shaw", "small");
+    shaw.max_relative_distance = 5;  // not HF's clip: model_type "tupe"
+    for (const engine::ModelConfig& c : {rope, shaw}) {
+        EXPECT_EQ(hf_model_values(hf_config_round_trip(c, temp.file("config.json"))),
+                  hf_model_values(c))
+            << c.preset;
+        const nlohmann::json j = nlohmann::json::parse(analysis::hf_config_for(c));
+        EXPECT_EQ(j.at("model_type"), "tupe") << c.preset;
+        const nlohmann::json& block = j.at("tupe_workbench");
+        for (const std::string& key : engine::config_keys()) {
+            if (key.rfind("model.", 0) != 0) continue;
+            const std::string name = key.substr(6);
+            EXPECT_TRUE(block.contains(name) || j.contains(name)) << name;
+            EXPECT_FALSE(block.contains(name) && j.contains(name)) << name;  // once
+        }
+    }
+    const nlohmann::json block =
+        nlohmann::json::parse(analysis::hf_config_for(rope))["tupe_workbench"];
+    EXPECT_DOUBLE_EQ(block.at("rope_base").get<double>(), 500000.0);
+    EXPECT_TRUE(block.at("pre_layernorm").is_boolean());
+    EXPECT_TRUE(block.at("position_offset").is_number_integer());
 }
 
 }  // namespace

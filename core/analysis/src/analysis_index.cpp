@@ -8,6 +8,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include "engine/errors.h"
 
@@ -98,25 +100,53 @@ std::string element(const std::string& where, size_t i) {
     return where + "[" + std::to_string(i) + "]";
 }
 
+/// "config": every model.* field (engine::visit_model_fields), typed; a non-finite double as
+/// null.
+json index_config_json(const engine::ModelConfig& config) {
+    engine::ModelConfig copy = config;
+    json out = json::object();
+    engine::visit_model_fields(copy, [&](const char* name, engine::ModelFieldRef field) {
+        std::visit(
+            [&](auto* value) {
+                if constexpr (std::is_same_v<std::decay_t<decltype(*value)>, double>)
+                    out[name] = number_or_null(*value);
+                else
+                    out[name] = *value;
+            },
+            field);
+    });
+    return out;
+}
+
+/// The inverse of index_config_json into `c`; absent keys keep c's value, null reads as NaN
+/// for a double, and the pre-zoo "rel_pos": true as relative_position "t5".
+void read_index_config(const Reader& r, engine::ModelConfig& c) {
+    bool rel_pos = false;  // index.json written before the zoo
+    r.get(k::kRelPos, rel_pos);
+    if (rel_pos) c.relative_position = "t5";
+    engine::visit_model_fields(c, [&](const char* name, engine::ModelFieldRef field) {
+        std::visit(
+            [&](auto* value) {
+                if constexpr (std::is_same_v<std::decay_t<decltype(*value)>, double>) {
+                    if (const json* v = r.find(name); v && v->is_null()) {
+                        *value = std::numeric_limits<double>::quiet_NaN();
+                        return;
+                    }
+                }
+                r.get(name, *value);
+            },
+            field);
+    });
+}
+
 }  // namespace
 
 std::string write_index_json(const AnalysisIndex& index) {
-    const AnalysisIndexConfig& c = index.config;
     json out;  // std::map-ordered: the keys come out sorted
     out[k::kModel] = index.model;
     out[k::kVariant] = index.variant;
     out[k::kSize] = index.size;
-    out[k::kConfig] = {{k::kAbsolutePosition, c.absolute_position},
-                       {k::kRelativePosition, c.relative_position},
-                       {k::kUntieCls, c.untie_cls},
-                       {k::kSharedPosTerm, c.shared_pos_term},
-                       {k::kAttentionScaleFactor, c.attention_scale_factor},
-                       {k::kPreLayernorm, c.pre_layernorm},
-                       {k::kNumHiddenLayers, c.num_hidden_layers},
-                       {k::kNumAttentionHeads, c.num_attention_heads},
-                       {k::kHiddenSize, c.hidden_size},
-                       {k::kMaxPositionEmbeddings, c.max_position_embeddings},
-                       {k::kVocabSize, c.vocab_size}};
+    out[k::kConfig] = index_config_json(index.config);
     out[k::kSentences] = index.sentences;
     out[k::kTokens] = index.tokens;
     out[k::kForwardPasses] = index.forward_passes;
@@ -159,22 +189,7 @@ AnalysisIndex parse_index_json(const std::string& text, const std::string& path)
     top.get(k::kVariant, index.variant);
     top.get(k::kSize, index.size);
     if (const json* config = top.find(k::kConfig)) {
-        const Reader r(*config, k::kConfig, path);
-        AnalysisIndexConfig& c = index.config;
-        r.get(k::kAbsolutePosition, c.absolute_position);
-        bool rel_pos = false;  // index.json written before the zoo
-        r.get(k::kRelPos, rel_pos);
-        if (rel_pos) c.relative_position = "t5";
-        r.get(k::kRelativePosition, c.relative_position);
-        r.get(k::kUntieCls, c.untie_cls);
-        r.get(k::kSharedPosTerm, c.shared_pos_term);
-        r.get(k::kAttentionScaleFactor, c.attention_scale_factor);
-        r.get(k::kPreLayernorm, c.pre_layernorm);
-        r.get(k::kNumHiddenLayers, c.num_hidden_layers);
-        r.get(k::kNumAttentionHeads, c.num_attention_heads);
-        r.get(k::kHiddenSize, c.hidden_size);
-        r.get(k::kMaxPositionEmbeddings, c.max_position_embeddings);
-        r.get(k::kVocabSize, c.vocab_size);
+        read_index_config(Reader(*config, k::kConfig, path), index.config);
     }
     top.get(k::kSentences, index.sentences);
     top.get(k::kTokens, index.tokens);

@@ -186,10 +186,9 @@ ModelConfig make_model_config(const std::string& preset, const std::string& size
 namespace {
 
 // One table drives both directions of the text form, so a new field cannot be written
-// without being read back.
+// without being read back. Its model part is also visit_model_fields' (index.json, HF export).
 template <typename Visitor>
-void visit_fields(PretrainConfig& c, Visitor&& v) {
-    ModelConfig& m = c.model;
+void visit_model(ModelConfig& m, Visitor&& v) {
     v("model.preset", m.preset);
     v("model.size", m.size);
     v("model.vocab_size", m.vocab_size);
@@ -216,6 +215,11 @@ void visit_fields(PretrainConfig& c, Visitor&& v) {
     v("model.shared_pos_term", m.shared_pos_term);
     v("model.attention_scale_factor", m.attention_scale_factor);
     v("model.pre_layernorm", m.pre_layernorm);
+}
+
+template <typename Visitor>
+void visit_fields(PretrainConfig& c, Visitor&& v) {
+    visit_model(c.model, v);
     DataConfig& d = c.data;
     v("data.corpus", d.corpus);
     v("data.vocab", d.vocab);
@@ -309,6 +313,13 @@ std::vector<std::string> config_keys() {
     PretrainConfig c;
     visit_fields(c, [&](const char* key, auto&) { keys.emplace_back(key); });
     return keys;
+}
+
+void visit_model_fields(ModelConfig& config,
+                        const std::function<void(const char* name, ModelFieldRef field)>& visit) {
+    constexpr size_t kPrefix = sizeof("model.") - 1;
+    visit_model(config,
+                [&](const char* key, auto& field) { visit(key + kPrefix, ModelFieldRef(&field)); });
 }
 
 const std::vector<std::string>& legacy_config_keys() {

@@ -1,13 +1,16 @@
 // The schema of index.json, the table of contents `tupe analyze` writes beside its arrays
 // (analysis/analyze.h: write_analysis_index) and the desktop app reads (app/workbench/core/
 // analysis_data): the key names once, a plain struct, and its JSON text both ways
-// (analysis_index.cpp, nlohmann_json). No torch and no JSON library in this header.
+// (analysis_index.cpp, nlohmann_json). No torch and no JSON library in this header; the config
+// is engine::ModelConfig (engine/config.h, torch-free).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "engine/config.h"
 
 namespace analysis {
 
@@ -25,7 +28,8 @@ inline constexpr char kAxes[] = "axes";
 inline constexpr char kNotes[] = "notes";
 inline constexpr char kSkipped[] = "skipped";
 inline constexpr char kFiles[] = "files";
-// "config": the model's hyper-parameters (engine::ModelConfig names).
+// "config": the model's hyper-parameters, every model.* key of engine::config_keys() without
+// "model." (written from engine::visit_model_fields); those of the first indexes by name:
 inline constexpr char kAbsolutePosition[] = "absolute_position";
 inline constexpr char kRelativePosition[] = "relative_position";
 inline constexpr char kRelPos[] = "rel_pos";  ///< read only: index.json from before the zoo
@@ -50,14 +54,19 @@ inline constexpr char kLabel[] = "label";            ///< absent when empty
 inline constexpr char kStatistics[] = "statistics";  ///< absent when empty; NaN as null
 }  // namespace index_keys
 
-/// The model's config as index.json records it.
-struct AnalysisIndexConfig {
-    std::string absolute_position;           ///< ModelConfig::absolute_position, e.g. "untied"
-    std::string relative_position = "none";  ///< ModelConfig::relative_position, e.g. "rope"
-    bool untie_cls = false, shared_pos_term = true, pre_layernorm = false;
-    double attention_scale_factor = 1;
-    int64_t num_hidden_layers = 0, num_attention_heads = 0, hidden_size = 0;
-    int64_t max_position_embeddings = 0, vocab_size = 0;
+/// The model's config as index.json records it: every field of engine::ModelConfig, written
+/// and read through engine::visit_model_fields (so no field is left out). A key an index.json
+/// lacks (older indexes had only the eleven above) keeps its default: the engine's, except
+/// absolute_position "" and num_hidden_layers, num_attention_heads, hidden_size,
+/// max_position_embeddings, vocab_size 0, which read as "unknown" as they always have.
+struct AnalysisIndexConfig : engine::ModelConfig {
+    AnalysisIndexConfig() {
+        absolute_position.clear();
+        num_hidden_layers = num_attention_heads = hidden_size = 0;
+        max_position_embeddings = vocab_size = 0;
+    }
+    AnalysisIndexConfig(const engine::ModelConfig& config)  // NOLINT: implicit on purpose
+        : engine::ModelConfig(config) {}
 };
 
 /// A map that was not computed, and why.

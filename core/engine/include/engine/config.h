@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace engine {
@@ -126,6 +128,14 @@ std::string format_double(double d);
 
 /// Every settable key, "section.field" (e.g. "train.lr"), in a stable order.
 std::vector<std::string> config_keys();
+/// One field of a ModelConfig, by pointer, at its own type.
+using ModelFieldRef = std::variant<std::string*, bool*, int64_t*, double*>;
+/// Calls `visit(name, field)` for every model.* field of `config`, in config_keys() order,
+/// with the name after "model." ("rope_base"): the same table as config_keys(),
+/// set_config_value and config_to_text, so a typed writer (index.json, an HF config.json)
+/// cannot miss a field. `visit` may write through the pointer.
+void visit_model_fields(ModelConfig& config,
+                        const std::function<void(const char* name, ModelFieldRef field)>& visit);
 /// Keys still accepted from files written before the positional zoo, but never written:
 /// "model.rel_pos" (true = relative_position t5).
 const std::vector<std::string>& legacy_config_keys();
