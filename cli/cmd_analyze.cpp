@@ -17,6 +17,7 @@
 
 #include "analysis/analyze.h"
 #include "analysis/attention_analysis.h"
+#include "analysis/text_format.h"
 #include "cli_util.h"
 #include "command_table.h"
 #include "commands.h"
@@ -118,12 +119,8 @@ std::vector<double> to_values(const torch::Tensor& t) {
     return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
 }
 
-std::string fmt(double v, int digits = 3) {
-    if (!std::isfinite(v)) return "n/a";
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-    return buf;
-}
+// Titles and timings: 3 significant digits, "n/a" where nothing was measured.
+std::string fmt(double v, int digits = 3) { return analysis::significant_number(v, digits); }
 
 #if TUPE_WITH_QT
 plt::Heatmap heatmap(const torch::Tensor& m, const std::string& title, bool symmetric) {
@@ -492,10 +489,7 @@ analysis::AnalysisOutput analyze_one(const std::string& spec, const Args& args,
 }
 
 std::string cell(double x, int precision = 3) {
-    if (std::isnan(x)) return "-";
-    std::ostringstream os;
-    os << std::fixed << std::setprecision(precision) << x;
-    return os.str();
+    return std::isnan(x) ? "-" : analysis::fixed_number(x, precision);
 }
 
 /// Per layer, the head means of the main properties; the per-head numbers are in the files.

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "analysis/extrapolate.h"
+#include "analysis/text_format.h"
 #include "cli_util.h"
 #include "command_table.h"
 #include "commands.h"
@@ -26,6 +27,9 @@
 namespace cli {
 
 namespace fs = std::filesystem;
+
+using analysis::csv_field;
+using analysis::exact_number;
 
 namespace {
 
@@ -44,32 +48,9 @@ std::string checkpoint_vocab(const Args& args, const std::string& checkpoint,
     return fs::exists(beside) ? beside : config.data.vocab;
 }
 
+// Tables: 4 decimals, "-" where nothing was measured.
 std::string fixed(double x, int digits = 4) {
-    if (!std::isfinite(x)) return "-";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, x);
-    return buf;
-}
-
-std::string shortest(double x) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%g", x);
-    return buf;
-}
-
-// Full precision for the machine-readable formats; NaN (nothing measured) as an empty field.
-std::string exact(double x) {
-    if (!std::isfinite(x)) return "";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.10g", x);
-    return buf;
-}
-
-std::string csv_field(const std::string& s) {
-    if (s.find_first_of(",\"\n") == std::string::npos) return s;
-    std::string out = "\"";
-    for (char ch : s) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-    return out + "\"";
+    return std::isfinite(x) ? analysis::fixed_number(x, digits) : "-";
 }
 
 // NaN (nothing measured) as null: JSON has no NaN.
@@ -136,13 +117,14 @@ std::string render_csv(const std::vector<Evaluated>& results) {
     for (const auto& e : results) {
         auto emit = [&](const char* kind, const analysis::ExtrapolationRow& row) {
             os << csv_field(e.variant) << "," << csv_field(e.path) << "," << kind << ","
-               << exact(row.factor) << "," << row.length << "," << row.offset << ","
-               << (row.available ? "true" : "false") << "," << exact(row.loss) << ","
-               << exact(row.loss_within) << "," << exact(row.loss_beyond) << "," << row.masked
-               << "," << row.masked_within << "," << row.masked_beyond << "," << row.windows << ","
-               << e.report.train_length << "," << e.report.stream_tokens << ","
-               << exact(e.report.unigram_floor) << "," << exact(row.mean_distance()) << ","
-               << exact(row.mean_entropy()) << "," << csv_field(row.note) << "\n";
+               << exact_number(row.factor) << "," << row.length << "," << row.offset << ","
+               << (row.available ? "true" : "false") << "," << exact_number(row.loss) << ","
+               << exact_number(row.loss_within) << "," << exact_number(row.loss_beyond) << ","
+               << row.masked << "," << row.masked_within << "," << row.masked_beyond << ","
+               << row.windows << "," << e.report.train_length << "," << e.report.stream_tokens
+               << "," << exact_number(e.report.unigram_floor) << ","
+               << exact_number(row.mean_distance()) << "," << exact_number(row.mean_entropy())
+               << "," << csv_field(row.note) << "\n";
         };
         for (const auto& row : e.report.lengths) emit("length", row);
         for (const auto& row : e.report.shifts) emit("shift", row);
@@ -182,13 +164,13 @@ std::string render_table(const std::vector<Evaluated>& results) {
            << "trained at L = " << r.train_length << " tokens; "
            << format_count(static_cast<double>(r.stream_tokens)) << " stream tokens, "
            << format_count(static_cast<double>(r.masked_tokens)) << " masked (seed " << r.seed
-           << ", p = " << shortest(r.mask_prob) << ")\n\n";
+           << ", p = " << analysis::significant_number(r.mask_prob, 6) << ")\n\n";
         const std::string L = std::to_string(r.train_length);
         std::vector<std::vector<std::string>> rows = {
             {"length", "tokens", "positions", "loss all", "loss < " + L, "loss >= " + L, "masked",
              "masked >= " + L, "attn dist", "attn entropy"}};
         for (const auto& row : r.lengths)
-            rows.push_back(table_row(shortest(row.factor) + "x", row));
+            rows.push_back(table_row(analysis::significant_number(row.factor, 6) + "x", row));
         for (const auto& row : r.shifts)
             rows.push_back(table_row("shift +" + std::to_string(row.offset), row));
         os << format_table(rows);
@@ -290,11 +272,11 @@ int cmd_extrapolate(const Argv& argv) {
         options.train_length = ckpt.config.data.max_seq_len;
         for (double f : options.factors)
             if (analysis::window_length(f, options.train_length) < 3)
-                throw UsageError("--lengths: factor " + shortest(f) + " gives " +
-                                 std::to_string(analysis::window_length(f, options.train_length)) +
-                                 " tokens at " + path +
-                                 "'s L = " + std::to_string(options.train_length) +
-                                 " (a window needs at least 3)");
+                throw UsageError(
+                    "--lengths: factor " + analysis::significant_number(f, 6) + " gives " +
+                    std::to_string(analysis::window_length(f, options.train_length)) +
+                    " tokens at " + path + "'s L = " + std::to_string(options.train_length) +
+                    " (a window needs at least 3)");
         const auto stream = analysis::read_token_stream(corpus, tokenizer, options.max_tokens);
         std::cerr << "extrapolate [" << (k + 1) << "/" << checkpoints.size() << "] "
                   << ckpt.config.model.preset << " " << path << ": L = " << options.train_length

@@ -21,6 +21,7 @@
 #include <set>
 #include <sstream>
 
+#include "analysis/text_format.h"
 #include "cli_util.h"
 #include "command_table.h"
 #include "commands.h"
@@ -37,15 +38,9 @@ namespace cli {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string fixed(double v, int digits) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    return buf;
-}
-
-}  // namespace
+using analysis::csv_field;
+using analysis::exact_number;
+using analysis::fixed_number;
 
 int cmd_pretrain(const Argv& argv) {
     Args args(argv, command_spec("pretrain"));
@@ -118,14 +113,14 @@ int cmd_pretrain(const Argv& argv) {
         cb.on_step = [&](const engine::StepReport& r) {
             char lr[32];
             std::snprintf(lr, sizeof lr, "%.1e", r.lr);
-            bar.update(r.step, "loss " + fixed(r.loss, 3) + "  lr " + lr + "  " +
+            bar.update(r.step, "loss " + fixed_number(r.loss, 3) + "  lr " + lr + "  " +
                                    format_count(r.tokens_per_second) + " tok/s  " +
-                                   fixed(r.seconds, 2) + " s/step");
+                                   fixed_number(r.seconds, 2) + " s/step");
         };
         cb.on_eval = [&](const engine::EvalReport& e) {
             bar.finish();
-            std::cerr << "step " << e.step << ": validation loss " << fixed(e.loss, 4)
-                      << ", accuracy " << fixed(e.accuracy, 4) << " (" << e.masked_tokens
+            std::cerr << "step " << e.step << ": validation loss " << fixed_number(e.loss, 4)
+                      << ", accuracy " << fixed_number(e.accuracy, 4) << " (" << e.masked_tokens
                       << " masked tokens)\n";
         };
     }
@@ -146,12 +141,13 @@ int cmd_pretrain(const Argv& argv) {
     }
     std::cout << "done: " << m.preset << " step " << result.final_step;
     if (!result.evals.empty())
-        std::cout << ", validation loss " << fixed(result.evals.front().loss, 4) << " -> "
-                  << fixed(result.evals.back().loss, 4);
+        std::cout << ", validation loss " << fixed_number(result.evals.front().loss, 4) << " -> "
+                  << fixed_number(result.evals.back().loss, 4);
     std::cout << "; checkpoint " << result.checkpoint << "\n";
     if (result.floor.validation_tokens > 0)
-        std::cout << "floor: unigram " << fixed(result.floor.unigram_nats, 4) << " nats, bigram "
-                  << fixed(result.floor.bigram_nats, 4) << " nats (validation MLM targets)\n";
+        std::cout << "floor: unigram " << fixed_number(result.floor.unigram_nats, 4)
+                  << " nats, bigram " << fixed_number(result.floor.bigram_nats, 4)
+                  << " nats (validation MLM targets)\n";
     if (!result.evals.empty()) {
         const std::string warning = engine::floor_warning(result.evals.back().loss, result.floor);
         if (!warning.empty()) std::cout << warning << "\n";
@@ -203,11 +199,11 @@ plotting::LinePlot curves_plot(const std::string& metric, const std::vector<std:
             engine::CorpusFloor floor;
             if (!engine::read_floor(engine::floor_path(dir), floor)) continue;
             const std::string key =
-                fixed(floor.unigram_nats, 3) + "/" + fixed(floor.bigram_nats, 3);
+                fixed_number(floor.unigram_nats, 3) + "/" + fixed_number(floor.bigram_nats, 3);
             if (!seen.insert(key).second) continue;
             plt::Series u, b;
-            u.name = "unigram floor " + fixed(floor.unigram_nats, 3);
-            b.name = "bigram ref. " + fixed(floor.bigram_nats, 3);
+            u.name = "unigram floor " + fixed_number(floor.unigram_nats, 3);
+            b.name = "bigram ref. " + fixed_number(floor.bigram_nats, 3);
             u.dashed = b.dashed = b.dotted = true;
             u.x = b.x = {xmin, xmax};
             u.y = {floor.unigram_nats, floor.unigram_nats};
@@ -272,27 +268,6 @@ std::vector<CurvePoint> read_curve_points(const std::string& dir) {
     return points;
 }
 
-/// RFC 4180: a field holding a comma, quote, CR or LF is quoted, its quotes doubled.
-std::string csv_field(const std::string& s) {
-    if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
-    std::string out = "\"";
-    for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return out + "\"";
-}
-
-/// Shortest text that reads back as the same double; empty for NaN (an absent time).
-std::string exact(double v) {
-    if (std::isnan(v)) return "";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    for (int digits = 6; digits < 17; ++digits) {
-        char shorter[64];
-        std::snprintf(shorter, sizeof shorter, "%.*g", digits, v);
-        if (std::strtod(shorter, nullptr) == v) return shorter;
-    }
-    return buf;
-}
-
 /// `tupe curves --format csv|json`: every row of every run's metrics.tsv, no smoothing.
 int print_curve_points(const std::vector<std::string>& dirs, const std::string& format) {
     std::vector<std::vector<CurvePoint>> runs;
@@ -302,8 +277,8 @@ int print_curve_points(const std::vector<std::string>& dirs, const std::string& 
         for (size_t r = 0; r < dirs.size(); ++r)
             for (const CurvePoint& p : runs[r])
                 std::cout << csv_field(dirs[r]) << ',' << csv_field(p.split) << ','
-                          << csv_field(p.metric) << ',' << p.step << ',' << exact(p.value) << ','
-                          << exact(p.time) << '\n';
+                          << csv_field(p.metric) << ',' << p.step << ',' << exact_number(p.value)
+                          << ',' << exact_number(p.time) << '\n';
         return 0;
     }
     nlohmann::json doc;
@@ -377,7 +352,7 @@ int cmd_curves(const Argv& argv) {
         std::vector<std::string> r = {std::to_string(step)};
         for (size_t i = 0; i < names.size(); ++i) {
             auto it = values.find(i);
-            r.push_back(it == values.end() ? "-" : fixed(it->second, 4));
+            r.push_back(it == values.end() ? "-" : fixed_number(it->second, 4));
         }
         rows.push_back(r);
     }
@@ -390,8 +365,8 @@ int cmd_curves(const Argv& argv) {
         engine::CorpusFloor floor;
         const bool have = engine::read_floor(engine::floor_path(args.positionals()[i]), floor);
         any_floor = any_floor || have;
-        floor_row.push_back(have && metric == "loss" ? fixed(floor.unigram_nats, 4) : "-");
-        bigram_row.push_back(have && metric == "loss" ? fixed(floor.bigram_nats, 4) : "-");
+        floor_row.push_back(have && metric == "loss" ? fixed_number(floor.unigram_nats, 4) : "-");
+        bigram_row.push_back(have && metric == "loss" ? fixed_number(floor.bigram_nats, 4) : "-");
         if (have && metric == "loss" && !table.empty()) {
             // The run's last validation point.
             for (auto it = table.rbegin(); it != table.rend(); ++it) {

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "analysis/metrics.h"
 #include "engine/errors.h"
 #include "engine/eval_mode.h"
 #include "engine/position.h"
@@ -29,7 +30,8 @@ torch::Tensor square_map(const torch::Tensor& phi, const char* what) {
     return cpu_dbl(phi).contiguous();
 }
 
-double pearson(const std::vector<double>& a, const std::vector<double>& b) {
+// NaN when either side has no variance (relative to its mean).
+double pearson_or_nan(const std::vector<double>& a, const std::vector<double>& b) {
     const size_t n = a.size();
     if (n < 2) return kNan;
     const double ma = std::accumulate(a.begin(), a.end(), 0.0) / static_cast<double>(n);
@@ -48,28 +50,13 @@ double pearson(const std::vector<double>& a, const std::vector<double>& b) {
     return sab / std::sqrt(saa * sbb);
 }
 
-// Ranks 1..n with ties given their average rank.
-std::vector<double> ranks(const std::vector<double>& v) {
-    std::vector<size_t> order(v.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
-    std::vector<double> r(v.size());
-    for (size_t i = 0; i < order.size();) {
-        size_t j = i;
-        while (j + 1 < order.size() && v[order[j + 1]] == v[order[i]]) ++j;
-        const double rank = 0.5 * static_cast<double>(i + j) + 1.0;
-        for (size_t k = i; k <= j; ++k) r[order[k]] = rank;
-        i = j + 1;
-    }
-    return r;
-}
-
-// Spearman's rho of (x, y); 0 when y is constant (a flat row prefers nothing).
+// Spearman's rho of (x, y) (analysis::spearman); 0 when y is constant (a flat row prefers
+// nothing) and NaN when a value is not finite (nan_mean leaves the row out).
 double spearman_or_zero(const std::vector<double>& x, const std::vector<double>& y) {
-    const auto ry = ranks(y);
-    if (std::all_of(ry.begin(), ry.end(), [&](double r) { return r == ry[0]; })) return 0.0;
-    const double rho = pearson(ranks(x), ry);
-    return std::isnan(rho) ? 0.0 : rho;
+    const auto finite = [](double v) { return std::isfinite(v); };
+    if (!std::all_of(x.begin(), x.end(), finite) || !std::all_of(y.begin(), y.end(), finite))
+        return kNan;
+    return analysis::spearman(x, y);
 }
 
 double nan_mean(const std::vector<double>& v) {
@@ -169,7 +156,7 @@ double mirror_symmetry(const torch::Tensor& phi) {
             forward.push_back(a[i][i + k]);
             backward.push_back(a[i][i - k]);
         }
-    return pearson(forward, backward);
+    return pearson_or_nan(forward, backward);
 }
 
 double locality(const torch::Tensor& probs) {

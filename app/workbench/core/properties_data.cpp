@@ -6,12 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
-#include <numeric>
 #include <set>
 #include <string>
 #include <utility>
 
+#include "analysis/metrics.h"
 #include "analysis/property_names.h"
+#include "analysis/text_format.h"
 #include "core/store_access.h"
 #include "experiments/report.h"
 #include "experiments/result_store.h"
@@ -298,18 +299,17 @@ PropertyTable buildPropertyTable(const std::vector<PropertyRun>& runs, int layer
 }
 
 QString propertyTableCsv(const PropertyTable& t) {
+    const auto field = [](const QString& s) {
+        return QString::fromStdString(analysis::csv_field(s.toStdString()));
+    };
     QString out = "run,label";
-    for (const QString& c : t.columns) out += "," + c;
+    for (const QString& c : t.columns) out += "," + field(c);
     out += "\n";
     for (int r = 0; r < t.rows(); ++r) {
-        QString name = t.rowNames[r];
-        if (name.contains(',') || name.contains('"'))
-            name = "\"" + name.replace('"', "\"\"") + "\"";
-        out += name + "," + t.labels[r];
-        for (int c = 0; c < t.columns.size(); ++c) {
-            const double v = t.value(r, c);
-            out += "," + (std::isfinite(v) ? QString::number(v, 'g', 8) : QString());
-        }
+        out += field(t.rowNames[r]) + "," + field(t.labels[r]);
+        // Every digit that reads back; empty where nothing was measured.
+        for (int c = 0; c < t.columns.size(); ++c)
+            out += "," + QString::fromStdString(analysis::exact_number(t.value(r, c)));
         out += "\n";
     }
     return out;
@@ -550,19 +550,7 @@ Spectrum readSpectrum(const AnalysisData& data, int layer, int head) {
 }
 
 std::vector<double> averageRanks(const std::vector<double>& values) {
-    std::vector<size_t> order(values.size());
-    std::iota(order.begin(), order.end(), size_t(0));
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return values[a] < values[b]; });
-    std::vector<double> ranks(values.size());
-    for (size_t i = 0; i < order.size();) {
-        size_t j = i;
-        while (j + 1 < order.size() && values[order[j + 1]] == values[order[i]]) ++j;
-        const double mean = (double(i) + double(j)) / 2.0 + 1.0;  // ranks i+1 .. j+1
-        for (size_t k = i; k <= j; ++k) ranks[order[k]] = mean;
-        i = j + 1;
-    }
-    return ranks;
+    return analysis::average_ranks(values);
 }
 
 RankCorrelation spearman(const std::vector<double>& x, const std::vector<double>& y) {
@@ -575,17 +563,12 @@ RankCorrelation spearman(const std::vector<double>& x, const std::vector<double>
         }
     out.n = int(xs.size());
     if (out.n < 3) return out;
-    const std::vector<double> rx = averageRanks(xs), ry = averageRanks(ys);
-    const double mean = (out.n + 1) / 2.0;  // the mean of average ranks is always (n + 1) / 2
-    double sxy = 0, sxx = 0, syy = 0;
-    for (int i = 0; i < out.n; ++i) {
-        const double dx = rx[size_t(i)] - mean, dy = ry[size_t(i)] - mean;
-        sxy += dx * dy;
-        sxx += dx * dx;
-        syy += dy * dy;
-    }
-    if (sxx <= 0 || syy <= 0) return out;
-    out.rho = std::clamp(sxy / std::sqrt(sxx * syy), -1.0, 1.0);
+    // analysis::spearman gives 0 for a constant side; here that is "no ranking": NaN.
+    const auto constant = [](const std::vector<double>& v) {
+        return std::all_of(v.begin(), v.end(), [&](double e) { return e == v.front(); });
+    };
+    if (constant(xs) || constant(ys)) return out;
+    out.rho = analysis::spearman(xs, ys);
     return out;
 }
 

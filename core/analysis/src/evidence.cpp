@@ -7,6 +7,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "analysis/metrics.h"
+
 namespace analysis {
 
 namespace {
@@ -157,22 +159,8 @@ double metric_on(const std::string& metric, const std::vector<double>& gold,
         std::vector<double> x(n), y(n);
         for (size_t i = 0; i < n; ++i) x[i] = pred[at(i)], y[i] = gold[at(i)];
         if (metric == "spearman") {
-            auto ranks = [](const std::vector<double>& v) {
-                std::vector<size_t> order(v.size());
-                for (size_t i = 0; i < v.size(); ++i) order[i] = i;
-                std::sort(order.begin(), order.end(),
-                          [&](size_t a, size_t b) { return v[a] < v[b]; });
-                std::vector<double> r(v.size());
-                for (size_t i = 0; i < order.size();) {
-                    size_t j = i;
-                    while (j + 1 < order.size() && v[order[j + 1]] == v[order[i]]) ++j;
-                    for (size_t k = i; k <= j; ++k) r[order[k]] = 0.5 * (i + j) + 1.0;
-                    i = j + 1;
-                }
-                return r;
-            };
-            x = ranks(x);
-            y = ranks(y);
+            x = average_ranks(x);
+            y = average_ranks(y);
         }
         double mx = 0, my = 0;
         for (size_t i = 0; i < n; ++i) mx += x[i], my += y[i];

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace analysis {
 
@@ -38,11 +39,25 @@ std::string csv_record(const std::vector<std::string>& fields) {
 std::string exact_number(double v) {
     if (!std::isfinite(v)) return "";
     char buf[64];
-    for (int digits = 1; digits <= 17; ++digits) {
+    int digits = 1;
+    for (; digits < 17; ++digits) {
         std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-        if (std::strtod(buf, nullptr) == v) return buf;
+        if (std::strtod(buf, nullptr) == v) break;
     }
-    return buf;  // %.17g always reads back
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);  // %.17g always reads back
+    // %g writes an exponent once it reaches the precision: 120 at 2 digits is "1.2e+02". Plain
+    // digits instead, as Python's repr, for exponents -4 .. 15 (integers there are exact).
+    const char* e = std::strchr(buf, 'e');
+    if (e != nullptr) {
+        const int exponent = std::atoi(e + 1);
+        if (exponent >= digits && exponent < 16) {
+            char plain[64];
+            std::snprintf(plain, sizeof plain, "%.*g", exponent + 1, v);
+            if (std::strchr(plain, 'e') == nullptr && std::strtod(plain, nullptr) == v)
+                return plain;
+        }
+    }
+    return buf;
 }
 
 std::string fixed_number(double v, int digits) { return printf_text("%.*f", digits, v); }

@@ -21,22 +21,11 @@
 
 namespace experiments {
 
+using analysis::csv_field;
 using analysis::fixed_number;
 using analysis::signed_number;
 
 namespace {
-
-/// One CSV field, RFC 4180: wrapped in double quotes, inner quotes doubled, when it holds a
-/// comma, a double quote, CR or LF; otherwise as it is.
-std::string csv_field(const std::string& s) {
-    if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
-    std::string out = "\"";
-    for (char ch : s) {
-        if (ch == '"') out += '"';
-        out += ch;
-    }
-    return out + "\"";
-}
 
 // Report columns (the paper's Table 1 order, the built-in tasks, WNLI) and the nine of the
 // paper's average come from the task registry (analysis/tasks.h).
