@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/cost_model.h"
 #include "experiments/glue_data.h"
 
 namespace experiments::detail {
@@ -37,6 +38,29 @@ double job_tokens(const ExperimentSpec& spec, const Job& job) {
         0.5 * static_cast<double>(
                   std::min(spec.finetune.max_seq_len, v->config.model.max_position_embeddings));
     return epochs * examples * tokens_per_example * (1.0 + 1.0 / 3.0);
+}
+
+double job_work(const ExperimentSpec& spec, const Job& job) {
+    const Variant* v = nullptr;
+    for (const auto& candidate : spec.variants)
+        if (candidate.name == job.variant) v = &candidate;
+    if (!v) return 0;
+    const engine::ModelConfig& model = v->config.model;
+    const bool pretrain = job.kind == Job::Kind::kPretrain;
+    // The sequence length the job's tokens come in: pretraining's blocks, fine-tuning's
+    // examples at about half the truncation length (job_tokens' assumption).
+    const int64_t seq =
+        pretrain ? v->config.data.max_seq_len
+                 : std::max<int64_t>(
+                       1, std::min(spec.finetune.max_seq_len, model.max_position_embeddings) / 2);
+    const int64_t masked =
+        pretrain ? std::max<int64_t>(
+                       1, static_cast<int64_t>(static_cast<double>(seq) * v->config.data.mask_prob))
+                 : 0;
+    const engine::StepFlops f = engine::count_step_flops(model, 1, seq, masked);
+    const double per_token =
+        3.0 * (f.encoder + f.positional + (pretrain ? f.head : 0.0)) / static_cast<double>(seq);
+    return job_tokens(spec, job) * per_token;
 }
 
 void PlanEta::add_pending(Job::Kind kind, double tokens) { pending_[index(kind)] += tokens; }

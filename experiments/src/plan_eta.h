@@ -1,7 +1,7 @@
-// The plan ETA of `tupe run`: jobs weighted by the tokens they push through the encoder, timed
-// per kind. A pretraining job of 600 steps and a fine-tuning job of 5 seconds are not one
-// "job" each; counting them alike put the quickstart's early ETA at over an hour for an
-// 8-minute plan. Not a public header.
+// The plan ETA of `tupe run`: jobs weighted by the FLOPs they cost (the tokens they push through
+// the encoder times their model's FLOPs per token), timed per kind. A pretraining job of 600
+// steps and a fine-tuning job of 5 seconds are not one "job" each; counting them alike put the
+// quickstart's early ETA at over an hour for an 8-minute plan. Not a public header.
 #pragma once
 
 #include <array>
@@ -15,6 +15,13 @@ namespace experiments::detail {
 /// pretraining steps x batch x seq; fine-tuning epochs x train examples x half max_seq_len
 /// (synthetic sizes from the spec, GLUE's from GLUE_FORMAT.md, 10,000 when unknown).
 double job_tokens(const ExperimentSpec& spec, const Job& job);
+
+/// The work a job does, in FLOPs: job_tokens times the FLOPs per token of its variant's model
+/// at its sequence length (engine/cost_model.h: the encoder, the positional term and, for
+/// pretraining, the MLM head, forward and backward). The runner's ETA weighs jobs by it, so a
+/// base-size or DeBERTa variant is not counted as cheap as a tiny BERT-A one. 0 for an unknown
+/// variant.
+double job_work(const ExperimentSpec& spec, const Job& job);
 
 class PlanEta {
   public:

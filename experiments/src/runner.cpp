@@ -128,7 +128,7 @@ class Runner {
             if (r.status == "finished") finished.insert(r.name);
         for (const auto& job : plan_)
             if (in_scope(job) && !finished.count(job.name)) {
-                eta_.add_pending(job.kind, job_tokens(spec_, job));
+                eta_.add_pending(job.kind, job_work(spec_, job));
                 eta_pending_.insert(job.name);
             }
         ClaimKeeper keeper(ResultStore::open(spec_.database, OpenMode::kReadWrite), owner_,
@@ -378,7 +378,7 @@ class Runner {
         done_.insert(job.name);
         progress_.done = static_cast<int64_t>(done_.size());
         // Done by another runner: no longer part of what this one has left.
-        if (eta_pending_.erase(job.name)) eta_.add_pending(job.kind, -job_tokens(spec_, job));
+        if (eta_pending_.erase(job.name)) eta_.add_pending(job.kind, -job_work(spec_, job));
     }
 
     /// Releases this runner's claim on the job (no-op when a child took it over); a release
@@ -414,7 +414,7 @@ class Runner {
     /// A job runs in this process (or on workers this process waits for): the ETA times it.
     void begin_timing(const Job& job) {
         current_ = &job;
-        current_tokens_ = job_tokens(spec_, job);
+        current_tokens_ = job_work(spec_, job);
         job_start_ = Clock::now();
         eta_.start(job.kind, current_tokens_);
         eta_pending_.erase(job.name);
@@ -577,7 +577,7 @@ class Runner {
             throw std::runtime_error("cannot start " + options_.self_exe);
         }
         children_[pid] = {&job, Clock::now()};
-        eta_.start(job.kind, job_tokens(spec_, job));
+        eta_.start(job.kind, job_work(spec_, job));
         eta_pending_.erase(job.name);
         progress_.current = job.name;
         report(0, std::to_string(children_.size()) + " running");
@@ -601,7 +601,7 @@ class Runner {
         if (it == children_.end()) return;
         const Job& job = *it->second.job;
         // Wall time shared by the children running side by side.
-        eta_.finish(job.kind, job_tokens(spec_, job),
+        eta_.finish(job.kind, job_work(spec_, job),
                     std::chrono::duration<double>(Clock::now() - it->second.launched).count() /
                         static_cast<double>(parallel_));
         if (exited_ok(ended->status)) {

@@ -3,6 +3,7 @@
 // "jobs left x the first job's time".
 #include <gtest/gtest.h>
 
+#include "engine/cost_model.h"
 #include "plan_eta.h"
 
 using namespace experiments;
@@ -44,6 +45,36 @@ TEST(PlanEta, JobTokensWeighPretrainingAgainstFineTuning) {
     EXPECT_DOUBLE_EQ(experiments::detail::job_tokens(spec, fine), 4.0 * 300 * 32 * (4.0 / 3.0));
     fine.task = "rte";  // GLUE: the train size from GLUE_FORMAT.md
     EXPECT_DOUBLE_EQ(experiments::detail::job_tokens(spec, fine), 4.0 * 2490 * 32 * (4.0 / 3.0));
+}
+
+TEST(PlanEta, JobWorkIsTokensTimesTheVariantsFlopsPerToken) {
+    ExperimentSpec spec = toy_spec();
+    Variant wide = spec.variants[0];
+    wide.name = "wide";
+    wide.config.model.hidden_size *= 2;
+    wide.config.model.intermediate_size *= 2;
+    spec.variants.push_back(wide);
+    const engine::ModelConfig& m = spec.variants[0].config.model;
+    const double mask = spec.variants[0].config.data.mask_prob;
+    Job pre;
+    pre.kind = kPre;
+    pre.variant = "bert-a";
+    // Pretraining: 64-token blocks with their masked positions, head included, x3 for backward.
+    const engine::StepFlops f = engine::count_step_flops(m, 1, 64, static_cast<int64_t>(64 * mask));
+    EXPECT_DOUBLE_EQ(experiments::detail::job_work(spec, pre), 600.0 * 32 * 64 * f.step() / 64.0);
+    // Fine-tuning: 32-token examples, no MLM head.
+    Job fine;
+    fine.kind = kFine;
+    fine.variant = "bert-a";
+    fine.task = "syn-cola";
+    const engine::StepFlops g = engine::count_step_flops(m, 1, 32, 0);
+    EXPECT_DOUBLE_EQ(experiments::detail::job_work(spec, fine),
+                     4.0 * 300 * 32 * (4.0 / 3.0) * 3.0 * (g.encoder + g.positional) / 32.0);
+    // The same tokens on a model twice as wide are more than twice the work.
+    pre.variant = "wide";
+    EXPECT_GT(experiments::detail::job_work(spec, pre), 2.0 * 600.0 * 32 * 64 * f.step() / 64.0);
+    pre.variant = "missing";
+    EXPECT_EQ(experiments::detail::job_work(spec, pre), 0.0);
 }
 
 TEST(PlanEta, UnknownUntilSomethingIsTimed) {
