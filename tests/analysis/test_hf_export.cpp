@@ -101,16 +101,6 @@ TEST(HfExportTypes, ModelsWithSegmentEmbeddingsExportThemUnchangedWithoutANote) 
     EXPECT_TRUE(torch::equal(hidden_states(imported, 2), hidden_states(model, 2)));
 }
 
-// Every model.* key of `c` with its text form (engine::get_config_value).
-std::vector<std::pair<std::string, std::string>> hf_model_values(const engine::ModelConfig& c) {
-    engine::PretrainConfig p;
-    p.model = c;
-    std::vector<std::pair<std::string, std::string>> out;
-    for (const std::string& key : engine::config_keys())
-        if (key.rfind("model.", 0) == 0) out.emplace_back(key, engine::get_config_value(p, key));
-    return out;
-}
-
 // `c` through hf_config_for and read_hf_bert_config (config.json at `path`).
 engine::ModelConfig hf_config_round_trip(const engine::ModelConfig& c, const std::string& path) {
     std::ofstream(path, std::ios::trunc) << analysis::hf_config_for(c);
@@ -122,8 +112,8 @@ TEST(HfExportConfig, EveryPresetAtEverySizeRoundTripsThroughConfigJson) {
     for (const std::string& preset : engine::model_presets())
         for (const std::string& size : engine::model_sizes()) {
             const engine::ModelConfig c = engine::make_model_config(preset, size);
-            EXPECT_EQ(hf_model_values(hf_config_round_trip(c, temp.file("config.json"))),
-                      hf_model_values(c))
+            EXPECT_EQ(test_support::model_values(hf_config_round_trip(c, temp.file("config.json"))),
+                      test_support::model_values(c))
                 << preset << " " << size;
         }
 }
@@ -138,8 +128,8 @@ TEST(HfExportConfig, TheWorkbenchBlockHoldsEveryFieldHfHasNoKeyFor) {
     engine::ModelConfig shaw = engine::make_model_config("shaw", "small");
     shaw.max_relative_distance = 5;  // not HF's clip: model_type "tupe"
     for (const engine::ModelConfig& c : {rope, shaw}) {
-        EXPECT_EQ(hf_model_values(hf_config_round_trip(c, temp.file("config.json"))),
-                  hf_model_values(c))
+        EXPECT_EQ(test_support::model_values(hf_config_round_trip(c, temp.file("config.json"))),
+                  test_support::model_values(c))
             << c.preset;
         const nlohmann::json j = nlohmann::json::parse(analysis::hf_config_for(c));
         EXPECT_EQ(j.at("model_type"), "tupe") << c.preset;

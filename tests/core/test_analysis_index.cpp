@@ -13,20 +13,11 @@
 #include "analysis/analysis_index.h"
 #include "engine/config.h"
 #include "engine/errors.h"
+#include "support/test_support.h"
 
 namespace {
 
 using analysis::AnalysisIndex;
-
-/// Every model.* key of `c` with its text form (engine::get_config_value).
-std::vector<std::pair<std::string, std::string>> index_model_values(const engine::ModelConfig& c) {
-    engine::PretrainConfig p;
-    p.model = c;
-    std::vector<std::pair<std::string, std::string>> out;
-    for (const std::string& key : engine::config_keys())
-        if (key.rfind("model.", 0) == 0) out.emplace_back(key, engine::get_config_value(p, key));
-    return out;
-}
 
 /// `c` as index.json's config, written and parsed back.
 engine::ModelConfig index_round_trip(const engine::ModelConfig& c) {
@@ -41,7 +32,8 @@ TEST(AnalysisIndexConfig, EveryPresetAtEverySizeRoundTrips) {
     for (const std::string& preset : engine::model_presets())
         for (const std::string& size : engine::model_sizes()) {
             const engine::ModelConfig c = engine::make_model_config(preset, size);
-            EXPECT_EQ(index_model_values(index_round_trip(c)), index_model_values(c))
+            EXPECT_EQ(test_support::model_values(index_round_trip(c)),
+                      test_support::model_values(c))
                 << preset << " " << size;
         }
 }
@@ -63,7 +55,7 @@ TEST(AnalysisIndexConfig, FieldsAwayFromTheirPresetsRoundTrip) {
     c.pad_token_id = 3;
     c.intermediate_size = 1000;
     c.initializer_range = 0.01;
-    EXPECT_EQ(index_model_values(index_round_trip(c)), index_model_values(c));
+    EXPECT_EQ(test_support::model_values(index_round_trip(c)), test_support::model_values(c));
 }
 
 TEST(AnalysisIndexConfig, ConfigHoldsEveryModelKeyTyped) {

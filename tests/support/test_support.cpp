@@ -39,6 +39,15 @@ std::string per_test_name(const std::string& prefix) {
     return prefix + "_" + process_id() + "_" + test_name();
 }
 
+std::vector<std::pair<std::string, std::string>> model_values(const engine::ModelConfig& c) {
+    engine::PretrainConfig p;
+    p.model = c;
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const std::string& key : engine::config_keys())
+        if (key.rfind("model.", 0) == 0) out.emplace_back(key, engine::get_config_value(p, key));
+    return out;
+}
+
 bool has(const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;
 }

@@ -39,6 +39,10 @@ std::string per_test_name(const std::string& prefix);
 
 /// Removes `dir` with everything in it (a leftover of a killed run), creates it empty and
 /// returns it.
+/// Every model.* key of `c` with its text form (engine::get_config_value): two configs are the
+/// same model when these are equal.
+std::vector<std::pair<std::string, std::string>> model_values(const engine::ModelConfig& c);
+
 /// Whether `text` contains `part` (messages and outputs in assertions).
 bool has(const std::string& text, const std::string& part);
 
