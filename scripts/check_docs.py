@@ -12,7 +12,9 @@ Files: README.md, CONTRIBUTING.md, app/README.md and docs/*.md.
   `$ `; a trailing backslash continues it; `&&`, `||`, `;` and ` | ` separate commands; a line
   like `tupe run: error: ...` is the program's output and is skipped) must name a subcommand
   that `tupe SUB --help` accepts, and only options (`--name` or `--name=value`, also inside
-  `[...]` or `(...)`) that this help text prints. Each subcommand's help is run once.
+  `[...]` or `(...)`) that this help text prints. Each subcommand's help is run once. A command
+  that needs no input and writes nothing (`doctor`, `completion`) and has no placeholder is
+  also run as written and must exit 0.
 
 Prints one line per problem, `FILE:LINE: message`, and exits 1 if there is any; otherwise a
 one-line summary and exit status 0. Python 3 standard library only.
@@ -41,6 +43,12 @@ AUTOLINK = re.compile(r"<(https?://[^>\s]+)>")
 HTML_ANCHOR = re.compile(r"<a\s+[^>]*(?:name|id)\s*=\s*\"([^\"]+)\"", re.I)
 TUPE_BINARY = re.compile(r"^(?:tupe|(?:\./)?(?:[\w.+-]+/)*cli/tupe)$")
 OPTION = re.compile(r"(?<![\w-])--([A-Za-z0-9][A-Za-z0-9_-]*)")
+
+
+# Documented commands that read no input and write nothing: run as written (run_if_cheap).
+RUNNABLE = {"doctor", "completion"}
+# A word a reader replaces (FILE, DIR, N, <path>, ...): such a line is only --help-parsed.
+PLACEHOLDER = re.compile(r"^[A-Z][A-Z_0-9]*$|[<>]|\.\.\.")
 
 
 def doc_files(root):
@@ -144,6 +152,7 @@ class Checker:
         self.help = {}  # subcommand -> set of option names, or None when it is not a command
         self.links = 0
         self.commands = 0
+        self.ran = 0
 
     def problem(self, rel, line, message):
         self.problems.append("%s:%d: %s" % (rel, line, message))
@@ -274,6 +283,24 @@ class Checker:
             if name not in options:
                 self.problem(doc.rel, number, "`tupe %s --%s`: `tupe %s --help` lists no such "
                              "option" % (sub, name, sub))
+        self.run_if_cheap(doc, number, tokens)
+
+    def run_if_cheap(self, doc, number, tokens):
+        """Runs a documented command that needs no input and writes nothing (RUNNABLE), exactly
+        as written but with the built binary; it must exit 0."""
+        if tokens[1] not in RUNNABLE or any(PLACEHOLDER.search(t) for t in tokens[2:]):
+            return
+        self.ran += 1
+        try:
+            r = subprocess.run([self.tupe] + tokens[1:], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=120, cwd=self.root)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            self.problem(doc.rel, number, "`%s` did not finish: %s" % (" ".join(tokens), e))
+            return
+        if r.returncode != 0:
+            last = r.stdout.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+            self.problem(doc.rel, number, "`%s` exits %d: %s"
+                         % (" ".join(tokens), r.returncode, last[0]))
 
     def run(self):
         files = doc_files(self.root)
@@ -306,8 +333,9 @@ def main():
         return 1
     what = "%d links (%d external, not fetched)" % (checker.links, len(checker.external))
     if args.tupe:
-        what += ", %d tupe command lines against %d subcommands' --help" % (
-            checker.commands, sum(1 for v in checker.help.values() if v is not None))
+        what += ", %d tupe command lines against %d subcommands' --help, %d run" % (
+            checker.commands, sum(1 for v in checker.help.values() if v is not None),
+            checker.ran)
     else:
         what += "; commands not checked (no --tupe)"
     print("check_docs: %d files, %s: no problems" % (len(files), what))
