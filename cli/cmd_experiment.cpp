@@ -12,6 +12,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "analysis/metrics.h"
 #include "analysis/submission.h"
@@ -26,6 +27,7 @@
 #include "experiments/claims.h"
 #include "experiments/experiment.h"
 #include "experiments/glue_data.h"
+#include "experiments/ranking.h"
 #include "experiments/report.h"
 #include "experiments/result_store.h"
 #include "experiments/runner.h"
@@ -324,6 +326,20 @@ int cmd_claims(const Argv& argv) {
         const auto claims = experiments::evaluate_claims(store, chosen[i].name, count);
         std::cout << experiments::render_claims(chosen[i].name, claims, format);
     }
+    return 0;
+}
+
+int cmd_rank(const Argv& argv) {
+    Args args(argv, command_spec("rank"));
+    const auto format = experiments::claims_format_from_string(args.get("format"));
+    auto store = open_results(args.get("db"));
+    experiments::RankOptions options;
+    std::stringstream list(args.get("tasks"));
+    for (std::string item; std::getline(list, item, ',');)
+        if (!item.empty()) options.columns.push_back(item);
+    const std::string name = args.required("experiment");
+    std::cout << experiments::render_rankings(
+        name, experiments::rank_variants(store, name, options), format);
     return 0;
 }
 

@@ -248,6 +248,19 @@ std::vector<CommandSpec> make_table() {
           opt("format", "FORMAT", "table", "output format", {"table", "markdown", "json"})},
          "",
          ""});
+    add({"rank",
+         cmd_rank,
+         "",
+         "rank a study's variants on validation loss and on the task average, every pair tested "
+         "and Holm-corrected: variants sharing a group letter are not told apart",
+         {opt("db", "FILE", kDb, "the results store"),
+          req("experiment", "NAME", "the experiment whose variants are ranked"),
+          opt("tasks", "LIST", "",
+              "comma-separated task columns averaged for the task ranking (default: every "
+              "column the report has)"),
+          opt("format", "FORMAT", "table", "output format", {"table", "markdown", "json"})},
+         "",
+         ""});
     add({"score",
          cmd_score,
          "",

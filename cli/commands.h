@@ -25,6 +25,7 @@ int cmd_run(const Argv& args);     // cmd_experiment.cpp
 int cmd_status(const Argv& args);
 int cmd_report(const Argv& args);
 int cmd_claims(const Argv& args);
+int cmd_rank(const Argv& args);
 int cmd_score(const Argv& args);
 int cmd_glue(const Argv& args);
 int cmd_submit(const Argv& args);      // cmd_submit.cpp

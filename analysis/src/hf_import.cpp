@@ -72,7 +72,8 @@ constexpr const char* kWorkbenchKey = "tupe_workbench";
 /// engine computes ("absolute": BERT-A; "relative_key(_query)": Shaw with HF's unclipped
 /// per-layer tables), or "" when it cannot.
 std::string hf_position_type(const engine::ModelConfig& c) {
-    if (c.untie_cls || c.attention_scale_factor != 1.0 || c.pre_layernorm || c.position_offset != 0)
+    if (c.untie_cls || c.attention_scale_factor != 1.0 || c.pre_layernorm ||
+        c.position_offset != 0 || c.scale_input_positions)
         return "";
     if (c.absolute_position == "input" && c.relative_position == "none") return "absolute";
     const bool hf_clip =

@@ -371,6 +371,8 @@ PositionTerms PositionEncodingImpl::forward(const torch::Tensor& positions,
     } else if (abs == "sinusoidal") {
         out.input = sinusoidal_table(positions, C).to(dtype);
     }
+    if (out.input.defined() && config_.scale_input_positions)
+        out.input = out.input * (1.0 / std::sqrt(static_cast<double>(C)));
 
     // What all layers share: T5 and ALiBi biases, RoPE's angles, DeBERTa's index.
     torch::Tensor shared_bias;

@@ -413,7 +413,11 @@ class StepLoop {
             keep_snapshot();
         model_->train();
         if (shard_.writer && step_ == 0 && !data_.validation.empty())
-            record_eval();  // curve from step 0
+            record_eval();                        // curve from step 0
+        if (step_ == 0 && is_snapshot_step(0)) {  // the initialised model, kept as a control
+            write_checkpoint();
+            keep_snapshot();
+        }
         while (step_ < t_.steps) {
             bool stop = cb_.stop && cb_.stop->load();
             const auto s0 = Clock::now();

@@ -489,6 +489,39 @@ TEST(HeadTaxonomy, ClassifiesConstructedPatterns) {
                                                HeadPattern::kPrevious}));
 }
 
+// The thresholds are relative to the sequence (n positions after [CLS]), so what a pattern is
+// called depends on the length the model was analysed at: at every n a uniform map is global,
+// the previous and next token are previous and next, and a +-n/16 band is local; a +-2 band is
+// local from n = 64 on and broad at n = 16, where it covers 5 of 16 keys; a +-n/4 band is broad.
+TEST(HeadTaxonomy, PatternsByLengthUnderTheDefaultThresholds) {
+    for (const int64_t n : {16, 64, 256}) {
+        const int64_t T = n + 1;
+        const int64_t band = std::max<int64_t>(1, n / 16), quarter = n / 4;
+        SCOPED_TRACE("n = " + std::to_string(n));
+        EXPECT_EQ(classify_head(pattern(T, [](int64_t, int64_t) { return true; })),
+                  HeadPattern::kGlobal);
+        EXPECT_EQ(classify_head(pattern(
+                      T, [](int64_t i, int64_t j) { return j == std::max<int64_t>(i - 1, 1); })),
+                  HeadPattern::kPrevious);
+        EXPECT_EQ(
+            classify_head(pattern(
+                T, [T](int64_t i, int64_t j) { return j == std::min<int64_t>(i + 1, T - 1); })),
+            HeadPattern::kNext);
+        EXPECT_EQ(classify_head(
+                      pattern(T, [band](int64_t i, int64_t j) { return std::abs(i - j) <= band; })),
+                  HeadPattern::kLocal);
+        EXPECT_EQ(classify_head(pattern(
+                      T, [quarter](int64_t i, int64_t j) { return std::abs(i - j) <= quarter; })),
+                  HeadPattern::kBroad);
+        EXPECT_EQ(
+            classify_head(pattern(T, [](int64_t i, int64_t j) { return std::abs(i - j) <= 2; })),
+            n >= 64 ? HeadPattern::kLocal : HeadPattern::kBroad);
+    }
+    EXPECT_EQ(describe(TaxonomyThresholds{}),
+              "previous/next if |previous - next mass| >= 0.3, global if entropy >= 0.9 ln n, "
+              "local if mean distance <= 0.05 n, broad otherwise ([CLS] left out)");
+}
+
 TEST(HeadTaxonomy, MeanAttentionDistance) {
     const int64_t T = 8;
     EXPECT_EQ(mean_attention_distance(torch::eye(T)), 0.0);

@@ -314,3 +314,21 @@ TEST(ClaimsView, ShowTheRunsChecksTheClaimsRunsInTheCurvesView) {
     EXPECT_TRUE(window.bannerText().contains("nope")) << window.bannerText().toStdString();
     EXPECT_EQ(tabs->currentWidget(), curves);
 }
+
+// The Claims view ranks the experiment's variants from the store itself: one seed each, so
+// the loss ranking has no test and one group, and says so.
+TEST(ClaimsView, RanksTheVariantsOfTheExperimentShown) {
+    app_test::ensureApplication();
+    app_test::TempDir dir;
+    std::int64_t ids[3];
+    fillFloorStore(dir.file("db.sqlite"), ids);
+    StoreHandle h = openStoreReadOnly(QString::fromStdString(dir.file("db.sqlite")));
+    ASSERT_TRUE(h.store) << h.error.toStdString();
+    ClaimsView view;
+    view.setStore(h.store.get(), h.path);
+    view.show();  // the claims and the ranking are computed when the view is looked at
+    ASSERT_EQ(view.rankings().size(), 1u);  // no task results: the loss ranking only
+    EXPECT_EQ(view.rankingRows(), (QStringList{"1 learned 1 5.900  a", "2 no-floor 1 6.000  a",
+                                               "3 near-floor 1 6.850  a"}));
+    EXPECT_NE(view.rankings()[0].note.find("no test"), std::string::npos);
+}

@@ -388,6 +388,7 @@ engine::PretrainConfig unusual_config(const std::string& preset, const std::stri
     m.initializer_range = 0.037, m.pad_token_id = 3, m.rel_pos_bins = 16, m.max_rel_pos = 64;
     m.max_relative_distance = 9, m.rope_fraction = 0.5, m.rope_base = 1.5e20;
     m.position_offset = 2, m.pre_layernorm = true;
+    m.scale_input_positions = !m.scale_input_positions;  // the sinusoidal preset sets it
     auto& d = c.data;
     d.corpus = "data/my corpus: v2 #1.txt", d.vocab = "C:\\vocab \"x\".txt", d.cache_dir = "null";
     d.max_seq_len = 77, d.validation_fraction = 0.1, d.mask_prob = 0.2;

@@ -51,6 +51,49 @@ TEST(SignTest, ExactBinomialTails) {
     EXPECT_EQ(sign_test_p(0, 0), 1.0);
 }
 
+// Holm (1979), by hand: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 = 0.02, 0.03, 0.06,
+// 0.04, made non-decreasing (0.04 -> 0.06), back in the input's order; capped at 1.
+TEST(HolmAdjust, StepsDownAndStaysMonotone) {
+    const auto adjusted = holm_adjust({0.01, 0.04, 0.03, 0.005});
+    ASSERT_EQ(adjusted.size(), 4u);
+    EXPECT_DOUBLE_EQ(adjusted[0], 0.03);
+    EXPECT_DOUBLE_EQ(adjusted[1], 0.06);
+    EXPECT_DOUBLE_EQ(adjusted[2], 0.06);
+    EXPECT_DOUBLE_EQ(adjusted[3], 0.02);
+    EXPECT_DOUBLE_EQ(holm_adjust({0.4, 0.5})[1], 0.8);  // 0.5 * 1, raised to 0.4 * 2
+    EXPECT_DOUBLE_EQ(holm_adjust({0.6, 0.7})[0], 1.0);  // 0.6 * 2, capped
+    EXPECT_TRUE(holm_adjust({}).empty());
+}
+
+// z = estimate / sd: an estimate 1.959964 standard deviations from 0 has p = 0.05.
+TEST(BootstrapNormalP, IsTheNormalTailOfTheStandardisedEstimate) {
+    std::vector<double> replicates;
+    for (int i = 0; i < 1000; ++i) replicates.push_back(i % 2 == 0 ? 1.0 : -1.0);
+    double mean = 0, ss = 0;
+    for (double r : replicates) mean += r / 1000.0;
+    for (double r : replicates) ss += (r - mean) * (r - mean);
+    const double sd = std::sqrt(ss / 999.0);
+    EXPECT_NEAR(bootstrap_normal_p(1.959964 * sd, replicates), 0.05, 1e-6);
+    EXPECT_NEAR(bootstrap_normal_p(-1.959964 * sd, replicates), 0.05, 1e-6);
+    EXPECT_DOUBLE_EQ(bootstrap_normal_p(0.0, replicates), 1.0);
+    EXPECT_DOUBLE_EQ(bootstrap_normal_p(0.5, {2.0, 2.0}), 0.0);  // no spread, not 0
+    EXPECT_DOUBLE_EQ(bootstrap_normal_p(0.0, {2.0, 2.0}), 1.0);
+}
+
+// Four ranked items, 0 apart from 2 and 3, 1 apart from 3: the lines are {0,1}, {1,2}, {2,3}.
+// Nothing apart: one group; everything apart: one group each.
+TEST(IndistinguishableRuns, AreTheMaximalRunsWithNoPairApart) {
+    const auto apart = [](int i, int j) { return (i == 0 && j >= 2) || (i == 1 && j == 3); };
+    const auto runs = indistinguishable_runs(4, apart);
+    ASSERT_EQ(runs.size(), 3u);
+    EXPECT_EQ(runs[0], std::make_pair(0, 1));
+    EXPECT_EQ(runs[1], std::make_pair(1, 2));
+    EXPECT_EQ(runs[2], std::make_pair(2, 3));
+    EXPECT_EQ(indistinguishable_runs(3, [](int, int) { return false; }).size(), 1u);
+    EXPECT_EQ(indistinguishable_runs(3, [](int, int) { return true; }).size(), 3u);
+    EXPECT_TRUE(indistinguishable_runs(0, [](int, int) { return true; }).empty());
+}
+
 TEST(PercentileInterval, InterpolatesOrderStatistics) {
     std::vector<double> v;
     for (int i = 0; i <= 100; ++i) v.push_back(i);

@@ -113,6 +113,20 @@ TEST_F(JobIdentityTest, PretrainFingerprintFollowsWhatShapesTheRunNotWhereItRuns
     EXPECT_NE(base, pretrain_fp(spec()));
 }
 
+// A field added later stays out of the identity at the value that reproduces what came before
+// it, so the runs stored before it existed stay "already done"; at another value it enters.
+TEST_F(JobIdentityTest, AFieldAddedLaterEntersTheIdentityOnlyAwayFromItsDefault) {
+    FileHashes hashes;
+    const ExperimentSpec plain = spec();
+    const JobIdentity before = pretrain_identity(plain, plain.variants[0], hashes);
+    EXPECT_EQ(before.fields().count("model.scale_input_positions"), 0u);
+    EXPECT_EQ(before.fields().count("model.pre_layernorm"), 1u);  // an original field: always
+    const ExperimentSpec scaled = spec({"model.scale_input_positions=true"});
+    const JobIdentity after = pretrain_identity(scaled, scaled.variants[0], hashes);
+    EXPECT_EQ(after.fields().at("model.scale_input_positions"), "true");
+    EXPECT_NE(before.fingerprint(), after.fingerprint());
+}
+
 TEST_F(JobIdentityTest, FineTuningIdentityHoldsItsPretrainingProtocolAndTaskData) {
     const ExperimentSpec s = spec();
     FileHashes hashes;

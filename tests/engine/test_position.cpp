@@ -108,9 +108,10 @@ torch::Tensor reference_logits(BertModel& m, const ModelConfig& c, const torch::
     // Embeddings: words + (learned | sinusoidal) + token type 0, LayerNorm.
     auto x = named_param(*m, "embeddings.word_embeddings.weight").index_select(0, input.view({-1}));
     x = x.view({B, T, C});
+    const double input_scale = c.scale_input_positions ? 1.0 / std::sqrt(double(C)) : 1.0;
     if (c.absolute_position == "input")
-        x = x +
-            named_param(*m, "embeddings.position_embeddings.weight").slice(0, offset, offset + T);
+        x = x + input_scale * named_param(*m, "embeddings.position_embeddings.weight")
+                                  .slice(0, offset, offset + T);
     if (c.absolute_position == "sinusoidal") {
         auto table = torch::zeros({T, C}, torch::kDouble);
         for (int64_t t = 0; t < T; ++t)
@@ -119,7 +120,7 @@ torch::Tensor reference_logits(BertModel& m, const ModelConfig& c, const torch::
                 table[t][i] = i % 2 == 0 ? std::sin(pos[t].item<double>() * w)
                                          : std::cos(pos[t].item<double>() * w);
             }
-        x = x + table;
+        x = x + input_scale * table;
     }
     x = x + named_param(*m, "embeddings.token_type_embeddings.weight")[0];
     x = torch::layer_norm(x, {C}, named_param(*m, "embeddings.LayerNorm.weight"),

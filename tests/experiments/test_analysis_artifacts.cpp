@@ -12,6 +12,7 @@
 #include <string>
 
 #include "experiments/analysis_artifacts.h"
+#include "experiments/claims.h"
 #include "experiments/experiment.h"
 #include "experiments/result_store.h"
 #include "experiments/runner.h"
@@ -95,9 +96,10 @@ TEST_F(AnalysisArtifactsTest, RunnerRecordsEveryFileOfTheAnalysisThroughTheCli) 
     GTEST_SKIP() << "figures need the Qt build (TUPE_WITH_QT)";
 #endif
     const auto spec = load_experiment(
-        study("bert-a, tupe-r", "{checkpoints: [0.5, 1.0], sentences: 5, max_tokens: 16}"));
+        study("bert-a, tupe-r", "{checkpoints: [0, 0.5, 1.0], sentences: 5, max_tokens: 16}"));
     ASSERT_TRUE(spec.analysis.enabled);
-    EXPECT_EQ(spec.analysis_steps(spec.variants[0]), (std::vector<int64_t>{3, 6}));
+    // 0: the initialised model, claim 5's control.
+    EXPECT_EQ(spec.analysis_steps(spec.variants[0]), (std::vector<int64_t>{0, 3, 6}));
     RunnerOptions options;
     options.self_exe = TUPE_CLI;  // `tupe analyze` children, figures included
     const auto summary = run_experiment(spec, options, {});
@@ -105,7 +107,7 @@ TEST_F(AnalysisArtifactsTest, RunnerRecordsEveryFileOfTheAnalysisThroughTheCli) 
     EXPECT_EQ(summary.finished, static_cast<int64_t>(make_plan(spec).size()));
 
     for (const std::string variant : {"bert-a", "tupe-r"})
-        for (const std::string step : {"step3", "step6"}) {
+        for (const std::string step : {"step0", "step3", "step6"}) {
             const fs::path d = dir_ / "runs" / variant / "analysis" / step;
             EXPECT_TRUE(fs::exists(d / "index.json")) << d;
             EXPECT_TRUE(fs::exists(d / "cls" / "entropy.npy")) << d;
@@ -121,10 +123,18 @@ TEST_F(AnalysisArtifactsTest, RunnerRecordsEveryFileOfTheAnalysisThroughTheCli) 
         counts[0] = expect_artifacts_are_the_files(store, "bert-a");
         counts[1] = expect_artifacts_are_the_files(store, "tupe-r");
         EXPECT_GT(counts[0], 50u);
-        // The snapshot at step 3 exists for the analysis (fine-tuning uses only step 6).
+        // The snapshots at steps 0 and 3 exist for the analysis (fine-tuning uses only step 6).
         auto exp = store.find_experiment("tiny");
         auto run = store.find_run(exp->id, "bert-a");
-        EXPECT_EQ(store.checkpoints(run->id).size(), 2u);
+        EXPECT_EQ(store.checkpoints(run->id).size(), 3u);
+        // Claim 5 reads the trained analysis and, as its control, the untrained one.
+        const auto claims = evaluate_claims(store, "tiny");
+        const auto five =
+            std::find_if(claims.begin(), claims.end(), [](const Claim& c) { return c.id == "5"; });
+        ASSERT_NE(five, claims.end());
+        EXPECT_NE(five->evidence.find("; untrained control: "), std::string::npos)
+            << five->evidence;
+        EXPECT_NE(five->details.back().find("untrained: "), std::string::npos);
     }
     // A rerun skips everything and records nothing twice.
     const auto again = run_experiment(spec, options, {});
@@ -266,7 +276,8 @@ TEST_F(AnalysisArtifactsTest, AnalysisBlockErrorsNameKeyAndLineOrTheMissingSnaps
         EXPECT_NE(msg.find("analysis.sentence"), std::string::npos) << msg;
         EXPECT_NE(msg.find("sentences"), std::string::npos) << msg;  // the nearest key
     }
-    EXPECT_THROW(load_experiment(study("bert-a", "{checkpoints: [0]}")), std::exception);
+    EXPECT_THROW(load_experiment(study("bert-a", "{checkpoints: [1.5]}")), std::exception);
+    EXPECT_THROW(load_experiment(study("bert-a", "{checkpoints: [-0.1]}")), std::exception);
     EXPECT_THROW(load_experiment(study("bert-a", "{corpus: x.txt, text: a cat}")), std::exception);
 
     // Pretrained with a snapshot at step 6 only; an analysis of step 3 cannot be made later.

@@ -16,6 +16,7 @@
 #include "experiments/claims.h"
 #include "experiments/config_loader.h"
 #include "experiments/experiment.h"
+#include "experiments/ranking.h"
 #include "experiments/report.h"
 #include "experiments/result_store.h"
 #include "experiments/runner.h"
@@ -244,6 +245,68 @@ TEST_F(EvidenceTest, ClaimsSupportedWhenTupeIsClearlyBetter) {
     EXPECT_EQ(claim(all_four, "3a").evidence.find("of 3 pairs"), std::string::npos);
 }
 
+// Four variants, 3 seeds: two near 5.4 nats and two near 6.4, each pair of neighbours within
+// seed noise. The ranking tells the two levels apart (every cross pair 1 nat apart on every
+// seed) and not the neighbours: groups a, a, b, b. Holm never lowers a p-value. On the tasks
+// the same split holds: 330 against 210 of 400 correct.
+TEST_F(EvidenceTest, RankingGroupsWhatTheCorrectedPairwiseTestsCannotTellApart) {
+    HandStore h(dir_ / "db.sqlite");
+    const std::map<std::string, std::vector<double>> finals = {{"va", {5.40, 5.45, 5.42}},
+                                                               {"vb", {5.41, 5.47, 5.40}},
+                                                               {"vc", {6.40, 6.45, 6.41}},
+                                                               {"vd", {6.41, 6.44, 6.43}}};
+    for (const auto& [name, losses] : finals)
+        for (int s = 0; s < 3; ++s) {
+            const int64_t id = h.pretrain(name, s + 1, losses[static_cast<size_t>(s)]);
+            const bool good = name == "va" || name == "vb";
+            h.finetune(name + "@seed" + std::to_string(s + 1), id, 1, 400, good ? 330 : 210);
+        }
+    const auto rankings = rank_variants(h.store, "hand");
+    ASSERT_EQ(rankings.size(), 2u);
+    const Ranking& loss = rankings[0];
+    ASSERT_EQ(loss.variants.size(), 4u);
+    EXPECT_EQ(loss.variants[0].variant, "va");
+    EXPECT_EQ(loss.variants[3].variant, "vd");
+    EXPECT_EQ(loss.variants[0].seeds, 3);
+    EXPECT_NEAR(loss.variants[0].value, (5.40 + 5.45 + 5.42) / 3, 1e-9);
+    EXPECT_LT(loss.variants[0].lo, loss.variants[0].value);
+    EXPECT_EQ(loss.variants[0].groups, "a");
+    EXPECT_EQ(loss.variants[1].groups, "a");
+    EXPECT_EQ(loss.variants[2].groups, "b");
+    EXPECT_EQ(loss.variants[3].groups, "b");
+    ASSERT_EQ(loss.pairs.size(), 6u);
+    int apart = 0;
+    for (const auto& p : loss.pairs) {
+        EXPECT_GE(p.p_holm, p.p) << p.better << " vs " << p.worse;
+        apart += p.apart;
+        const bool cross =
+            (p.better == "va" || p.better == "vb") == (p.worse == "vc" || p.worse == "vd");
+        EXPECT_EQ(p.apart, cross) << p.better << " vs " << p.worse << ": p " << p.p;
+    }
+    EXPECT_EQ(apart, 4);
+    const Ranking& tasks = rankings[1];
+    ASSERT_EQ(tasks.variants.size(), 4u);
+    EXPECT_FALSE(tasks.lower_is_better);
+    EXPECT_NEAR(tasks.variants[0].value, 82.5, 1e-9);
+    EXPECT_EQ(tasks.variants[0].groups, "a");
+    EXPECT_EQ(tasks.variants[3].groups, "b");
+    const std::string table = render_rankings("hand", rankings, ClaimsFormat::kTable);
+    EXPECT_NE(table.find("pairs told apart: 4 of 6"), std::string::npos) << table;
+    EXPECT_NE(table.find("Holm"), std::string::npos) << table;
+    const auto json = nlohmann::json::parse(render_rankings("hand", rankings, ClaimsFormat::kJson));
+    EXPECT_EQ(json.at("rankings").size(), 2u);
+    EXPECT_EQ(json["rankings"][0]["variants"][2]["groups"], "b");
+    // A column the study does not have is an error naming it and the ones it has.
+    try {
+        rank_variants(h.store, "hand", {{"syn-cola"}, 0.05});
+        FAIL() << "no error";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("no task 'syn-cola' (it has: syn-rte)"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
 TEST_F(EvidenceTest, ClaimsContradictedWhenTupeIsClearlyWorse) {
     HandStore h(dir_ / "db.sqlite");
     const double bert_final[] = {5.40, 5.45, 5.38}, tupe_final[] = {6.40, 6.48, 6.41};
@@ -380,8 +443,9 @@ TEST_F(EvidenceTest, ClaimsFromAnalysisArtifacts) {
     HandStore h(dir_ / "db.sqlite");
     const int64_t b = h.pretrain("bert-a", 1, 6.0);
     const int64_t t = h.pretrain("tupe-a", 1, 5.0);
-    auto index = [&](const std::string& name, const std::string& files) {
-        const fs::path d = dir_ / name / "analysis" / "step1000";
+    auto index = [&](const std::string& name, const std::string& files,
+                     const std::string& step = "step1000") {
+        const fs::path d = dir_ / name / "analysis" / step;
         fs::create_directories(d);
         std::ofstream(d / "index.json") << "{\"files\": [" << files << "]}";
         return (d / "index.json").string();
@@ -410,6 +474,18 @@ TEST_F(EvidenceTest, ClaimsFromAnalysisArtifacts) {
     EXPECT_EQ(claim(claims, "6").verdict, Verdict::kSupported) << claim(claims, "6").evidence;
     EXPECT_NE(claim(claims, "6").evidence.find("4 heads"), std::string::npos)
         << claim(claims, "6").evidence;
+    EXPECT_NE(claim(claims, "5").evidence.find("no untrained control"), std::string::npos);
+    EXPECT_NE(claim(claims, "6").details.back().find("taxonomy: previous/next if"),
+              std::string::npos);
+    // The control: an untrained model (step 0) with the cross terms as flat. Then the
+    // flatness is not training's doing, and the verdict says so.
+    h.store.add_artifact({0, b, "analysis-index", index("bert-a", terms, "step0"), 0, "", ""});
+    const auto controlled = evaluate_claims(h.store, "hand");
+    EXPECT_EQ(claim(controlled, "5").verdict, Verdict::kInconclusive)
+        << claim(controlled, "5").evidence;
+    EXPECT_NE(claim(controlled, "5").evidence.find("untrained control: 8 of 8"), std::string::npos)
+        << claim(controlled, "5").evidence;
+    EXPECT_NE(claim(controlled, "5").evidence.find("not training's doing"), std::string::npos);
 }
 
 TEST_F(EvidenceTest, RunnerStoresPredictionsAndTheFloorAndTheShuffledControlStaysAtChance) {

@@ -37,7 +37,10 @@ ClaimsView::ClaimsView(QWidget* parent)
       showRuns_(new QPushButton("Show the runs")),
       table_(new QTableWidget(0, kColumns)),
       details_(new QPlainTextEdit),
-      status_(new QLabel) {
+      status_(new QLabel),
+      rankingOn_(new QComboBox),
+      ranking_(new QTableWidget(0, 6)),
+      rankingNote_(new QLabel) {
     table_->setHorizontalHeaderLabels({"#", "verdict", "claim (Ke et al., ICLR 2021)", "evidence"});
     table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
     table_->setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -63,11 +66,28 @@ ClaimsView::ClaimsView(QWidget* parent)
     bar->addWidget(rerun_);
     bar->addStretch();
     bar->addWidget(showRuns_);
+    ranking_->setHorizontalHeaderLabels({"rank", "variant", "seeds", "value", "95% CI", "group"});
+    ranking_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    ranking_->verticalHeader()->setVisible(false);
+    ranking_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    ranking_->horizontalHeader()->setStretchLastSection(true);
+    rankingNote_->setWordWrap(true);
+    auto* rankingBox = new QWidget;
+    auto* rankingLayout = new QVBoxLayout(rankingBox);
+    rankingLayout->setContentsMargins(0, 0, 0, 0);
+    auto* rankingBar = new QHBoxLayout;
+    rankingBar->addWidget(new QLabel("Ranking on"));
+    rankingBar->addWidget(rankingOn_, 1);
+    rankingLayout->addLayout(rankingBar);
+    rankingLayout->addWidget(ranking_, 1);
+    rankingLayout->addWidget(rankingNote_);
     auto* split = new QSplitter(Qt::Vertical);
     split->addWidget(table_);
     split->addWidget(details_);
+    split->addWidget(rankingBox);
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
+    split->setStretchFactor(2, 2);
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(bar);
     layout->addWidget(split, 1);
@@ -77,6 +97,7 @@ ClaimsView::ClaimsView(QWidget* parent)
     connect(rerun_, &QPushButton::clicked, this, &ClaimsView::refresh);
     connect(showRuns_, &QPushButton::clicked, this, &ClaimsView::requestRuns);
     connect(table_, &QTableWidget::itemSelectionChanged, this, &ClaimsView::showDetails);
+    connect(rankingOn_, &QComboBox::currentIndexChanged, this, &ClaimsView::showRanking);
     connect(table_, &QTableWidget::cellDoubleClicked, this, &ClaimsView::requestRuns);
     connect(service_, &ClaimsService::ready, this, &ClaimsView::showReport);
     connect(service_, &ClaimsService::failed, this, [this](const QString& message) {
@@ -112,6 +133,7 @@ void ClaimsView::refresh() {
         status_->setText(store_ ? "No experiments in this database." : "No database open.");
         return;
     }
+    computeRankings();
     status_->setText("Testing the claims on " + experiment_->currentText() + " (tupe claims)...");
     service_->request(dbPath_, experiment_->currentText(), projectRootFor(dbPath_));
 }
@@ -193,6 +215,70 @@ void ClaimsView::showDetails() {
     showRuns_->setText(c.view == "glue"   ? "Show the runs (GLUE results)"
                        : c.view == "maps" ? "Show the runs (correlation maps)"
                                           : "Show the runs (training curves)");
+}
+
+void ClaimsView::computeRankings() {
+    rankings_.clear();
+    try {
+        rankings_ = experiments::rank_variants(*store_, experiment_->currentText().toStdString());
+    } catch (const std::exception& e) {
+        rankingNote_->setText(QString("No ranking: ") + e.what());
+    }
+    const int keep = rankingOn_->currentIndex();
+    {
+        QSignalBlocker block(rankingOn_);
+        rankingOn_->clear();
+        for (const auto& r : rankings_) rankingOn_->addItem(QString::fromStdString(r.measure));
+        rankingOn_->setCurrentIndex(keep >= 0 && keep < rankingOn_->count() ? keep : 0);
+    }
+    showRanking();
+}
+
+void ClaimsView::showRanking() {
+    ranking_->setRowCount(0);
+    const int i = rankingOn_->currentIndex();
+    if (i < 0 || i >= int(rankings_.size())) {
+        if (rankings_.empty() && rankingNote_->text().isEmpty())
+            rankingNote_->setText("No finished runs to rank.");
+        return;
+    }
+    const experiments::Ranking& r = rankings_[size_t(i)];
+    const int digits = r.lower_is_better ? 3 : 2;
+    ranking_->setRowCount(int(r.variants.size()));
+    for (size_t k = 0; k < r.variants.size(); ++k) {
+        const auto& v = r.variants[k];
+        const QString ci = v.lo == v.hi ? QString()
+                                        : QString("[%1, %2]")
+                                              .arg(QString::number(v.lo, 'f', digits),
+                                                   QString::number(v.hi, 'f', digits));
+        const QStringList cells = {QString::number(k + 1),
+                                   QString::fromStdString(v.variant),
+                                   QString::number(v.seeds),
+                                   QString::number(v.value, 'f', digits),
+                                   ci,
+                                   QString::fromStdString(v.groups)};
+        for (int c = 0; c < cells.size(); ++c)
+            ranking_->setItem(int(k), c, new QTableWidgetItem(cells[c]));
+    }
+    int apart = 0;
+    for (const auto& p : r.pairs) apart += p.apart;
+    QString note = QString("%1 of %2 pairs told apart; variants sharing a letter are not. %3")
+                       .arg(apart)
+                       .arg(r.pairs.size())
+                       .arg(QString::fromStdString(r.test));
+    if (!r.note.empty()) note += " Note: " + QString::fromStdString(r.note);
+    rankingNote_->setText(note);
+}
+
+QStringList ClaimsView::rankingRows() const {
+    QStringList rows;
+    for (int r = 0; r < ranking_->rowCount(); ++r) {
+        QStringList cells;
+        for (int c = 0; c < ranking_->columnCount(); ++c)
+            cells << (ranking_->item(r, c) ? ranking_->item(r, c)->text() : QString());
+        rows << cells.join(' ');
+    }
+    return rows;
 }
 
 void ClaimsView::requestRuns() {

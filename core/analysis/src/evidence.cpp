@@ -128,6 +128,49 @@ double sign_test_p(int64_t positive, int64_t negative) {
     return std::min(1.0, 2.0 * p);
 }
 
+std::vector<double> holm_adjust(const std::vector<double>& p) {
+    const size_t m = p.size();
+    std::vector<size_t> order(m);
+    for (size_t i = 0; i < m; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] < p[b]; });
+    std::vector<double> out(m);
+    double running = 0;
+    for (size_t rank = 0; rank < m; ++rank) {
+        const double scaled = std::min(1.0, p[order[rank]] * static_cast<double>(m - rank));
+        running = std::max(running, scaled);
+        out[order[rank]] = running;
+    }
+    return out;
+}
+
+double bootstrap_normal_p(double estimate, const std::vector<double>& replicates) {
+    double mean = 0, ss = 0;
+    for (double r : replicates) mean += r;
+    if (!replicates.empty()) mean /= static_cast<double>(replicates.size());
+    for (double r : replicates) ss += (r - mean) * (r - mean);
+    const double sd =
+        replicates.size() > 1 ? std::sqrt(ss / static_cast<double>(replicates.size() - 1)) : 0;
+    if (sd == 0) return estimate == 0 ? 1.0 : 0.0;
+    return std::erfc(std::fabs(estimate / sd) / std::sqrt(2.0));
+}
+
+std::vector<std::pair<int, int>> indistinguishable_runs(
+    int n, const std::function<bool(int, int)>& apart) {
+    std::vector<std::pair<int, int>> runs;
+    for (int first = 0; first < n; ++first) {
+        int last = first;
+        const auto joins = [&](int j) {
+            for (int i = first; i < j; ++i)
+                if (apart(i, j)) return false;
+            return true;
+        };
+        while (last + 1 < n && joins(last + 1)) ++last;
+        // A run inside the previous one is not maximal.
+        if (runs.empty() || last > runs.back().second) runs.emplace_back(first, last);
+    }
+    return runs;
+}
+
 Interval percentile_interval(std::vector<double> samples, double level) {
     if (samples.empty()) throw std::invalid_argument("percentile_interval: no samples");
     std::sort(samples.begin(), samples.end());

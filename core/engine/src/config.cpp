@@ -154,8 +154,9 @@ ModelConfig make_model_config(const std::string& preset, const std::string& size
     } else if (preset == "bert-ad") {
         c.absolute_position = "decoupled", c.shared_pos_term = false;
         c.attention_scale_factor = 4.0;
-    } else if (preset == "sinusoidal") {  // Vaswani et al. 2017, sec. 3.5
-        c.absolute_position = "sinusoidal";
+    } else if (preset == "sinusoidal") {     // Vaswani et al. 2017, sec. 3.5; the table scaled
+        c.absolute_position = "sinusoidal";  // as fairseq and Cramming do (scale_input_positions)
+        c.scale_input_positions = true;
     } else if (preset == "nope") {  // Kazemnejad et al. 2023: the order-blind control
         c.absolute_position = "none";
     } else if (preset == "t5") {  // Raffel et al. 2020; TUPE Eq. 5 without the input table
@@ -215,6 +216,7 @@ void visit_model(ModelConfig& m, Visitor&& v) {
     v("model.shared_pos_term", m.shared_pos_term);
     v("model.attention_scale_factor", m.attention_scale_factor);
     v("model.pre_layernorm", m.pre_layernorm);
+    v("model.scale_input_positions", m.scale_input_positions);
 }
 
 template <typename Visitor>

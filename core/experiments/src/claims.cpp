@@ -15,9 +15,11 @@
 
 #include "analysis/analysis_index.h"
 #include "analysis/evidence.h"
+#include "analysis/head_taxonomy.h"
 #include "analysis/text_format.h"
 #include "experiments/experiment.h"
 #include "experiments/report.h"
+#include "stored_runs.h"
 
 namespace experiments {
 
@@ -35,45 +37,6 @@ std::string p_text(double p) {
         std::snprintf(buf, sizeof buf, "p=%.4f", p);
     return buf;
 }
-
-struct PretrainRun {
-    int64_t id = 0;
-    std::string name, group, out_dir, config_text;
-    int64_t seed = 0;
-    std::vector<MetricPoint> validation;  ///< validation/loss by step
-    int64_t last_step() const { return validation.empty() ? 0 : validation.back().step; }
-    double final_loss() const { return validation.back().value; }
-    /// The loss at `step`, linearly interpolated between evaluations; NaN outside the curve.
-    double loss_at(int64_t step) const {
-        for (size_t i = 0; i < validation.size(); ++i) {
-            if (validation[i].step == step) return validation[i].value;
-            if (validation[i].step > step && i > 0) {
-                const auto& a = validation[i - 1];
-                const auto& b = validation[i];
-                const double f =
-                    static_cast<double>(step - a.step) / static_cast<double>(b.step - a.step);
-                return a.value + f * (b.value - a.value);
-            }
-        }
-        return std::nan("");
-    }
-    /// The first (interpolated) step at which the curve reaches `target` or below; -1 if never.
-    double first_step_at_or_below(double target) const {
-        for (size_t i = 0; i < validation.size(); ++i) {
-            if (validation[i].value <= target) {
-                if (i == 0) return static_cast<double>(validation[0].step);
-                const auto& a = validation[i - 1];
-                const auto& b = validation[i];
-                const double f = (a.value - target) / (a.value - b.value);
-                return static_cast<double>(a.step) + f * static_cast<double>(b.step - a.step);
-            }
-        }
-        return -1;
-    }
-};
-
-// group -> seed -> run
-using Groups = std::map<std::string, std::map<int64_t, PretrainRun>>;
 
 std::vector<std::string> run_names(const Groups& groups, const std::vector<std::string>& wanted) {
     std::vector<std::string> out;
@@ -150,31 +113,6 @@ LossComparison compare_losses(const std::map<int64_t, PretrainRun>& a, const std
     return c;
 }
 
-// The report row of `group` at its last checkpoint step.
-const ReportRow* final_row(const Report& report, const std::string& group) {
-    const ReportRow* out = nullptr;
-    for (const auto& row : report.rows)
-        if (!row.reference && row.variant == group && (!out || row.step > out->step)) out = &row;
-    return out;
-}
-
-// Mean over `columns` of the rows' replicates; empty when a column lacks an interval.
-std::vector<double> mean_replicates(const ReportRow& row, const std::vector<std::string>& columns,
-                                    double* point) {
-    std::vector<double> out;
-    *point = 0;
-    for (const auto& c : columns) {
-        auto it = row.cells.find(c);
-        if (it == row.cells.end() || !it->second.has_interval) return {};
-        const auto& r = it->second.replicates;
-        if (out.empty()) out.assign(r.size(), 0.0);
-        if (r.size() != out.size()) return {};
-        for (size_t i = 0; i < r.size(); ++i) out[i] += r[i] / static_cast<double>(columns.size());
-        *point += it->second.median / static_cast<double>(columns.size());
-    }
-    return out;
-}
-
 struct ScoreComparison {
     bool ok = false;
     double diff = 0;
@@ -222,10 +160,11 @@ std::string missing_text(const Groups& groups, const std::vector<std::string>& n
     return out;
 }
 
-// The analysis index.json of a pretrain run with the highest step, parsed (analysis_index.h);
-// nullopt if none or unreadable.
-std::optional<analysis::AnalysisIndex> latest_index(ResultStore& store, const PretrainRun& run,
-                                                    std::string* path_out) {
+// An analysis index.json of a pretrain run, parsed (analysis_index.h): the one of the highest
+// trained step (`initial` false), or the one of step 0, the initialised model that claim 5's
+// control reads (`initial` true); nullopt if none or unreadable.
+std::optional<analysis::AnalysisIndex> find_index(ResultStore& store, const PretrainRun& run,
+                                                  std::string* path_out, bool initial = false) {
     int64_t best_step = -1;
     std::string best;
     for (const auto& a : store.artifacts(run.id)) {
@@ -233,8 +172,10 @@ std::optional<analysis::AnalysisIndex> latest_index(ResultStore& store, const Pr
         if (p.size() < 10 || p.compare(p.size() - 10, 10, "index.json") != 0) continue;
         if (p.find("/compare/") != std::string::npos) continue;
         const auto at = p.rfind("/step");
-        int64_t step = 0;
-        if (at != std::string::npos) step = std::atoll(p.c_str() + at + 5);
+        const bool named = at != std::string::npos;
+        const int64_t step = named ? std::atoll(p.c_str() + at + 5) : 0;
+        const bool is_initial = named && step == 0;
+        if (initial != is_initial) continue;
         if (step > best_step) best_step = step, best = p;
     }
     if (best.empty()) return std::nullopt;
@@ -583,18 +524,24 @@ void count_flatter_terms(const analysis::AnalysisIndex& index, int64_t* flatter,
 }
 
 // Claim 5: the baseline's word-position terms against word-word, a sign test over every
-// (head, term, seed) comparison of its latest analysis.
+// (head, term, seed) comparison of its latest analysis; where the study analysed step 0 too
+// (analysis.checkpoints: [0, ...]), the same test on the untrained model is the control: the
+// terms being flat counts as training's doing only if the untrained model's are not.
 void judge_uniform_word_position(const ClaimSpec& spec, ClaimInputs& in, Claim& c) {
     const std::string& bert = spec.runs_of[0];
-    int64_t flatter = 0, steeper = 0;
-    std::vector<double> ratios;
+    int64_t flatter = 0, steeper = 0, control_flatter = 0, control_steeper = 0;
+    std::vector<double> ratios, control_ratios;
     if (in.groups.count(bert))
         for (const auto& [seed, run] : in.groups[bert]) {
             std::string path;
-            const auto index = latest_index(*in.store, run, &path);
-            if (!index) continue;
-            count_flatter_terms(*index, &flatter, &steeper, &ratios);
-            c.details.push_back("seed " + std::to_string(seed) + ": " + path);
+            if (const auto index = find_index(*in.store, run, &path)) {
+                count_flatter_terms(*index, &flatter, &steeper, &ratios);
+                c.details.push_back("seed " + std::to_string(seed) + ": " + path);
+            }
+            if (const auto control = find_index(*in.store, run, &path, true)) {
+                count_flatter_terms(*control, &control_flatter, &control_steeper, &control_ratios);
+                c.details.push_back("seed " + std::to_string(seed) + ", untrained: " + path);
+            }
         }
     if (flatter + steeper == 0) {
         c.verdict = Verdict::kNotRun;
@@ -607,6 +554,20 @@ void judge_uniform_word_position(const ClaimSpec& spec, ClaimInputs& in, Claim& 
     c.evidence = std::to_string(flatter) + " of " + std::to_string(flatter + steeper) +
                  " (head, term) comparisons flatter than word-word, median spread ratio " +
                  fixed_number(analysis::median_of(ratios), 2) + " (sign test " + p_text(p) + ")";
+    if (control_flatter + control_steeper == 0) {
+        c.evidence += "; no untrained control (analysis.checkpoints without 0)";
+        return;
+    }
+    const double control_p = analysis::sign_test_p(control_flatter, control_steeper);
+    c.evidence += "; untrained control: " + std::to_string(control_flatter) + " of " +
+                  std::to_string(control_flatter + control_steeper) + ", median ratio " +
+                  fixed_number(analysis::median_of(control_ratios), 2) + " (" + p_text(control_p) +
+                  ")";
+    if (c.verdict == Verdict::kSupported && control_p < kAlpha &&
+        control_flatter > control_steeper) {
+        c.verdict = Verdict::kInconclusive;
+        c.evidence += ": as flat before training, so not training's doing";
+    }
 }
 
 // Claim 6: the head taxonomy labels of the TUPE variants' latest analyses (each (layer, head)
@@ -618,7 +579,7 @@ void judge_positional_patterns(const ClaimSpec& spec, ClaimInputs& in, Claim& c)
         if (!in.groups.count(g)) continue;
         for (const auto& [seed, run] : in.groups[g]) {
             std::string path;
-            const auto index = latest_index(*in.store, run, &path);
+            const auto index = find_index(*in.store, run, &path);
             if (!index) continue;
             std::set<std::pair<int64_t, int64_t>> seen;  // (layer, head)
             for (const auto& f : index->files)
@@ -644,6 +605,8 @@ void judge_positional_patterns(const ClaimSpec& spec, ClaimInputs& in, Claim& c)
     for (const auto& [k, n] : counts)
         labels += (labels.empty() ? "" : ", ") + k + " " + std::to_string(n);
     c.evidence = std::to_string(heads) + " heads: " + labels;
+    c.details.push_back("taxonomy: " + analysis::describe(analysis::TaxonomyThresholds{}) +
+                        "; n = the sequence's positions");
 }
 
 // Claim 7's second figure: the overhead at the experiment's own size, from the configs of the
@@ -753,7 +716,8 @@ const std::vector<ClaimSpec>& claim_specs() {
          "per head and pretraining seed, the spread across keys (index.json 'uniformity') of "
          "word_pos and pos_word against word_word; two-sided sign test over those comparisons; "
          "supported if p < 0.05 and most are flatter, contradicted if p < 0.05 and most are less "
-         "flat",
+         "flat; with an analysis of step 0 (the untrained model) the same test is the control, "
+         "and a supported verdict whose control is flatter too (p < 0.05) is inconclusive",
          AppView::kMaps,
          {kAbsolutePair.other},
          {},
@@ -936,39 +900,6 @@ std::vector<Claim> model_claims(ResultStore& store, Groups& groups, const Report
     for (const auto& spec : claim_specs())
         if (!spec.per_lr) claims.push_back(judge_claim(spec, in));
     return claims;
-}
-
-// The finished pretrain runs of an experiment that have validation data, by variant group and
-// seed. Runs of one variant with different configs (another cell: a rerun with --new-runs) are
-// never pooled: each variant is judged on the cell of its latest run, and `left_out` counts
-// the others of each group.
-Groups load_pretrain_groups(ResultStore& store, int64_t experiment_id,
-                            std::map<std::string, int>* left_out) {
-    Groups groups;
-    std::map<std::string, std::string> cell_of_group;
-    const auto runs = store.list_runs(experiment_id);
-    for (const auto& r : runs)
-        if (r.kind == "pretrain" && r.status == "finished")
-            cell_of_group[variant_group(r.variant.empty() ? r.name : r.variant)] = r.cell;
-    for (const auto& r : runs) {
-        if (r.kind != "pretrain" || r.status != "finished") continue;
-        const std::string group = variant_group(r.variant.empty() ? r.name : r.variant);
-        if (r.cell != cell_of_group[group]) {
-            ++(*left_out)[group];
-            continue;
-        }
-        PretrainRun p;
-        p.id = r.id;
-        p.name = r.name;
-        p.group = group;
-        p.seed = r.seed;
-        p.out_dir = r.out_dir;
-        p.config_text = r.config_text;
-        p.validation = store.metrics(r.id, "validation/loss");
-        if (p.validation.empty()) continue;  // nothing to compare (a run without validation data)
-        groups[p.group][p.seed] = p;
-    }
-    return groups;
 }
 
 // Whether the groups form an lr grid: every variant at two or more pretraining lrs.

@@ -100,11 +100,16 @@ std::string short_key(const std::string& key) {
 
 namespace {
 
-std::vector<int64_t> steps_of(const std::vector<double>& fractions, const Variant& v) {
+// Fraction 0 is step 0 (the initialised model) where `zero` allows it; any other fraction
+// is at least step 1.
+std::vector<int64_t> steps_of(const std::vector<double>& fractions, const Variant& v,
+                              bool zero = false) {
     std::set<int64_t> steps;
     for (double f : fractions)
-        steps.insert(
-            std::max<int64_t>(1, std::llround(f * static_cast<double>(v.config.train.steps))));
+        steps.insert(zero && f == 0
+                         ? 0
+                         : std::max<int64_t>(
+                               1, std::llround(f * static_cast<double>(v.config.train.steps))));
     return {steps.begin(), steps.end()};
 }
 
@@ -115,7 +120,7 @@ std::vector<int64_t> ExperimentSpec::checkpoint_steps(const Variant& v) const {
 }
 
 std::vector<int64_t> ExperimentSpec::analysis_steps(const Variant& v) const {
-    return analysis.enabled ? steps_of(analysis.checkpoints, v) : std::vector<int64_t>{};
+    return analysis.enabled ? steps_of(analysis.checkpoints, v, true) : std::vector<int64_t>{};
 }
 
 std::string variant_group(const std::string& full_name) {
@@ -175,10 +180,10 @@ void read_analysis_section(const YAML::Node& a, const Reader& r, AnalysisSpec& a
     an.enabled = true;
     if (a["checkpoints"]) {
         an.checkpoints =
-            r.list<double>(a["checkpoints"], "analysis.checkpoints", "fractions in (0, 1]");
-        for (double f : an.checkpoints)
-            if (!(f > 0 && f <= 1))
-                r.fail(a["checkpoints"], "analysis.checkpoints", "fractions must be in (0, 1]");
+            r.list<double>(a["checkpoints"], "analysis.checkpoints", "fractions in [0, 1]");
+        for (double f : an.checkpoints)  // 0: the initialised model (claim 5's control)
+            if (!(f >= 0 && f <= 1))
+                r.fail(a["checkpoints"], "analysis.checkpoints", "fractions must be in [0, 1]");
     }
     if (a["corpus"]) an.corpus = r.scalar<std::string>(a["corpus"], "analysis.corpus", "a path");
     if (a["text"]) an.text = r.scalar<std::string>(a["text"], "analysis.text", "a sentence");

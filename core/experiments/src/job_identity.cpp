@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -37,6 +38,13 @@ const std::set<std::string> kNotIdentity = {"model.preset",
                                             "train.log_interval",
                                             "train.checkpoint_interval",
                                             "out_dir"};
+
+// Fields added after results were stored, each with the value that reproduces what came
+// before it: at that value a field stays out of the identity, so adding it leaves every stored
+// run's identity (and "already done") as it was; at any other value it enters.
+const std::map<std::string, std::string> kOmittedAtDefault = {
+    {"model.scale_input_positions", "false"},
+};
 
 std::string short_hash(const std::string& text) { return engine::sha256_hex(text).substr(0, 16); }
 
@@ -143,9 +151,12 @@ std::string FileHashes::sha256_tree(const std::string& dir) {
 
 JobIdentity pretrain_identity(const ExperimentSpec& spec, const Variant& v, FileHashes& hashes) {
     JobIdentity id;
-    for (const auto& key : engine::config_keys())
-        if (!kNotIdentity.count(key))
-            id.set(key, canonical(engine::get_config_value(v.config, key)));
+    for (const auto& key : engine::config_keys()) {
+        if (kNotIdentity.count(key)) continue;
+        const std::string value = canonical(engine::get_config_value(v.config, key));
+        const auto omitted = kOmittedAtDefault.find(key);
+        if (omitted == kOmittedAtDefault.end() || omitted->second != value) id.set(key, value);
+    }
     id.set("data.corpus.sha256", hashes.sha256(v.config.data.corpus));
     id.set("data.vocab.sha256", hashes.sha256(v.config.data.vocab));
     id.set("snapshots", joined_steps(spec.checkpoint_steps(v)));

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace analysis {
@@ -33,6 +35,24 @@ PairedTest paired_t_test(const std::vector<double>& differences);
 /// Two-sided exact binomial sign test of `positive` vs `negative` outcomes (ties dropped):
 /// min(1, 2 * P(X <= min(pos, neg))) with X ~ Binomial(pos + neg, 1/2). 1 when both are 0.
 double sign_test_p(int64_t positive, int64_t negative);
+
+/// Holm's step-down adjustment of m p-values (Holm 1979): the i-th smallest times (m - i + 1),
+/// made non-decreasing in that order and capped at 1, returned in the input's order. Calling
+/// "adjusted p < alpha" significant controls the family-wise error rate at alpha.
+std::vector<double> holm_adjust(const std::vector<double>& p);
+
+/// Two-sided p of "the difference is 0" from a paired bootstrap: z = estimate / (standard
+/// deviation of the replicates), p = 2 (1 - Phi(|z|)). A normal approximation, used where a
+/// correction over many pairs needs p-values finer than 1 / resamples. 1 when the replicates
+/// have no spread and the estimate is 0; 0 when they have none and it is not.
+double bootstrap_normal_p(double estimate, const std::vector<double>& replicates);
+
+/// The groups of a ranking: items 0..n-1 in rank order and `apart(i, j)` (i < j) whether two
+/// are told apart. Returns the maximal runs [first, last] of consecutive items no two of which
+/// are told apart, in order; every item lies in at least one (the lines drawn under a ranked
+/// list, or the letters of a compact letter display for a ranked list).
+std::vector<std::pair<int, int>> indistinguishable_runs(int n,
+                                                        const std::function<bool(int, int)>& apart);
 
 struct Interval {
     double lo = 0;

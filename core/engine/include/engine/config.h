@@ -49,6 +49,12 @@ struct ModelConfig {
     bool shared_pos_term = true;        ///< One positional term for all layers (TUPE) or per layer.
     double attention_scale_factor = 1.0;  ///< Logits scaled by 1/sqrt(d * factor).
     bool pre_layernorm = false;           ///< Post-LN (BERT, reference) by default.
+    /// The input slot's table (learned or sinusoidal) times 1/sqrt(hidden_size) before it is
+    /// added to the words. Under the embedding LayerNorm this is fairseq's sqrt(d) word scale
+    /// (Vaswani et al. 2017, sec. 3.4) and Cramming's scaled sinusoidal table at its init
+    /// (Geiping & Goldstein 2023, after FLASH): without it the unit-amplitude sinusoids (row
+    /// norm sqrt(d/2)) outweigh N(0, 0.02) word rows 35-fold at d = 64 (docs/zoo.md).
+    bool scale_input_positions = false;
 
     int64_t head_dim() const { return hidden_size / num_attention_heads; }
     /// Throws std::invalid_argument naming the field when the config is inconsistent.
