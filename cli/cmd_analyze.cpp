@@ -114,10 +114,12 @@ LoadedModel load_model(const std::string& spec, const std::string& vocab_flag, b
 
 // ---- tensors -> plotting structs ---------------------------------------------------------------
 
+#if TUPE_WITH_QT  // only the figures read it (the headless build warned: defined but not used)
 std::vector<double> to_values(const torch::Tensor& t) {
     auto c = t.detach().to(torch::kCPU, torch::kDouble).contiguous();
     return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
 }
+#endif
 
 // Titles and timings: 3 significant digits, "n/a" where nothing was measured.
 std::string fmt(double v, int digits = 3) { return analysis::significant_number(v, digits); }
