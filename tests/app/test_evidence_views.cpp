@@ -192,6 +192,12 @@ void fillFloorStore(const std::string& path, std::int64_t ids[3]) {
     }
 }
 
+// fillFloorStore's store in dir, opened read-only as the views open it.
+StoreHandle openFloorStore(const app_test::TempDir& dir, std::int64_t ids[3]) {
+    fillFloorStore(dir.file("db.sqlite"), ids);
+    return openStoreReadOnly(QString::fromStdString(dir.file("db.sqlite")));
+}
+
 }  // namespace
 
 TEST(LossFloor, ReadFromParamsWithTheWarningNearTheFloor) {
@@ -230,8 +236,7 @@ TEST(LossFloor, CurvesViewDrawsOneSharedFloorAndWarns) {
     app_test::ensureApplication();
     app_test::TempDir dir;
     std::int64_t ids[3];
-    fillFloorStore(dir.file("db.sqlite"), ids);
-    StoreHandle h = openStoreReadOnly(QString::fromStdString(dir.file("db.sqlite")));
+    StoreHandle h = openFloorStore(dir, ids);
     ASSERT_TRUE(h.store) << h.error.toStdString();
     CurvesView view;
     view.setStore(h.store.get(), h.path);
@@ -321,8 +326,7 @@ TEST(ClaimsView, RanksTheVariantsOfTheExperimentShown) {
     app_test::ensureApplication();
     app_test::TempDir dir;
     std::int64_t ids[3];
-    fillFloorStore(dir.file("db.sqlite"), ids);
-    StoreHandle h = openStoreReadOnly(QString::fromStdString(dir.file("db.sqlite")));
+    StoreHandle h = openFloorStore(dir, ids);
     ASSERT_TRUE(h.store) << h.error.toStdString();
     ClaimsView view;
     view.setStore(h.store.get(), h.path);
