@@ -292,6 +292,8 @@ BoundPlan bind(const ExperimentSpec& spec, ChangedJobs mode) {
             task_keys.push_back(job.task);
     const std::string task_data =
         task_keys.empty() ? "" : task_data_identity(spec, task_keys, hashes);
+    const std::string zero_shot_data =
+        task_keys.empty() ? "" : zero_shot_task_data_identity(spec, task_keys, hashes);
     for (Job& job : plan) {
         if (job.kind != Job::Kind::kFinetune) continue;
         const std::string plan_variant = job.variant;
@@ -300,16 +302,19 @@ BoundPlan bind(const ExperimentSpec& spec, ChangedJobs mode) {
             job.name = r->second + job.name.substr(plan_variant.size());
         }
         const Variant& v = detail::variant_named(bound.spec, job.variant);
-        const JobIdentity id =
-            finetune_identity(spec, v, pretrain_ids.at(plan_variant), job.checkpoint_step, job.task,
-                              job.lr, job.seed, task_data);
+        const JobIdentity id = finetune_identity(
+            spec, v, pretrain_ids.at(plan_variant), job.checkpoint_step, job.task, job.lr, job.seed,
+            analysis::find_task(job.task).zero_shot ? zero_shot_data : task_data);
         job.identity = id.text();
         job.fingerprint = id.fingerprint();
         job.cell = id.cell(pooled_keys(true));
         binder.resolve(job, [&](const RunRecord& stored) {
-            // Tasks generated before identities came from generator version 1.
+            // Tasks generated before identities came from generator version 1: the same
+            // files as now only where the sizes give version 1.
             return stored.config_text == detail::finetune_config_text(bound.spec, v, job) &&
-                   (spec.glue.data != "builtin" || kSyntheticTasksVersion == 1);
+                   (spec.glue.data != "builtin" ||
+                    synthetic_tasks_version(spec.glue.synthetic_train, spec.glue.synthetic_dev) ==
+                        1);
         });
     }
     if (mode == ChangedJobs::kRefuse && !bound.changed.empty())

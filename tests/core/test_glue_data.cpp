@@ -470,7 +470,8 @@ TEST(SyntheticTasks, FilesLoadWithBalancedLabels) {
         toy_sentences(120), dir.string(), small_options());
     EXPECT_EQ(summary.sentences, 120);
     EXPECT_EQ(summary.train_sentences + summary.dev_sentences, 120);
-    EXPECT_EQ(summary.dev_sentences, 24);  // 50 / 250 of them
+    // Train (200) counted as no larger than dev (50): dev gets 50 / 100 of them.
+    EXPECT_EQ(summary.dev_sentences, 60);
 
     for (const std::string task : {"SYN-CoLA", "SYN-MRPC", "SYN-STS-B", "SYN-RTE"}) {
         const auto splits = experiments::load_task(find_task(task), dir.string());
@@ -605,6 +606,34 @@ TEST(SyntheticTasks, DeterministicUnderTheSeed) {
         EXPECT_EQ(read_file(a / file), read_file(b / file)) << file;
         EXPECT_NE(read_file(a / file), read_file(c / file)) << file;
     }
+}
+
+TEST(SyntheticTasks, MoreTrainExamplesReuseTrainSentencesAndLeaveDevAsItWas) {
+    const auto sentences = toy_sentences(120);
+    auto options = small_options();  // 200 train, 50 dev
+    const fs::path equal = glue_dir("synthetic_equal");
+    const fs::path more = glue_dir("synthetic_more");
+    options.train_size = options.dev_size;
+    const auto a =
+        experiments::write_synthetic_tasks_from_sentences(sentences, equal.string(), options);
+    options.train_size = 40 * options.dev_size;
+    const auto b =
+        experiments::write_synthetic_tasks_from_sentences(sentences, more.string(), options);
+    EXPECT_EQ(a.dev_sentences, 60);
+    EXPECT_EQ(b.dev_sentences, 60);  // not 120 / 41 = 3
+    for (const std::string task : {"SYN-CoLA", "SYN-RTE", "SYN-BSHIFT", "SYN-REV"})
+        EXPECT_EQ(read_file(equal / task / "dev.tsv"), read_file(more / task / "dev.tsv")) << task;
+    // 2,000 train examples from the other 60 sentences, none of them a dev sentence.
+    const auto cola = experiments::load_task(find_task("syn-cola"), more.string());
+    ASSERT_EQ(cola.at("train").examples.size(), 2000u);
+    std::set<std::string> dev, train;
+    for (const auto& ex : cola.at("dev").examples)
+        if (ex.label == "1") dev.insert(ex.text_a);
+    for (const auto& ex : cola.at("train").examples)
+        if (ex.label == "1") train.insert(ex.text_a);
+    EXPECT_GT(train.size(), 50u);
+    EXPECT_LE(train.size(), 60u);
+    for (const auto& s : train) EXPECT_EQ(dev.count(s), 0u) << s;
 }
 
 TEST(SyntheticTasks, StsScoreIsFiveForIdentityAndLowerForReversal) {

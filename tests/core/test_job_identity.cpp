@@ -147,6 +147,24 @@ TEST_F(JobIdentityTest, FineTuningIdentityHoldsItsPretrainingProtocolAndTaskData
     EXPECT_NE(task_data_identity(bigger, {"syn-cola"}, hashes), data);
 }
 
+TEST_F(JobIdentityTest, ZeroShotTasksKeepTheirIdentityWhenOnlyTrainExamplesAreAdded) {
+    ExperimentSpec s = spec();
+    FileHashes hashes;
+    s.glue.synthetic_train = 1000;
+    s.glue.synthetic_dev = 1000;
+    const std::string equal = task_data_identity(s, {"syn-bshift"}, hashes);
+    EXPECT_NE(equal.find("builtin v1 "), std::string::npos) << equal;  // as stored before v2
+    EXPECT_EQ(zero_shot_task_data_identity(s, {"syn-bshift"}, hashes), equal);
+    s.glue.synthetic_train = 10000;  // dev.tsv unchanged, train.tsv another set
+    const std::string more = task_data_identity(s, {"syn-cola"}, hashes);
+    EXPECT_NE(more.find("builtin v2 "), std::string::npos) << more;
+    EXPECT_EQ(zero_shot_task_data_identity(s, {"syn-bshift"}, hashes), equal);
+    s.glue.synthetic_dev = 500;  // another dev.tsv
+    EXPECT_NE(zero_shot_task_data_identity(s, {"syn-bshift"}, hashes), equal);
+    s.glue.synthetic_train = 200;
+    EXPECT_NE(task_data_identity(s, {"syn-cola"}, hashes).find("builtin v1 "), std::string::npos);
+}
+
 TEST_F(JobIdentityTest, StoredPathsResolveFromAnyDirectoryAndAfterAMove) {
     const fs::path work = dir_ / "work";
     fs::create_directories(work / "results");

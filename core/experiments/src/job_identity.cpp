@@ -163,16 +163,24 @@ JobIdentity pretrain_identity(const ExperimentSpec& spec, const Variant& v, File
     return id;
 }
 
+namespace {
+
+std::string builtin_task_data_identity(const ExperimentSpec& spec, int64_t train,
+                                       FileHashes& hashes) {
+    const auto& data = spec.variants.front().config.data;
+    const int64_t dev = spec.glue.synthetic_dev;
+    return "builtin v" + std::to_string(synthetic_tasks_version(train, dev)) +
+           " corpus=" + hashes.sha256(data.corpus) +
+           " fraction=" + number(data.validation_fraction) + " train=" + std::to_string(train) +
+           " dev=" + std::to_string(dev);
+}
+
+}  // namespace
+
 std::string task_data_identity(const ExperimentSpec& spec,
                                const std::vector<std::string>& task_keys, FileHashes& hashes) {
-    if (spec.glue.data == "builtin") {
-        const auto& data = spec.variants.front().config.data;
-        return "builtin v" + std::to_string(kSyntheticTasksVersion) +
-               " corpus=" + hashes.sha256(data.corpus) +
-               " fraction=" + number(data.validation_fraction) +
-               " train=" + std::to_string(spec.glue.synthetic_train) +
-               " dev=" + std::to_string(spec.glue.synthetic_dev);
-    }
+    if (spec.glue.data == "builtin")
+        return builtin_task_data_identity(spec, spec.glue.synthetic_train, hashes);
     std::set<std::string> folders;
     for (const auto& key : task_keys) folders.insert(analysis::find_task(key).name);
     std::string listing;
@@ -180,6 +188,15 @@ std::string task_data_identity(const ExperimentSpec& spec,
         listing +=
             name + " " + hashes.sha256_tree((fs::path(spec.glue.data) / name).string()) + "\n";
     return "folder " + engine::sha256_hex(listing);
+}
+
+std::string zero_shot_task_data_identity(const ExperimentSpec& spec,
+                                         const std::vector<std::string>& task_keys,
+                                         FileHashes& hashes) {
+    if (spec.glue.data != "builtin") return task_data_identity(spec, task_keys, hashes);
+    // dev.tsv is the same for every train size >= dev (synthetic_tasks.h): name the smallest.
+    return builtin_task_data_identity(
+        spec, std::min(spec.glue.synthetic_train, spec.glue.synthetic_dev), hashes);
 }
 
 JobIdentity finetune_identity(const ExperimentSpec& spec, const Variant& v,

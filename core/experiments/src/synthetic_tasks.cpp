@@ -460,11 +460,15 @@ SyntheticSummary write_synthetic_tasks_from_sentences(const std::vector<std::str
                                     ".." + std::to_string(options.max_words) +
                                     " words; at least 2 are needed (one for train, one for dev)");
 
-    // Disjoint train/dev sentences, in proportion to the split sizes.
+    // Disjoint train/dev sentences, in proportion to the split sizes, with train counted as no
+    // larger than dev: a train split larger than dev reuses its sentences (fresh edits) instead
+    // of taking sentences from dev, so dev keeps at least half of them and its files are the
+    // same for every train_size >= dev_size (what the zero-shot tasks read stays put).
     Rng pool_rng(options.seed, kPoolStream);
     pool_rng.shuffle(pool.begin(), pool.end());
-    const double dev_share = static_cast<double>(options.dev_size) /
-                             static_cast<double>(options.train_size + options.dev_size);
+    const int64_t train_share = std::min(options.train_size, options.dev_size);
+    const double dev_share =
+        static_cast<double>(options.dev_size) / static_cast<double>(train_share + options.dev_size);
     auto n_dev = static_cast<size_t>(std::llround(dev_share * static_cast<double>(pool.size())));
     n_dev = std::min(std::max<size_t>(n_dev, 1), pool.size() - 1);
     const std::vector<Words> dev_pool(pool.begin(), pool.begin() + static_cast<long>(n_dev));

@@ -68,6 +68,14 @@ JobIdentity pretrain_identity(const ExperimentSpec& spec, const Variant& v, File
 std::string task_data_identity(const ExperimentSpec& spec,
                                const std::vector<std::string>& task_keys, FileHashes& hashes);
 
+/// The data identity of the zero-shot tasks (analysis::TaskInfo::zero_shot), which read only
+/// dev.tsv: for the built-in tasks, that of the smallest train size giving the same dev.tsv
+/// (min(synthetic_train, synthetic_dev), synthetic_tasks.h), so a study that only adds
+/// training examples for its fine-tuned tasks reuses the stored pair-task scores.
+std::string zero_shot_task_data_identity(const ExperimentSpec& spec,
+                                         const std::vector<std::string>& task_keys,
+                                         FileHashes& hashes);
+
 /// A fine-tuning job: its pretraining's identity (keys prefixed "pretrain."), the snapshot
 /// step, task, lr, seed, the resolved protocol and `task_data` (task_data_identity).
 JobIdentity finetune_identity(const ExperimentSpec& spec, const Variant& v,

@@ -15,7 +15,18 @@ namespace experiments {
 /// The generators' version: part of every built-in task's identity (job_identity.h), so a
 /// fine-tuning stored from tasks generated differently is never taken for one of the current
 /// tasks. Bump it whenever the files written for the same options change.
-inline constexpr int kSyntheticTasksVersion = 1;
+/// Version 2 gives dev at least half of the sentences when train_size > dev_size (version 1
+/// split them in proportion to the sizes: 10,000 train and 1,000 dev examples left dev 9% of
+/// the sentences, each used ~3 times, so dev's 1,000 examples were not 1,000 independent
+/// ones). For train_size <= dev_size both versions write the same files, and identities keep
+/// naming version 1 there (synthetic_tasks_version).
+inline constexpr int kSyntheticTasksVersion = 2;
+
+/// The version a built-in task set of these sizes is identified by: 1 where versions 1 and 2
+/// write the same files (train_size <= dev_size), else kSyntheticTasksVersion.
+inline int synthetic_tasks_version(int64_t train_size, int64_t dev_size) {
+    return train_size <= dev_size ? 1 : kSyntheticTasksVersion;
+}
 
 struct SyntheticOptions {
     int64_t train_size = 2000;  ///< Examples per task in train.tsv.
@@ -54,8 +65,10 @@ std::vector<std::string> corpus_sentences(const std::string& corpus_path,
 /// SYN-REV}/{train,dev}.tsv from the given
 /// sentences (split into words on spaces and tabs; kept when min_words <= words <= max_words;
 /// duplicates dropped). The distinct sentences are split between train and dev in proportion
-/// to the sizes, so no dev sentence occurs in train; each is reused, with fresh random edits,
-/// as often as the sizes need. Tasks (labels balanced to within one example):
+/// to the sizes, train counted as at most dev_size (so dev gets at least half, and dev.tsv is
+/// the same for every train_size >= dev_size); no dev sentence occurs in train; each is
+/// reused, with fresh random edits, as often as the sizes need. Tasks (labels balanced to within
+/// one example):
 ///  - SYN-CoLA (CoLA layout, MCC): a sentence (1) or the same sentence after 1-3 swaps of
 ///    adjacent words (0). Measures sensitivity to local word order in one sequence.
 ///  - SYN-MRPC (MRPC layout, F1/accuracy): a sentence paired with itself minus one word, in
