@@ -192,7 +192,12 @@ bool PretrainExecutor::run(const Job& job, int64_t run_id) const {
         c.hash = file_hash(path);
         store.add_checkpoint(c);
     };
-    auto result = engine::pretrain(v.config, tc, ctx_.options.dist);
+    // `tupe run --threads N` holds for the pretraining too: the variant's train.threads (0, all
+    // CPUs, by default) would otherwise undo it inside engine::pretrain, and two runners with
+    // --threads 1 would put four busy threads on two cores.
+    engine::PretrainConfig config = v.config;
+    if (ctx_.options.threads > 0) config.train.threads = ctx_.options.threads;
+    auto result = engine::pretrain(config, tc, ctx_.options.dist);
     flush();
     store.set_run_step(run_id, result.final_step);  // also when resumed at its final step
     if (result.floor.validation_tokens > 0) {

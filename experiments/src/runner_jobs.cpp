@@ -239,7 +239,9 @@ RunSummary run_worker_job(const BoundPlan& bound, const RunnerOptions& options,
         engine::TrainCallbacks tc;
         tc.stop = callbacks.stop;
         tc.snapshot_steps = snapshot_steps(spec, v);
-        const auto result = engine::pretrain(v.config, tc, &dist);
+        engine::PretrainConfig config = v.config;  // --threads holds here too
+        if (options.threads > 0) config.train.threads = options.threads;
+        const auto result = engine::pretrain(config, tc, &dist);
         summary.stopped = result.stopped;
     } else {
         // Rank 0 prepares the built-in tasks (it writes them once); the others read them after.

@@ -16,6 +16,7 @@
 
 #include "experiments/config_loader.h"
 #include "experiments/experiment.h"
+#include "experiments/job_identity.h"
 #include "experiments/report.h"
 #include "experiments/result_store.h"
 #include "experiments/runner.h"
@@ -100,6 +101,64 @@ TEST_F(ExperimentTest, ErrorsNameKeyAndPosition) {
     expect_error("variants: [bert-a, bert-a]\n", "duplicate variant name");
     expect_error("out_dir: x\n", "runs_dir");
     expect_error("variants: [\n", "malformed YAML");
+    // Ranges come from the field table, with the value's line:column.
+    expect_error("glue:\n  synthetic_train: 0\n",
+                 "bad.yaml:2:20: glue.synthetic_train: must be >= 1");
+    expect_error("finetune:\n  lrs: [1e-3, 0]\n", "finetune.lrs: learning rates must be > 0");
+    expect_error("finetune:\n  warmup_ratio: 1.5\n", "finetune.warmup_ratio: must be in [0, 1]");
+    expect_error("analysis:\n  sentences: many\n",
+                 "bad.yaml:2:14: analysis.sentences: expected an integer");
+    expect_error("extrapolation: {lengths: '1,,2'}\n", "extrapolation.lengths: expected factors");
+    expect_error("glue: builtin\n", "glue: expected a mapping");
+    expect_error("analysis: {corpus: a.txt, text: b}\n", "give corpus or text, not both");
+}
+
+TEST_F(ExperimentTest, EveryStudySectionKeyIsReadIntoTheSpec) {
+    const auto path = write("all.yaml",
+                            "name: all\n"
+                            "jobs: 2\n"
+                            "checkpoints: [0.5, 1.0]\n"
+                            "glue: {data: builtin, tasks: [syn-cola], synthetic_train: 10000, "
+                            "synthetic_dev: 700}\n"
+                            "analysis: {checkpoints: [0, 1], sentences: 8, max_tokens: 0, "
+                            "batch_size: 4, figures: false, probe_windows: 3, order_probe: true}\n"
+                            "extrapolation: {lengths: '1,2', max_tokens: 500}\n"
+                            "finetune: {lrs: [1e-3], seeds: [7], batch_size: 16, epochs: 2, "
+                            "warmup_ratio: 0.1, weight_decay: 0, max_seq_len: 64, "
+                            "classifier_dropout: 0, shuffle_words: true, save: best}\n");
+    const auto spec = load_experiment(path.string());
+    EXPECT_EQ(spec.name, "all");
+    EXPECT_EQ(spec.runs_dir, (fs::path("runs") / "all").string());
+    EXPECT_EQ(spec.jobs, 2);
+    EXPECT_EQ(spec.checkpoints, (std::vector<double>{0.5, 1.0}));
+    EXPECT_EQ(spec.glue.tasks, (std::vector<std::string>{"syn-cola"}));
+    EXPECT_EQ(spec.glue.synthetic_train, 10000);
+    EXPECT_EQ(spec.glue.synthetic_dev, 700);
+    EXPECT_TRUE(spec.analysis.enabled);
+    EXPECT_EQ(spec.analysis.checkpoints, (std::vector<double>{0, 1}));
+    EXPECT_EQ(spec.analysis.sentences, 8);
+    EXPECT_EQ(spec.analysis.batch_size, 4);
+    EXPECT_FALSE(spec.analysis.figures);
+    EXPECT_EQ(spec.analysis.probe_windows, 3);
+    EXPECT_TRUE(spec.analysis.order_probe);
+    EXPECT_TRUE(spec.extrapolation.enabled);
+    EXPECT_EQ(spec.extrapolation.lengths, "1,2");
+    EXPECT_EQ(spec.extrapolation.max_tokens, 500);
+    EXPECT_EQ(spec.finetune.lrs, (std::vector<double>{1e-3}));
+    EXPECT_EQ(spec.finetune.seeds, (std::vector<uint64_t>{7}));
+    EXPECT_EQ(spec.finetune.batch_size, 16);
+    EXPECT_EQ(spec.finetune.epochs, 2);
+    EXPECT_DOUBLE_EQ(spec.finetune.warmup_ratio, 0.1);
+    EXPECT_DOUBLE_EQ(spec.finetune.weight_decay, 0);
+    EXPECT_EQ(spec.finetune.max_seq_len, 64);
+    EXPECT_DOUBLE_EQ(spec.finetune.classifier_dropout, 0);
+    EXPECT_TRUE(spec.finetune.shuffle_words);
+    EXPECT_EQ(spec.finetune.save, "best");
+    // Without the optional sections nothing is switched on.
+    const auto plain = load_experiment(write("plain.yaml", "variants: [bert-a]\n").string());
+    EXPECT_FALSE(plain.analysis.enabled);
+    EXPECT_FALSE(plain.extrapolation.enabled);
+    EXPECT_EQ(plain.name, "plain");
 }
 
 TEST_F(ExperimentTest, ACommandLineSetErrorNamesTheOptionNotAVariantLine) {
@@ -182,6 +241,58 @@ TEST(Report, TupeRuleMedianOverSeedsThenBestLr) {
               std::string::npos);
 }
 
+TEST(Report, PairTaskScoresJoinTheRowOfMoreTrainingExamplesAndTheOldRowKeepsThem) {
+    const std::string data = "builtin v1 corpus=c0ffee fraction=0.1 train=1000 dev=1000";
+    const std::string more = "builtin v2 corpus=c0ffee fraction=0.1 train=10000 dev=1000";
+    EXPECT_EQ(zero_shot_task_data(more), data);
+    EXPECT_EQ(zero_shot_task_data(data), data);
+    EXPECT_EQ(zero_shot_task_data("builtin v1 corpus=c0ffee fraction=0.1 train=500 dev=1000"),
+              "builtin v1 corpus=c0ffee fraction=0.1 train=500 dev=1000");
+    EXPECT_EQ(zero_shot_task_data("folder 1234"), "folder 1234");
+    // The identities the runner stores: the pair task with the canonical data.
+    const auto identity = [](const std::string& task, const std::string& task_data) {
+        JobIdentity id;
+        id.set("pretrain.model.preset", "tupe-a");
+        id.set("finetune.task", task);
+        id.set("finetune.task_data", task_data);
+        if (task == "syn-bshift") id.set("finetune.protocol", "zero-shot pseudo-log-likelihood v1");
+        return id;
+    };
+    const auto old_cell = identity("syn-cola", data).cell(pooled_keys(true));
+    const auto new_cell = identity("syn-cola", more).cell(pooled_keys(true));
+    const auto pair_cell = identity("syn-bshift", data).cell(pooled_keys(true));
+    ASSERT_EQ(pair_cell, old_cell);  // stored before: one row
+    ASSERT_NE(new_cell, old_cell);
+    std::vector<GlueResultRecord> rs;
+    auto add = [&](const std::string& task, const std::string& metric, const std::string& cell,
+                   double v) {
+        GlueResultRecord r;
+        r.variant = "tupe-a", r.checkpoint_step = 3000, r.task = task, r.metric = metric;
+        r.lr = 1e-3, r.seed = 1, r.value = v, r.cell = cell;
+        rs.push_back(r);
+    };
+    add("syn-cola", "mcc", old_cell, 2);
+    add("syn-bshift", "accuracy", pair_cell, 88);
+    add("syn-cola", "mcc", new_cell, 38);
+    const std::map<std::string, std::string> identity_of_cell = {
+        {old_cell, identity("syn-cola", data).text()},
+        {new_cell, identity("syn-cola", more).text()}};
+    const auto report = build_report("x", rs, {}, {}, identity_of_cell);
+    ASSERT_EQ(report.rows.size(), 2u);
+    EXPECT_EQ(report.rows[0].cell, old_cell);  // in the order of their first results
+    EXPECT_EQ(report.rows[1].cell, new_cell);
+    EXPECT_DOUBLE_EQ(report.rows[0].cells.at("syn-cola").median, 2);
+    EXPECT_DOUBLE_EQ(report.rows[1].cells.at("syn-cola").median, 38);
+    for (const auto& row : report.rows) EXPECT_DOUBLE_EQ(row.cells.at("syn-bshift").median, 88);
+    EXPECT_NE(report.rows[1].label.find("train=10000"), std::string::npos) << report.rows[1].label;
+    // Another dev set is other data: its pair-task scores stay in a row of their own.
+    add("syn-bshift", "accuracy",
+        identity("syn-bshift", "builtin v1 corpus=c0ffee fraction=0.1 train=500 dev=500")
+            .cell(pooled_keys(true)),
+        70);
+    EXPECT_EQ(build_report("x", rs, {}, {}, identity_of_cell).rows.size(), 3u);
+}
+
 TEST(Report, PaperRowsAndTheTupeAverage) {
     auto report = build_report("x", {});
     add_paper_rows(report, std::string(TUPE_SOURCE_DIR) + "/resources/paper_table1.tsv");
@@ -198,8 +309,12 @@ TEST(Report, PaperRowsAndTheTupeAverage) {
 TEST_F(ExperimentTest, RunnerRecordsEverythingAndRerunsSkipFinishedJobs) {
     auto spec = load_experiment(write("t.yaml", tiny_study()).string());
     RunnerOptions options;
+    options.threads = 1;  // `tupe run --threads 1`: the pretraining too, not only fine-tuning
     auto first = run_experiment(spec, options, {});
     EXPECT_EQ(first.failed, 0);
+    const std::string used =
+        test_support::read_file(fs::path(spec.variants[0].config.out_dir) / "config.yaml");
+    EXPECT_NE(used.find("threads: 1\n"), std::string::npos) << used;
     EXPECT_EQ(first.finished, static_cast<int64_t>(make_plan(spec).size()));
     auto again = run_experiment(spec, options, {});
     EXPECT_EQ(again.finished, 0);

@@ -377,7 +377,7 @@ void judge_early_checkpoint_average(const ClaimSpec& spec, ClaimInputs& in, Clai
     for (const auto& row : in.report.rows)
         if (!row.reference && row.variant == t && total > 0 &&
             static_cast<double>(row.step) <= 0.35 * static_cast<double>(total) &&
-            (!early || row.step < early->step))
+            (!early || row.step <= early->step))  // of one step, the latest cell's row
             early = &row;
     if (!base || !early) {
         c.verdict = Verdict::kNotRun;

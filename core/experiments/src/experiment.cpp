@@ -21,17 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kExperimentKeys = {
-    "name",     "variants", "grid", "checkpoints", "glue",           "finetune",
-    "database", "runs_dir", "jobs", "analysis",    "pretrain_seeds", "extrapolation"};
-const std::vector<std::string> kAnalysisKeys = {"checkpoints", "corpus",        "sentences",
-                                                "text",        "max_tokens",    "batch_size",
-                                                "figures",     "probe_windows", "order_probe"};
-const std::vector<std::string> kExtrapolationKeys = {"corpus", "lengths", "max_tokens"};
-const std::vector<std::string> kGlueKeys = {"data", "tasks", "synthetic_train", "synthetic_dev"};
-const std::vector<std::string> kFinetuneKeys = {
-    "lrs",          "seeds",       "batch_size",         "epochs",        "warmup_ratio",
-    "weight_decay", "max_seq_len", "classifier_dropout", "shuffle_words", "save"};
 const std::vector<std::string> kVariantKeys = {"name", "preset", "set"};
 
 long line_of(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().line + 1; }
@@ -140,81 +129,6 @@ std::string variant_group(const std::string& full_name) {
 
 namespace {
 
-// Reads the top-level scalars: name, database, runs_dir, jobs and checkpoints.
-void read_experiment_scalars(YAML::Node& root, const Reader& r, ExperimentSpec& spec) {
-    spec.name = root["name"] ? r.scalar<std::string>(root["name"], "name", "a name")
-                             : fs::path(r.path()).stem().string();
-    if (root["database"])
-        spec.database = r.scalar<std::string>(root["database"], "database", "a path");
-    spec.runs_dir = root["runs_dir"] ? r.scalar<std::string>(root["runs_dir"], "runs_dir", "a path")
-                                     : (fs::path("runs") / spec.name).string();
-    if (root["jobs"]) {
-        spec.jobs = r.scalar<int64_t>(root["jobs"], "jobs", "an integer");
-        if (spec.jobs < 1) r.fail(root["jobs"], "jobs", "must be >= 1");
-    }
-    if (root["checkpoints"]) {
-        spec.checkpoints =
-            r.list<double>(root["checkpoints"], "checkpoints", "fractions in (0, 1]");
-        for (double f : spec.checkpoints)
-            if (!(f > 0 && f <= 1))
-                r.fail(root["checkpoints"], "checkpoints", "fractions must be in (0, 1]");
-    }
-}
-
-// Reads the glue section: the data source, the tasks and the synthetic set sizes.
-void read_glue_section(const YAML::Node& g, const Reader& r, GlueSource& glue) {
-    r.check_keys(g, "glue", kGlueKeys);
-    if (g["data"]) glue.data = r.scalar<std::string>(g["data"], "glue.data", "builtin or a folder");
-    if (g["tasks"]) glue.tasks = r.list<std::string>(g["tasks"], "glue.tasks", "task names");
-    if (g["synthetic_train"])
-        glue.synthetic_train =
-            r.scalar<int64_t>(g["synthetic_train"], "glue.synthetic_train", "an integer");
-    if (g["synthetic_dev"])
-        glue.synthetic_dev =
-            r.scalar<int64_t>(g["synthetic_dev"], "glue.synthetic_dev", "an integer");
-}
-
-// Reads the analysis section into `an` and enables the analysis.
-void read_analysis_section(const YAML::Node& a, const Reader& r, AnalysisSpec& an) {
-    r.check_keys(a, "analysis", kAnalysisKeys);
-    an.enabled = true;
-    if (a["checkpoints"]) {
-        an.checkpoints =
-            r.list<double>(a["checkpoints"], "analysis.checkpoints", "fractions in [0, 1]");
-        for (double f : an.checkpoints)  // 0: the initialised model (claim 5's control)
-            if (!(f >= 0 && f <= 1))
-                r.fail(a["checkpoints"], "analysis.checkpoints", "fractions must be in [0, 1]");
-    }
-    if (a["corpus"]) an.corpus = r.scalar<std::string>(a["corpus"], "analysis.corpus", "a path");
-    if (a["text"]) an.text = r.scalar<std::string>(a["text"], "analysis.text", "a sentence");
-    if (a["corpus"] && a["text"])
-        r.fail(a["text"], "analysis.text", "give corpus or text, not both");
-    if (a["sentences"]) {
-        an.sentences = r.scalar<int64_t>(a["sentences"], "analysis.sentences", "an integer");
-        if (an.sentences < 1) r.fail(a["sentences"], "analysis.sentences", "must be >= 1");
-    }
-    if (a["max_tokens"]) {
-        an.max_tokens = r.scalar<int64_t>(a["max_tokens"], "analysis.max_tokens", "an integer");
-        if (an.max_tokens != 0 && an.max_tokens < 2)
-            r.fail(a["max_tokens"], "analysis.max_tokens",
-                   "must be 0 (the position table) or >= 2");
-    }
-    if (a["batch_size"]) {
-        an.batch_size = r.scalar<int64_t>(a["batch_size"], "analysis.batch_size", "an integer");
-        if (an.batch_size < 1) r.fail(a["batch_size"], "analysis.batch_size", "must be >= 1");
-    }
-    if (a["figures"])
-        an.figures = r.scalar<bool>(a["figures"], "analysis.figures", "true or false");
-    if (a["probe_windows"]) {
-        an.probe_windows =
-            r.scalar<int64_t>(a["probe_windows"], "analysis.probe_windows", "an integer");
-        if (an.probe_windows < 1)
-            r.fail(a["probe_windows"], "analysis.probe_windows", "must be >= 1");
-    }
-    if (a["order_probe"])
-        an.order_probe = r.scalar<bool>(a["order_probe"], "analysis.order_probe", "true or false");
-}
-
 // True when `lengths` is comma-separated numbers > 0, the rule of `tupe extrapolate --lengths`.
 bool extrapolation_lengths_valid(const std::string& lengths) {
     std::istringstream in(lengths);
@@ -234,58 +148,218 @@ bool extrapolation_lengths_valid(const std::string& lengths) {
     return ok;
 }
 
-// Reads the extrapolation section into `ex` and enables the extrapolation.
-void read_extrapolation_section(const YAML::Node& x, const Reader& r, ExtrapolationSpec& ex) {
-    r.check_keys(x, "extrapolation", kExtrapolationKeys);
-    ex.enabled = true;
-    if (x["corpus"])
-        ex.corpus = r.scalar<std::string>(x["corpus"], "extrapolation.corpus", "a path");
-    if (x["lengths"]) {
-        ex.lengths = r.scalar<std::string>(x["lengths"], "extrapolation.lengths",
-                                           "factors such as 1,1.5,2,4");
-        if (!extrapolation_lengths_valid(ex.lengths))
-            r.fail(x["lengths"], "extrapolation.lengths",
-                   "expected factors > 0 of the training length, e.g. 1,1.5,2,4");
-    }
-    if (x["max_tokens"]) {
-        ex.max_tokens =
-            r.scalar<int64_t>(x["max_tokens"], "extrapolation.max_tokens", "an integer");
-        if (ex.max_tokens < 1) r.fail(x["max_tokens"], "extrapolation.max_tokens", "must be >= 1");
-    }
+// ---- The study file's own keys: one table -------------------------------------------------
+//
+// Every key of an experiment file outside model/data/train (those are the pretraining config's,
+// read by its own field table, config_loader.h) is one row here: the dotted key and how its
+// value is read and checked. A section's allowed keys, the nearest-key hints and the
+// line:column errors all come from this table, so a key cannot be read without being allowed
+// or allowed without being read.
+
+using FieldRead =
+    std::function<void(const YAML::Node&, const Reader&, const std::string& key, ExperimentSpec&)>;
+
+struct StudyField {
+    const char* key;  ///< "glue.synthetic_train"; no dot: a top-level key
+    FieldRead read;   ///< empty: read elsewhere (variants, grid, pretrain_seeds)
+};
+
+template <typename T>
+using FieldRef = std::function<T&(ExperimentSpec&)>;
+
+// A scalar of type T (`what` names it in errors), kept when `ok` accepts it, else `range`.
+template <typename T>
+FieldRead scalar_field(FieldRef<T> ref, const char* what, bool (*ok)(const T&) = nullptr,
+                       const char* range = "") {
+    return [=](const YAML::Node& n, const Reader& r, const std::string& key, ExperimentSpec& s) {
+        const T value = r.scalar<T>(n, key, what);
+        if (ok && !ok(value)) r.fail(n, key, range);
+        ref(s) = value;
+    };
 }
 
-// Reads the finetune section (the fine-tuning protocol) into `p`.
-void read_finetune_section(const YAML::Node& f, const Reader& r, FinetuneProtocol& p) {
-    r.check_keys(f, "finetune", kFinetuneKeys);
-    if (f["lrs"]) p.lrs = r.list<double>(f["lrs"], "finetune.lrs", "learning rates");
-    if (f["seeds"])
-        p.seeds = r.list<uint64_t>(f["seeds"], "finetune.seeds", "non-negative integers");
-    if (f["batch_size"])
-        p.batch_size = r.scalar<int64_t>(f["batch_size"], "finetune.batch_size", "an integer");
-    if (f["epochs"]) p.epochs = r.scalar<int64_t>(f["epochs"], "finetune.epochs", "an integer");
-    if (f["warmup_ratio"])
-        p.warmup_ratio = r.scalar<double>(f["warmup_ratio"], "finetune.warmup_ratio", "a number");
-    if (f["weight_decay"])
-        p.weight_decay = r.scalar<double>(f["weight_decay"], "finetune.weight_decay", "a number");
-    if (f["max_seq_len"])
-        p.max_seq_len = r.scalar<int64_t>(f["max_seq_len"], "finetune.max_seq_len", "an integer");
-    if (f["classifier_dropout"]) {
-        p.classifier_dropout =
-            r.scalar<double>(f["classifier_dropout"], "finetune.classifier_dropout", "a number");
-        if (!(p.classifier_dropout >= 0 && p.classifier_dropout < 1))
-            r.fail(f["classifier_dropout"], "finetune.classifier_dropout", "must be in [0, 1)");
+// A non-empty list of T (or one scalar), every item accepted by `ok`, else `range`.
+template <typename T>
+FieldRead list_field(FieldRef<std::vector<T>> ref, const char* what, bool (*ok)(const T&) = nullptr,
+                     const char* range = "") {
+    return [=](const YAML::Node& n, const Reader& r, const std::string& key, ExperimentSpec& s) {
+        std::vector<T> values = r.list<T>(n, key, what);
+        if (ok)
+            for (const T& v : values)
+                if (!ok(v)) r.fail(n, key, range);
+        ref(s) = std::move(values);
+    };
+}
+
+bool at_least_1(const int64_t& v) { return v >= 1; }
+bool in_0_1_open_left(const double& f) { return f > 0 && f <= 1; }  // (0, 1]
+bool in_0_1_closed(const double& f) { return f >= 0 && f <= 1; }    // [0, 1]
+bool positive_finite(const double& v) { return std::isfinite(v) && v > 0; }
+
+const std::vector<StudyField>& study_fields() {
+    static const std::vector<StudyField> fields = {
+        {"name", scalar_field<std::string>(
+                     [](ExperimentSpec & s) -> auto& { return s.name; }, "a name")},
+        {"database", scalar_field<std::string>(
+                         [](ExperimentSpec & s) -> auto& { return s.database; }, "a path")},
+        {"runs_dir", scalar_field<std::string>(
+                         [](ExperimentSpec & s) -> auto& { return s.runs_dir; }, "a path")},
+        {"jobs", scalar_field<int64_t>(
+                     [](ExperimentSpec & s) -> auto& { return s.jobs; }, "an integer", at_least_1,
+                     "must be >= 1")},
+        {"checkpoints",
+         list_field<double>(
+             [](ExperimentSpec & s) -> auto& { return s.checkpoints; }, "fractions in (0, 1]",
+             in_0_1_open_left, "fractions must be in (0, 1]")},
+        {"variants", {}},
+        {"grid", {}},
+        {"pretrain_seeds", {}},
+
+        {"glue.data",
+         scalar_field<std::string>(
+             [](ExperimentSpec & s) -> auto& { return s.glue.data; }, "builtin or a folder")},
+        {"glue.tasks", list_field<std::string>(
+                           [](ExperimentSpec & s) -> auto& { return s.glue.tasks; }, "task names")},
+        {"glue.synthetic_train",
+         scalar_field<int64_t>(
+             [](ExperimentSpec & s) -> auto& { return s.glue.synthetic_train; }, "an integer",
+             at_least_1, "must be >= 1")},
+        {"glue.synthetic_dev", scalar_field<int64_t>(
+                                   [](ExperimentSpec & s) -> auto& { return s.glue.synthetic_dev; },
+                                   "an integer", at_least_1, "must be >= 1")},
+
+        {"analysis.checkpoints",  // 0: the initialised model (claim 5's control)
+         list_field<double>(
+             [](ExperimentSpec & s) -> auto& { return s.analysis.checkpoints; },
+             "fractions in [0, 1]", in_0_1_closed, "fractions must be in [0, 1]")},
+        {"analysis.corpus",
+         scalar_field<std::string>(
+             [](ExperimentSpec & s) -> auto& { return s.analysis.corpus; }, "a path")},
+        {"analysis.text",
+         scalar_field<std::string>(
+             [](ExperimentSpec & s) -> auto& { return s.analysis.text; }, "a sentence")},
+        {"analysis.sentences", scalar_field<int64_t>(
+                                   [](ExperimentSpec & s) -> auto& { return s.analysis.sentences; },
+                                   "an integer", at_least_1, "must be >= 1")},
+        {"analysis.max_tokens",
+         scalar_field<int64_t>(
+             [](ExperimentSpec & s) -> auto& { return s.analysis.max_tokens; }, "an integer",
+             [](const int64_t& v) { return v == 0 || v >= 2; },
+             "must be 0 (the position table) or >= 2")},
+        {"analysis.batch_size",
+         scalar_field<int64_t>(
+             [](ExperimentSpec & s) -> auto& { return s.analysis.batch_size; }, "an integer",
+             at_least_1, "must be >= 1")},
+        {"analysis.figures",
+         scalar_field<bool>(
+             [](ExperimentSpec & s) -> auto& { return s.analysis.figures; }, "true or false")},
+        {"analysis.probe_windows",
+         scalar_field<int64_t>(
+             [](ExperimentSpec & s) -> auto& { return s.analysis.probe_windows; }, "an integer",
+             at_least_1, "must be >= 1")},
+        {"analysis.order_probe",
+         scalar_field<bool>(
+             [](ExperimentSpec & s) -> auto& { return s.analysis.order_probe; }, "true or false")},
+
+        {"extrapolation.corpus",
+         scalar_field<std::string>(
+             [](ExperimentSpec & s) -> auto& { return s.extrapolation.corpus; }, "a path")},
+        {"extrapolation.lengths",
+         scalar_field<std::string>(
+             [](ExperimentSpec & s) -> auto& { return s.extrapolation.lengths; },
+             "factors such as 1,1.5,2,4", extrapolation_lengths_valid,
+             "expected factors > 0 of the training length, e.g. 1,1.5,2,4")},
+        {"extrapolation.max_tokens",
+         scalar_field<int64_t>(
+             [](ExperimentSpec & s) -> auto& { return s.extrapolation.max_tokens; }, "an integer",
+             at_least_1, "must be >= 1")},
+
+        {"finetune.lrs", list_field<double>(
+                             [](ExperimentSpec & s) -> auto& { return s.finetune.lrs; },
+                             "learning rates", positive_finite, "learning rates must be > 0")},
+        {"finetune.seeds", list_field<uint64_t>(
+                               [](ExperimentSpec & s) -> auto& { return s.finetune.seeds; },
+                               "non-negative integers")},
+        {"finetune.batch_size",
+         scalar_field<int64_t>(
+             [](ExperimentSpec & s) -> auto& { return s.finetune.batch_size; }, "an integer",
+             at_least_1, "must be >= 1")},
+        {"finetune.epochs",
+         scalar_field<int64_t>(
+             [](ExperimentSpec & s) -> auto& { return s.finetune.epochs; }, "an integer",
+             [](const int64_t& v) { return v >= 0; }, "must be >= 0 (0 = the task's default)")},
+        {"finetune.warmup_ratio",
+         scalar_field<double>(
+             [](ExperimentSpec & s) -> auto& { return s.finetune.warmup_ratio; }, "a number",
+             in_0_1_closed, "must be in [0, 1]")},
+        {"finetune.weight_decay",
+         scalar_field<double>(
+             [](ExperimentSpec & s) -> auto& { return s.finetune.weight_decay; }, "a number",
+             [](const double& v) { return v >= 0; }, "must be >= 0")},
+        {"finetune.max_seq_len",
+         scalar_field<int64_t>(
+             [](ExperimentSpec & s) -> auto& { return s.finetune.max_seq_len; }, "an integer",
+             [](const int64_t& v) { return v >= 3; }, "must be >= 3 ([CLS], a token, [SEP])")},
+        {"finetune.classifier_dropout",
+         scalar_field<double>(
+             [](ExperimentSpec & s) -> auto& { return s.finetune.classifier_dropout; }, "a number",
+             [](const double& v) { return v >= 0 && v < 1; }, "must be in [0, 1)")},
+        {"finetune.shuffle_words",
+         scalar_field<bool>(
+             [](ExperimentSpec & s) -> auto& { return s.finetune.shuffle_words; },
+             "true or false")},
+        {"finetune.save",
+         [](const YAML::Node& n, const Reader& r, const std::string& key, ExperimentSpec& s) {
+             const auto save = r.scalar<std::string>(n, key, "best or none");
+             if (save != "best" && save != "none")
+                 r.fail(n, key, "expected best or none, got '" + save + "'");
+             s.finetune.save = save;
+         }},
+    };
+    return fields;
+}
+
+// The sections of the study file with keys of their own in study_fields().
+const char* const kStudySections[] = {"glue", "analysis", "extrapolation", "finetune"};
+
+// The keys allowed in `section` ("" = the top level, beside model/data/train).
+std::vector<std::string> study_keys(const std::string& section) {
+    std::vector<std::string> keys;
+    const std::string prefix = section.empty() ? "" : section + ".";
+    for (const auto& f : study_fields()) {
+        const std::string key = f.key;
+        if (section.empty() ? key.find('.') == std::string::npos
+                            : key.compare(0, prefix.size(), prefix) == 0)
+            keys.push_back(key.substr(prefix.size()));
     }
-    if (f["shuffle_words"])
-        p.shuffle_words =
-            r.scalar<bool>(f["shuffle_words"], "finetune.shuffle_words", "true or false");
-    if (f["save"]) {
-        p.save = r.scalar<std::string>(f["save"], "finetune.save", "best or none");
-        if (p.save != "best" && p.save != "none")
-            r.fail(f["save"], "finetune.save", "expected best or none, got '" + p.save + "'");
+    if (section.empty())
+        for (const char* s : kStudySections) keys.push_back(s);
+    return keys;
+}
+
+// Reads every key of study_fields() the file sets, after checking each section's keys; turns
+// on the analysis and the extrapolation when their sections are present.
+void read_study_fields(const YAML::Node& root, const Reader& r, ExperimentSpec& spec) {
+    for (const char* section : kStudySections)
+        if (const YAML::Node node = root[section]) r.check_keys(node, section, study_keys(section));
+    for (const auto& f : study_fields()) {
+        if (!f.read) continue;
+        const std::string key = f.key;
+        const auto dot = key.find('.');
+        // A key of an absent section is absent (indexing an absent node would throw).
+        const auto at = [&]() -> YAML::Node {
+            if (dot == std::string::npos) return root[key];
+            const YAML::Node section = root[key.substr(0, dot)];
+            return section ? section[key.substr(dot + 1)] : section;
+        };
+        if (const YAML::Node node = at()) f.read(node, r, key, spec);
     }
-    if (p.batch_size < 1) r.fail(f["batch_size"], "finetune.batch_size", "must be >= 1");
-    if (p.epochs < 0)
-        r.fail(f["epochs"], "finetune.epochs", "must be >= 0 (0 = the task's default)");
+    if (spec.name.empty()) spec.name = fs::path(r.path()).stem().string();
+    if (spec.runs_dir.empty()) spec.runs_dir = (fs::path("runs") / spec.name).string();
+    spec.analysis.enabled = static_cast<bool>(root["analysis"]);
+    spec.extrapolation.enabled = static_cast<bool>(root["extrapolation"]);
+    if (root["analysis"] && root["analysis"]["corpus"] && root["analysis"]["text"])
+        r.fail(root["analysis"]["text"], "analysis.text", "give corpus or text, not both");
 }
 
 // A variant before its config is loaded: its name, its overrides and where it was declared.
@@ -416,7 +490,7 @@ void build_variants(const YAML::Node& root, const Reader& r,
         std::vector<std::string> all = overrides;
         all.insert(all.end(), p.overrides.begin(), p.overrides.end());
         try {
-            v.config = load_pretrain_config_from_node(root, path, all, kExperimentKeys);
+            v.config = load_pretrain_config_from_node(root, path, all, study_keys(""));
         } catch (const ConfigError& e) {
             // A bad command-line --set is that option's fault, not the variant's line.
             const bool from_command_line =
@@ -456,11 +530,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
         r.fail(root["out_dir"], "out_dir",
                "not used in experiments: runs go to runs_dir/<variant>");
 
-    read_experiment_scalars(root, r, spec);
-    if (const auto g = root["glue"]) read_glue_section(g, r, spec.glue);
-    if (const auto a = root["analysis"]) read_analysis_section(a, r, spec.analysis);
-    if (const auto x = root["extrapolation"]) read_extrapolation_section(x, r, spec.extrapolation);
-    if (const auto f = root["finetune"]) read_finetune_section(f, r, spec.finetune);
+    read_study_fields(root, r, spec);
 
     // Variants: a list (preset names or {name, preset, set}) and/or a grid (cartesian product).
     std::vector<PendingVariant> pending;

@@ -190,13 +190,35 @@ std::string task_data_identity(const ExperimentSpec& spec,
     return "folder " + engine::sha256_hex(listing);
 }
 
+std::string zero_shot_task_data(const std::string& task_data) {
+    // "builtin vK corpus=H fraction=F train=N dev=M": dev.tsv is the same for every train size
+    // >= dev (synthetic_tasks.h), so name the smallest, with the version it then has.
+    if (task_data.rfind("builtin v", 0) != 0) return task_data;
+    std::istringstream in(task_data);
+    std::vector<std::string> words;
+    for (std::string w; in >> w;) words.push_back(w);
+    int64_t train = -1, dev = -1;
+    try {
+        for (const auto& w : words) {
+            if (w.rfind("train=", 0) == 0) train = std::stoll(w.substr(6));
+            if (w.rfind("dev=", 0) == 0) dev = std::stoll(w.substr(4));
+        }
+    } catch (const std::exception&) {
+        return task_data;  // not a string task_data_identity wrote
+    }
+    if (train < 0 || dev < 0 || train <= dev) return task_data;
+    words[1] = "v" + std::to_string(synthetic_tasks_version(dev, dev));  // words[0]: builtin
+    std::string out;
+    for (const auto& w : words)
+        out += (out.empty() ? "" : " ") +
+               (w.rfind("train=", 0) == 0 ? "train=" + std::to_string(dev) : w);
+    return out;
+}
+
 std::string zero_shot_task_data_identity(const ExperimentSpec& spec,
                                          const std::vector<std::string>& task_keys,
                                          FileHashes& hashes) {
-    if (spec.glue.data != "builtin") return task_data_identity(spec, task_keys, hashes);
-    // dev.tsv is the same for every train size >= dev (synthetic_tasks.h): name the smallest.
-    return builtin_task_data_identity(
-        spec, std::min(spec.glue.synthetic_train, spec.glue.synthetic_dev), hashes);
+    return zero_shot_task_data(task_data_identity(spec, task_keys, hashes));
 }
 
 JobIdentity finetune_identity(const ExperimentSpec& spec, const Variant& v,

@@ -150,18 +150,66 @@ struct ReportEvidenceSources {
     const std::map<int64_t, int64_t>& parent_of;
 };
 
+bool is_zero_shot_task(const std::string& task) {
+    const analysis::TaskColumn found = analysis::resolve_task_column(task);
+    return found.task != nullptr && found.task->zero_shot;
+}
+
 // Groups the results of each task's selection metric by (variant group, step, cell), task, lr.
-ReportGroups collect_report_groups(const std::vector<GlueResultRecord>& results) {
+// A zero-shot task's results join every row of their pretraining cell and step whose
+// fine-tuned tasks' data gives the same dev files (zero_shot_task_data): a study that added
+// training examples for its fine-tuned tasks shows its pair-task scores in the new row too,
+// and the old row keeps them.
+ReportGroups collect_report_groups(const std::vector<GlueResultRecord>& results,
+                                   const std::map<std::string, std::string>& identity_of_cell) {
+    std::map<std::string, std::string> zero_shot_keys;
+    const auto zero_shot_key = [&](const std::string& cell) -> const std::string& {
+        auto [it, fresh] = zero_shot_keys.emplace(cell, cell);
+        const auto identity = identity_of_cell.find(cell);
+        if (fresh && identity != identity_of_cell.end()) {
+            JobIdentity id = JobIdentity::parse(identity->second);
+            const auto data = id.fields().find("finetune.task_data");
+            if (data != id.fields().end())
+                id.set("finetune.task_data", zero_shot_task_data(data->second));
+            it->second = id.cell(pooled_keys(true));
+        }
+        return it->second;
+    };
     ReportGroups g;
+    std::map<std::pair<std::string, int64_t>, std::vector<std::string>> fine_tuned_cells;
     for (const auto& r : results) {
-        if (r.metric != selection_metric(r.task)) continue;
-        const auto key = std::make_tuple(variant_group(r.variant), r.checkpoint_step, r.cell);
-        auto& cells = g.cells_of[std::get<0>(key)];
+        if (r.metric != selection_metric(r.task) || is_zero_shot_task(r.task)) continue;
+        auto& cells = fine_tuned_cells[{variant_group(r.variant), r.checkpoint_step}];
         if (std::find(cells.begin(), cells.end(), r.cell) == cells.end()) cells.push_back(r.cell);
+        // A group's cells in the order of their first fine-tuned results: the latest last.
+        auto& of_group = g.cells_of[variant_group(r.variant)];
+        if (std::find(of_group.begin(), of_group.end(), r.cell) == of_group.end())
+            of_group.push_back(r.cell);
+    }
+    const auto add = [&](const GlueResultRecord& r, const std::string& cell) {
+        const auto key = std::make_tuple(variant_group(r.variant), r.checkpoint_step, cell);
+        auto& cells = g.cells_of[std::get<0>(key)];
+        if (std::find(cells.begin(), cells.end(), cell) == cells.end()) cells.push_back(cell);
         if (!g.values.count(key)) g.row_order.push_back(key);
         g.values[key][r.task][r.lr].push_back(r.value);
         g.runs[key][r.task][r.lr].push_back(&r);
         g.tasks.insert(r.task);
+    };
+    for (const auto& r : results) {
+        if (r.metric != selection_metric(r.task)) continue;
+        if (!is_zero_shot_task(r.task)) {
+            add(r, r.cell);
+            continue;
+        }
+        bool joined = false;
+        const auto rows = fine_tuned_cells.find({variant_group(r.variant), r.checkpoint_step});
+        if (rows != fine_tuned_cells.end())
+            for (const auto& cell : rows->second)
+                if (zero_shot_key(cell) == zero_shot_key(r.cell)) {
+                    add(r, cell);
+                    joined = true;
+                }
+        if (!joined) add(r, r.cell);
     }
     return g;
 }
@@ -354,7 +402,7 @@ Report build_report(const std::string& experiment, const std::vector<GlueResultR
                     const std::map<std::string, std::string>& identity_of_cell) {
     Report report;
     report.experiment = experiment;
-    ReportGroups groups = collect_report_groups(results);
+    ReportGroups groups = collect_report_groups(results, identity_of_cell);
     ReportEvidenceSources src{{}, parent_of};
     for (const auto& p : predictions) src.prediction_of[{p.run_id, p.split}] = &p;
     set_report_columns(report, groups.tasks);

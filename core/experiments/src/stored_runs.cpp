@@ -39,7 +39,9 @@ Groups load_pretrain_groups(ResultStore& store, int64_t experiment_id,
 const ReportRow* final_row(const Report& report, const std::string& group) {
     const ReportRow* out = nullptr;
     for (const auto& row : report.rows)
-        if (!row.reference && row.variant == group && (!out || row.step > out->step)) out = &row;
+        // At the last step, the last row: rows of one step are in order of their cells'
+        // first results, so a config rerun beside the stored one (--new-runs) is judged.
+        if (!row.reference && row.variant == group && (!out || row.step >= out->step)) out = &row;
     return out;
 }
 

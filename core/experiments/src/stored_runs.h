@@ -61,7 +61,8 @@ using Groups = std::map<std::string, std::map<int64_t, PretrainRun>>;
 Groups load_pretrain_groups(ResultStore& store, int64_t experiment_id,
                             std::map<std::string, int>* left_out);
 
-/// The report row of `group` at its last checkpoint step; null if none.
+/// The report row of `group` at its last checkpoint step, of several there the one of the
+/// latest cell (a config rerun beside the stored one with --new-runs); null if none.
 const ReportRow* final_row(const Report& report, const std::string& group);
 
 /// Mean over `columns` of the row's bootstrap replicates (the same dev draws per column, so

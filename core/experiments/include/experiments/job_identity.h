@@ -76,6 +76,12 @@ std::string zero_shot_task_data_identity(const ExperimentSpec& spec,
                                          const std::vector<std::string>& task_keys,
                                          FileHashes& hashes);
 
+/// A task-data identity (task_data_identity) as the zero-shot tasks have it: a built-in one
+/// with train > dev becomes the one with train = dev (same dev.tsv); anything else as given.
+/// The report puts a zero-shot task's scores in every row whose fine-tuned tasks' data maps
+/// to its data this way.
+std::string zero_shot_task_data(const std::string& task_data);
+
 /// A fine-tuning job: its pretraining's identity (keys prefixed "pretrain."), the snapshot
 /// step, task, lr, seed, the resolved protocol and `task_data` (task_data_identity).
 JobIdentity finetune_identity(const ExperimentSpec& spec, const Variant& v,
