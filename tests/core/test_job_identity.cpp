@@ -95,6 +95,19 @@ TEST(JobIdentity, LabelsNameWhatTellsCellsApartAndIgnoreSeeds) {
                                "finetune.checkpoint_step=3000\nfinetune.protocol=b\n"},
                               true);
     EXPECT_EQ(steps, (std::vector<std::string>{"", ""}));
+    // Of a value of several words only the words that differ, not the hash they share.
+    const auto data = distinguishing_labels(
+        {"finetune.task_data=builtin v1 corpus=abc fraction=0.1 train=1000 dev=1000\n",
+         "finetune.task_data=builtin v2 corpus=abc fraction=0.1 train=10000 dev=1000\n",
+         "finetune.task_data=folder 1234\n"},
+        true);
+    EXPECT_EQ(data[0], "finetune.task_data=builtin v1 corpus=abc fraction=0.1 train=1000 dev=1000");
+    const auto two = distinguishing_labels(
+        {"finetune.task_data=builtin v1 corpus=abc fraction=0.1 train=1000 dev=1000\n",
+         "finetune.task_data=builtin v2 corpus=abc fraction=0.1 train=10000 dev=1000\n"},
+        true);
+    EXPECT_EQ(two, (std::vector<std::string>{"finetune.task_data=v1 train=1000",
+                                             "finetune.task_data=v2 train=10000"}));
 }
 
 TEST_F(JobIdentityTest, PretrainFingerprintFollowsWhatShapesTheRunNotWhereItRuns) {

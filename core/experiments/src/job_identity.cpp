@@ -284,6 +284,33 @@ std::vector<std::string> distinguishing_labels(const std::vector<std::string>& i
         }
         if (values.size() > 1) differing.push_back(k);
     }
+    // A value of several words (a task-data identity with its corpus hash) shows only the
+    // words where the values differ, when every value has the same number of words:
+    // "finetune.task_data=v2 train=10000", not the 64-digit hash they share.
+    const auto words_of = [](const std::string& v) {
+        std::vector<std::string> w;
+        std::istringstream in(v);
+        for (std::string x; in >> x;) w.push_back(x);
+        return w;
+    };
+    std::map<std::string, std::vector<bool>> shown_words;  // key -> which words differ
+    for (const auto& k : differing) {
+        std::vector<std::vector<std::string>> split;
+        for (const auto& fields : parsed) {
+            const auto it = fields.find(k);
+            if (it == fields.end()) break;
+            split.push_back(words_of(it->second));
+        }
+        if (split.size() != parsed.size() || split[0].size() < 2) continue;
+        std::vector<bool> differs(split[0].size(), false);
+        bool aligned = true;
+        for (const auto& w : split) {
+            aligned = aligned && w.size() == split[0].size();
+            for (size_t i = 0; aligned && i < w.size(); ++i)
+                differs[i] = differs[i] || w[i] != split[0][i];
+        }
+        if (aligned) shown_words[k] = differs;
+    }
     std::vector<std::string> labels;
     for (const auto& fields : parsed) {
         std::string label;
@@ -291,8 +318,14 @@ std::vector<std::string> distinguishing_labels(const std::vector<std::string>& i
             const auto it = fields.find(differing[i]);
             std::string key = differing[i];
             if (key.rfind("pretrain.", 0) == 0) key = key.substr(9);
-            label += (label.empty() ? "" : ", ") + key + "=" +
-                     (it == fields.end() ? "(none)" : it->second);
+            std::string value = it == fields.end() ? "(none)" : it->second;
+            if (const auto shown = shown_words.find(differing[i]); shown != shown_words.end()) {
+                const auto words = words_of(value);
+                value.clear();
+                for (size_t w = 0; w < words.size(); ++w)
+                    if (shown->second[w]) value += (value.empty() ? "" : " ") + words[w];
+            }
+            label += (label.empty() ? "" : ", ") + key + "=" + value;
         }
         if (differing.size() > max_keys)
             label += ", +" + std::to_string(differing.size() - max_keys) + " more";
