@@ -67,6 +67,8 @@ int cmd_info(const Argv& argv) {
             j["floor"] = {{"unigram_nats", floor.unigram_nats},
                           {"bigram_nats", floor.bigram_nats},
                           {"validation_tokens", floor.validation_tokens}};
+            if (floor.context_free_nats > 0)
+                j["floor"]["context_free_nats"] = floor.context_free_nats;
             if (!ckpt.evals.empty())
                 j["floor"]["warning"] = engine::floor_warning(ckpt.evals.back().loss, floor);
         } else {
@@ -96,8 +98,10 @@ int cmd_info(const Argv& argv) {
                   << e.step << "\n";
     }
     if (has_floor) {
-        std::cout << "floor        unigram " << floor.unigram_nats << " nats, bigram "
-                  << floor.bigram_nats << " nats (validation MLM targets, "
+        std::cout << "floor        unigram " << floor.unigram_nats << " nats, ";
+        if (floor.context_free_nats > 0)
+            std::cout << "context-free " << floor.context_free_nats << " nats, ";
+        std::cout << "bigram " << floor.bigram_nats << " nats (validation MLM targets, "
                   << floor.validation_tokens << " tokens)\n";
         if (!ckpt.evals.empty()) {
             const std::string w = engine::floor_warning(ckpt.evals.back().loss, floor);

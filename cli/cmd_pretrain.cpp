@@ -146,8 +146,9 @@ int cmd_pretrain(const Argv& argv) {
     std::cout << "; checkpoint " << result.checkpoint << "\n";
     if (result.floor.validation_tokens > 0)
         std::cout << "floor: unigram " << fixed_number(result.floor.unigram_nats, 4)
-                  << " nats, bigram " << fixed_number(result.floor.bigram_nats, 4)
-                  << " nats (validation MLM targets)\n";
+                  << " nats, context-free " << fixed_number(result.floor.context_free_nats, 4)
+                  << ", bigram " << fixed_number(result.floor.bigram_nats, 4)
+                  << " (validation MLM targets)\n";
     if (!result.evals.empty()) {
         const std::string warning = engine::floor_warning(result.evals.back().loss, result.floor);
         if (!warning.empty()) std::cout << warning << "\n";
@@ -201,14 +202,17 @@ plotting::LinePlot curves_plot(const std::string& metric, const std::vector<std:
             const std::string key =
                 fixed_number(floor.unigram_nats, 3) + "/" + fixed_number(floor.bigram_nats, 3);
             if (!seen.insert(key).second) continue;
-            plt::Series u, b;
+            plt::Series u, b, c;
             u.name = "unigram floor " + fixed_number(floor.unigram_nats, 3);
             b.name = "bigram ref. " + fixed_number(floor.bigram_nats, 3);
-            u.dashed = b.dashed = b.dotted = true;
-            u.x = b.x = {xmin, xmax};
+            c.name = "context-free floor " + fixed_number(floor.context_free_nats, 3);
+            u.dashed = b.dashed = b.dotted = c.dashed = c.dash_dot = true;
+            u.x = b.x = c.x = {xmin, xmax};
             u.y = {floor.unigram_nats, floor.unigram_nats};
             b.y = {floor.bigram_nats, floor.bigram_nats};
+            c.y = {floor.context_free_nats, floor.context_free_nats};
             plot.series.push_back(u);
+            if (floor.context_free_nats > 0) plot.series.push_back(c);
             plot.series.push_back(b);
         }
     }
@@ -360,6 +364,8 @@ int cmd_curves(const Argv& argv) {
     // unigram floor means the model learned word frequencies only.
     std::vector<std::string> warnings;
     std::vector<std::string> floor_row = {"unigram floor"}, bigram_row = {"bigram ref."};
+    std::vector<std::string> free_row = {"context-free floor"};
+    bool any_free = false;
     bool any_floor = false;
     for (size_t i = 0; i < names.size(); ++i) {
         engine::CorpusFloor floor;
@@ -367,6 +373,9 @@ int cmd_curves(const Argv& argv) {
         any_floor = any_floor || have;
         floor_row.push_back(have && metric == "loss" ? fixed_number(floor.unigram_nats, 4) : "-");
         bigram_row.push_back(have && metric == "loss" ? fixed_number(floor.bigram_nats, 4) : "-");
+        const bool free = have && metric == "loss" && floor.context_free_nats > 0;
+        any_free = any_free || free;
+        free_row.push_back(free ? fixed_number(floor.context_free_nats, 4) : "-");
         if (have && metric == "loss" && !table.empty()) {
             // The run's last validation point.
             for (auto it = table.rbegin(); it != table.rend(); ++it) {
@@ -380,14 +389,17 @@ int cmd_curves(const Argv& argv) {
     }
     if (any_floor && metric == "loss") {
         rows.push_back(floor_row);
+        if (any_free) rows.push_back(free_row);
         rows.push_back(bigram_row);
     }
     std::cout << format_table(rows);
     if (any_floor && metric == "loss")
         std::cout
             << "unigram floor: cross-entropy of the validation MLM targets under the training "
-               "token frequencies (a model that learned frequencies only); bigram ref.: "
-               "under a left-context bigram model\n";
+               "token frequencies (a model that learned frequencies only); context-free floor: "
+               "the best a model reaches that sees only the scored token (the validation loss "
+               "scores the 10% kept and 10% replaced tokens too, so copying what it sees pays "
+               "without any context); bigram ref.: under a left-context bigram model\n";
     else if (metric == "loss")
         std::cout << "(no floor.txt in these run directories: pretrained before the floor was "
                      "recorded; resume or rerun `tupe pretrain` to write it)\n";

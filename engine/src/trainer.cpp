@@ -300,11 +300,11 @@ CorpusFloor measure_floor(const PretrainConfig& config, const BlockDataset& data
     const CorpusFloor floor = corpus_floor(data, vocab);
     if (writer && floor.validation_tokens > 0) {
         write_floor(floor_path(config.out_dir), floor);
-        char line[160];
+        char line[200];
         std::snprintf(line, sizeof line,
-                      "floor: unigram %.3f nats, bigram %.3f nats (validation MLM targets, %lld "
-                      "tokens)",
-                      floor.unigram_nats, floor.bigram_nats,
+                      "floor: unigram %.3f nats, context-free %.3f, bigram %.3f (validation MLM "
+                      "targets, %lld tokens)",
+                      floor.unigram_nats, floor.context_free_nats, floor.bigram_nats,
                       static_cast<long long>(floor.validation_tokens));
         say(cb, line);
     }

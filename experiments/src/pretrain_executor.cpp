@@ -94,7 +94,8 @@ bool PretrainExecutor::record_shared_run(int64_t run_id, const Variant& v) const
         const auto eq = line.find(" = ");
         if (line.empty() || line[0] == '#' || eq == std::string::npos) continue;
         const std::string key = line.substr(0, eq);
-        if (key == "unigram_nats" || key == "bigram_nats" || key == "validation_tokens")
+        if (key == "unigram_nats" || key == "bigram_nats" || key == "context_free_nats" ||
+            key == "validation_tokens")
             params["floor." + key] = line.substr(eq + 3);
     }
     if (!params.empty()) store.add_params(run_id, params);
@@ -201,12 +202,14 @@ bool PretrainExecutor::run(const Job& job, int64_t run_id) const {
     flush();
     store.set_run_step(run_id, result.final_step);  // also when resumed at its final step
     if (result.floor.validation_tokens > 0) {
-        char uni[32], bi[32];
+        char uni[32], bi[32], free[32];
         std::snprintf(uni, sizeof uni, "%.6f", result.floor.unigram_nats);
         std::snprintf(bi, sizeof bi, "%.6f", result.floor.bigram_nats);
+        std::snprintf(free, sizeof free, "%.6f", result.floor.context_free_nats);
         store.add_params(
             run_id, {{"floor.unigram_nats", uni},
                      {"floor.bigram_nats", bi},
+                     {"floor.context_free_nats", free},
                      {"floor.validation_tokens", std::to_string(result.floor.validation_tokens)}});
     }
     if (result.stopped) return false;

@@ -207,7 +207,8 @@ std::unique_ptr<QCustomPlot> build_line_plot(const LinePlot& p, int width, int h
         g->setData(QVector<double>(s.x.begin(), s.x.end()),
                    QVector<double>(s.y.begin(), s.y.end()));
         QPen pen(color, s.dashed ? 1.2 : 1.6);
-        if (s.dashed) pen.setStyle(s.dotted ? Qt::DotLine : Qt::DashLine);
+        if (s.dashed)
+            pen.setStyle(s.dotted ? Qt::DotLine : s.dash_dot ? Qt::DashDotLine : Qt::DashLine);
         g->setPen(pen);
         if (s.markers) g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 6));
         g->setName(qs(s.name));

@@ -225,6 +225,19 @@ TEST(LossFloor, ReadFromParamsWithTheWarningNearTheFloor) {
     EXPECT_EQ(floorWarning("x", edge), "");
     edge.finalLoss = edge.unigram - 0.099;
     EXPECT_FALSE(floorWarning("x", edge).isEmpty());
+    // A run that stored the context-free floor is judged against it: 0.5 nats below the
+    // unigram floor is still on it when copying the visible tokens gives 6.30.
+    LossFloor copying = near;
+    copying.hasContextFree = true;
+    copying.contextFree = 6.30;
+    copying.finalLoss = 6.42;
+    EXPECT_EQ(floorWarning("copy", copying),
+              "copy: final loss 6.420 is not 0.1 nats below the context-free floor 6.300: "
+              "word frequencies and copying, no context");
+    copying.finalLoss = 6.2;
+    EXPECT_EQ(floorWarning("copy", copying), "");
+    copying.finalLoss = 6.85;  // not below the unigram floor: frequencies only
+    EXPECT_NE(floorWarning("copy", copying).indexOf("unigram floor 6.919"), -1);
 
     const auto lines = mergeFloorLines({{"a", 6.919214}, {"b", 6.9192142}, {"c", 7.5}});
     ASSERT_EQ(lines.size(), 2u);

@@ -1,5 +1,6 @@
 // The floor under validation-loss curves (engine::corpus_floor): the unigram and bigram
-// cross-entropies against values computed by hand, the floor file round trip and its errors,
+// cross-entropies against values computed by hand, the context-free floor against a brute-force
+// Bayes computation, the floor file round trip and its errors,
 // and the warning for a run that ends on the floor.
 #include <gtest/gtest.h>
 
@@ -67,6 +68,38 @@ TEST(CorpusFloor, UniformTokensGiveLogOfTheTypeCount) {
     EXPECT_LT(f.bigram_nats, f.unigram_nats / 5);
 }
 
+TEST(CorpusFloor, ContextFreeFloorIsTheBayesLossOfSeeingOnlyTheScoredToken) {
+    // Brute force, independent of the closed form: every input a scored target t can show
+    // under the 80/10/10 rule ([MASK]; t kept; each maskable x as the random replacement),
+    // the posterior over targets by Bayes' rule from the joint table, its expected loss.
+    const Vocab v = abc_vocab();
+    BlockDataset data;
+    data.train = {block({2, 5, 5, 5, 5, 6, 6, 7, 3})};  // a 4, b 2, c 1
+    data.validation = {block({2, 5, 6, 7, 5, 3})};
+    const CorpusFloor f = corpus_floor(data, v);
+    const double den = 7 + 1.5;
+    const std::vector<double> q = {4.5 / den, 2.5 / den, 1.5 / den};  // a, b, c (add-1/2)
+    const int n = 3;
+    // joint[x][t]: P(input x, target t) over the visible inputs (kept or replaced).
+    auto posterior = [&](int x, int t) {
+        double num = 0, z = 0;
+        for (int u = 0; u < n; ++u) {
+            const double joint = 0.1 * q[u] * (u == x) + 0.1 * q[u] / n;
+            z += joint;
+            if (u == t) num = joint;
+        }
+        return num / z;
+    };
+    double total = 0;
+    for (int t : {0, 1, 2, 0}) {
+        double loss = 0.8 * -std::log(q[t]) + 0.1 * -std::log(posterior(t, t));
+        for (int x = 0; x < n; ++x) loss += 0.1 / n * -std::log(posterior(x, t));
+        total += loss;
+    }
+    EXPECT_NEAR(f.context_free_nats, total / 4, 1e-12);
+    EXPECT_LT(f.context_free_nats, f.unigram_nats);  // copying the visible tokens pays
+}
+
 TEST(CorpusFloor, NoValidationBlocksGiveNoFloorAndNoWarning) {
     BlockDataset data;
     data.train = {block({2, 5, 3})};
@@ -83,6 +116,11 @@ TEST(CorpusFloor, WarningOnlyWhenTheLossIsNotClearlyBelowTheFloor) {
     EXPECT_NE(floor_warning(6.85, f).find("6.900"), std::string::npos);  // within 0.1 below
     EXPECT_EQ(floor_warning(6.7, f), "");
     EXPECT_EQ(floor_warning(std::nan(""), f), "");
+    // With the context-free floor known, it is the level (the lower one).
+    f.context_free_nats = 6.4;
+    EXPECT_NE(floor_warning(6.35, f).find("context-free floor 6.400"), std::string::npos);
+    EXPECT_NE(floor_warning(6.85, f).find("unigram floor 6.900"), std::string::npos);
+    EXPECT_EQ(floor_warning(6.25, f), "");
 }
 
 TEST(CorpusFloor, FileRoundTripAndMalformedLinesNameTheLine) {
@@ -91,6 +129,7 @@ TEST(CorpusFloor, FileRoundTripAndMalformedLinesNameTheLine) {
     CorpusFloor f;
     f.unigram_nats = 6.123456789;
     f.bigram_nats = 5.5;
+    f.context_free_nats = 6.25;
     f.validation_tokens = 42;
     f.train_tokens = 4200;
     const std::string path = floor_path(dir.string());
@@ -98,7 +137,13 @@ TEST(CorpusFloor, FileRoundTripAndMalformedLinesNameTheLine) {
     CorpusFloor g;
     ASSERT_TRUE(read_floor(path, g));
     EXPECT_NEAR(g.unigram_nats, f.unigram_nats, 1e-9);
+    EXPECT_NEAR(g.context_free_nats, 6.25, 1e-12);
     EXPECT_EQ(g.validation_tokens, 42);
+    // A file written before the context-free floor existed reads with it at 0 (unknown).
+    std::ofstream(path) << "unigram_nats = 6.1\nbigram_nats = 5\n";
+    CorpusFloor old;
+    ASSERT_TRUE(read_floor(path, old));
+    EXPECT_EQ(old.context_free_nats, 0.0);
     EXPECT_FALSE(read_floor((dir / "absent.txt").string(), g));
     std::ofstream(path) << "# comment\nunigram_nats = 6.1\nbigram_nats 5\n";
     try {

@@ -67,13 +67,15 @@ CheckpointRuns listCheckpointRuns(experiments::ResultStore& store, const QString
 /// more than word frequencies (the engine's kFloorMargin; engine headers pull in torch).
 inline constexpr double kFloorMarginNats = 0.1;
 
-/// A pretrain run's loss floor, from its params "floor.unigram_nats" and "floor.bigram_nats"
-/// (nats per masked token on its validation split), and its last validation/loss.
+/// A pretrain run's loss floor, from its params "floor.unigram_nats", "floor.context_free_nats"
+/// and "floor.bigram_nats" (nats per masked token on its validation split), and its last
+/// validation/loss.
 struct LossFloor {
-    bool hasUnigram = false, hasBigram = false, hasFinal = false;
-    double unigram = 0;    ///< the MLM loss of predicting word frequencies only
-    double bigram = 0;     ///< a left-context bigram reference
-    double finalLoss = 0;  ///< the last validation/loss point
+    bool hasUnigram = false, hasBigram = false, hasFinal = false, hasContextFree = false;
+    double unigram = 0;      ///< the MLM loss of predicting word frequencies only
+    double contextFree = 0;  ///< frequencies and copying the scored token (engine/corpus.h)
+    double bigram = 0;       ///< a left-context bigram reference
+    double finalLoss = 0;    ///< the last validation/loss point
     std::int64_t finalStep = 0;
 };
 

@@ -91,9 +91,11 @@ CurvesView::CurvesView(QWidget* parent)
     warnings_->hide();
     floor_->setChecked(true);
     floor_->setToolTip(
-        "The validation MLM loss of a model that learned only word frequencies "
-        "(the unigram entropy of the masked tokens): a curve that does not go "
-        "clearly below it has learned nothing about context or positions.");
+        "Dashed: the validation MLM loss of a model that learned only word frequencies "
+        "(the unigram entropy of the masked tokens). Dash-dot: the context-free floor, "
+        "frequencies plus copying the scored token, which the validation loss shows for the "
+        "10% of masked tokens left unchanged: a curve that does not go clearly below it has "
+        "learned nothing about context or positions.");
     bigram_->setToolTip(
         "A left-context bigram model's loss on the same tokens: a reference for "
         "how much one neighbouring word explains.");
@@ -482,9 +484,10 @@ void CurvesView::addFloorLines(const QString& key) {
         if (found) x0 = std::min(x0, r.lower), x1 = std::max(x1, r.upper);
     }
     if (!std::isfinite(x0)) return;
-    std::vector<std::pair<QString, double>> unigram, bigram;
+    std::vector<std::pair<QString, double>> unigram, bigram, contextFree;
     for (const auto& [id, c] : curves_) {
         if (c.floor.hasUnigram) unigram.emplace_back(c.name, c.floor.unigram);
+        if (c.floor.hasContextFree) contextFree.emplace_back(c.name, c.floor.contextFree);
         if (c.floor.hasBigram) bigram.emplace_back(c.name, c.floor.bigram);
     }
     auto draw = [&](const std::vector<FloorLine>& lines, const QString& what, Qt::PenStyle style) {
@@ -498,7 +501,10 @@ void CurvesView::addFloorLines(const QString& key) {
             g->setProperty("floor", true);
         }
     };
-    if (floor_->isChecked()) draw(mergeFloorLines(unigram), "unigram floor", Qt::DashLine);
+    if (floor_->isChecked()) {
+        draw(mergeFloorLines(unigram), "unigram floor", Qt::DashLine);
+        draw(mergeFloorLines(contextFree), "context-free floor", Qt::DashDotLine);
+    }
     if (bigram_->isChecked()) draw(mergeFloorLines(bigram), "bigram ref.", Qt::DotLine);
 }
 

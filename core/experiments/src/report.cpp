@@ -69,7 +69,7 @@ std::string pretraining_summary(ResultStore& store, const std::string& name) {
     if (!e) throw std::invalid_argument("no experiment named '" + name + "' in " + store.path());
     std::map<std::string, std::vector<std::string>> finals;  // group -> "seed S: loss"
     std::vector<std::string> order, warnings;
-    std::set<std::string> floors;
+    std::set<std::string> floors, free_floors;
     for (const auto& r : store.list_runs(e->id)) {
         if (r.kind != "pretrain") continue;
         const auto curve = store.metrics(r.id, "validation/loss");
@@ -84,13 +84,21 @@ std::string pretraining_summary(ResultStore& store, const std::string& name) {
         if (it == params.end()) continue;
         const double floor = std::stod(it->second);
         floors.insert(fixed_number(floor, 3));
-        if (curve.back().value > floor - engine::kFloorMargin)
-            warnings.push_back("warning: " + r.name + " ends at " +
-                               fixed_number(curve.back().value, 3) + ", not " +
-                               fixed_number(engine::kFloorMargin, 1) +
-                               " nats below the unigram floor " + fixed_number(floor, 3) +
-                               ": it learned word frequencies only, and its fine-tuning "
-                               "rows say nothing about positions");
+        // The context-free floor where stored (runs pretrained before it was are judged
+        // against the unigram floor, as then).
+        const auto free_it = params.find("floor.context_free_nats");
+        const double free_level = free_it != params.end() ? std::stod(free_it->second) : 0.0;
+        if (free_level > 0) free_floors.insert(fixed_number(free_level, 3));
+        const bool free = free_level > 0 && curve.back().value <= floor - engine::kFloorMargin;
+        const double level = free ? free_level : floor;
+        if (curve.back().value > level - engine::kFloorMargin)
+            warnings.push_back(
+                "warning: " + r.name + " ends at " + fixed_number(curve.back().value, 3) +
+                ", not " + fixed_number(engine::kFloorMargin, 1) + " nats below the " +
+                (free ? "context-free floor " : "unigram floor ") + fixed_number(level, 3) +
+                (free ? ": it learned word frequencies and to copy visible tokens, no context"
+                      : ": it learned word frequencies only") +
+                ", and its fine-tuning rows say nothing about positions");
     }
     if (order.empty()) return "";
     std::ostringstream os;
@@ -106,6 +114,12 @@ std::string pretraining_summary(ResultStore& store, const std::string& name) {
         os << "  unigram floor:";
         for (const auto& f : floors) os << " " << f;
         os << " (the validation targets' cross-entropy under training word frequencies)\n";
+    }
+    if (!free_floors.empty()) {
+        os << "  context-free floor:";
+        for (const auto& f : free_floors) os << " " << f;
+        os << " (the same targets for a model that sees only the scored token under 80/10/10 "
+              "masking: frequencies and copying, no context)\n";
     }
     for (const auto& w : warnings) os << w << "\n";
     return os.str();

@@ -51,9 +51,10 @@ struct Series {
     /// Optional shaded band around the curve (e.g. the spread over seeds): empty, or the
     /// same length as x.
     std::vector<double> band_lo, band_hi;
-    bool dashed = false;   ///< A reference line (a floor, a chance level): dashed, grey
-    bool dotted = false;   ///< With dashed: dotted instead (a second reference line)
-    bool markers = false;  ///< A circle at each point (few points: one point alone shows)
+    bool dashed = false;    ///< A reference line (a floor, a chance level): dashed, grey
+    bool dotted = false;    ///< With dashed: dotted instead (a second reference line)
+    bool dash_dot = false;  ///< With dashed: dash-dot instead (a third reference line)
+    bool markers = false;   ///< A circle at each point (few points: one point alone shows)
 };
 
 /// Curves on shared axes; a legend appears when there is more than one named series.

@@ -65,9 +65,18 @@ BlockDataset make_blocks(const TokenizedCorpus& corpus, const Vocab& vocab,
 ///  - unigram: add-1/2 smoothed token frequencies (every maskable vocabulary entry gets 1/2);
 ///  - bigram: p(w | previous token), Witten-Bell interpolated with that unigram. A
 ///    left-context reference only: MLM sees both sides, so a good model goes below it.
+///  - context-free: the best loss of a model that sees only the token at the scored position
+///    under BERT's 80/10/10 rule (mask_block): [MASK] -> the unigram distribution; a visible
+///    token x -> the posterior of "kept" (target x) against "replaced at random" (target from
+///    the unigram), p(t | x) = (q(x) [t = x] + q(t) / V') / (q(x) + 1 / V') over the V'
+///    maskable types. Frequencies plus copying the visible tokens, no context: the floor under
+///    the validation loss, which scores the kept and replaced tokens too (a model can go 0.5
+///    nats below the unigram floor without reading any other token). 0 when not measured
+///    (floor files written before it existed).
 struct CorpusFloor {
     double unigram_nats = 0;
     double bigram_nats = 0;
+    double context_free_nats = 0;
     int64_t validation_tokens = 0;  ///< Maskable validation tokens the floor is measured on.
     int64_t train_tokens = 0;       ///< Maskable training tokens the distributions come from.
 };
