@@ -7,11 +7,14 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
 
 #include "command_table.h"
+#include "engine/errors.h"
 
 namespace cli {
 
@@ -223,6 +226,44 @@ std::string format_table(const std::vector<std::vector<std::string>>& rows) {
         }
     }
     return os.str();
+}
+
+void create_output_dir(const std::string& dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw engine::InputError(dir, "cannot create directory: " + ec.message());
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.flush();
+    if (!f) throw engine::InputError(path, "cannot write");
+}
+
+void require_corpus_file(const std::string& path) {
+    std::error_code ec;
+    const auto status = std::filesystem::status(path, ec);
+    if (ec || !std::filesystem::exists(status))
+        throw engine::InputError(path, "corpus file not found");
+    if (std::filesystem::is_directory(status))
+        throw engine::InputError(path, "corpus path is a directory");
+}
+
+engine::WordPieceTokenizer checkpoint_tokenizer(const std::string& vocab_flag,
+                                                const std::string& checkpoint,
+                                                const engine::PretrainConfig& config) {
+    const std::string beside =
+        (std::filesystem::path(checkpoint).parent_path() / "vocab.txt").string();
+    const std::string path = !vocab_flag.empty()               ? vocab_flag
+                             : std::filesystem::exists(beside) ? beside
+                                                               : config.data.vocab;
+    engine::WordPieceTokenizer tokenizer(engine::Vocab::load(path), config.data.lower_case);
+    if (tokenizer.vocab().size() != config.model.vocab_size)
+        throw engine::InputError(path, "has " + std::to_string(tokenizer.vocab().size()) +
+                                           " tokens but the checkpoint's model has " +
+                                           std::to_string(config.model.vocab_size));
+    return tokenizer;
 }
 
 }  // namespace cli

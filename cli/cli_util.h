@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/config.h"
+#include "engine/tokenizer.h"
+
 namespace cli {
 
 /// A usage error: main() prints it with the command's usage line and exits with status 2.
@@ -84,5 +87,22 @@ class StopOnSignal {
 
 /// Prints rows as an aligned text table (first row = header).
 std::string format_table(const std::vector<std::vector<std::string>>& rows);
+
+/// Creates `dir` and its parents when absent; throws engine::InputError naming it.
+void create_output_dir(const std::string& dir);
+
+/// Writes `text` to `path` (replacing it); throws engine::InputError naming the file.
+void write_text_file(const std::string& path, const std::string& text);
+
+/// Throws engine::InputError when `path` does not exist or is a directory: checked before a
+/// model is loaded, so that a typo costs no load.
+void require_corpus_file(const std::string& path);
+
+/// The tokenizer of a pretraining checkpoint whose config is `config`: the vocabulary from
+/// `vocab_flag` when not empty, else the copy the run directory keeps beside the checkpoint,
+/// else the config's data.vocab (as `tupe export`); its size checked against the model's.
+engine::WordPieceTokenizer checkpoint_tokenizer(const std::string& vocab_flag,
+                                                const std::string& checkpoint,
+                                                const engine::PretrainConfig& config);
 
 }  // namespace cli

@@ -20,6 +20,7 @@
 #include "commands.h"
 #include "engine/errors.h"
 #include "engine/trainer.h"
+#include "number_cells.h"
 #if TUPE_WITH_QT
 #include "plotting/plotting.h"
 #endif
@@ -39,25 +40,6 @@ struct Evaluated {
     analysis::ExtrapolationReport report;
 };
 
-/// The vocabulary of a pretraining checkpoint: --vocab, else the copy the run directory keeps
-/// beside the checkpoint, else the config's data.vocab (as `tupe export`).
-std::string checkpoint_vocab(const Args& args, const std::string& checkpoint,
-                             const engine::PretrainConfig& config) {
-    if (args.has("vocab")) return args.get("vocab");
-    const std::string beside = (fs::path(checkpoint).parent_path() / "vocab.txt").string();
-    return fs::exists(beside) ? beside : config.data.vocab;
-}
-
-// Tables: 4 decimals, "-" where nothing was measured.
-std::string fixed(double x, int digits = 4) {
-    return std::isfinite(x) ? analysis::fixed_number(x, digits) : "-";
-}
-
-// NaN (nothing measured) as null: JSON has no NaN.
-nlohmann::json loss_json(double x) {
-    return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json();
-}
-
 nlohmann::json row_json(const analysis::ExtrapolationRow& r) {
     nlohmann::json j = {{"factor", r.factor},
                         {"length", r.length},
@@ -68,14 +50,14 @@ nlohmann::json row_json(const analysis::ExtrapolationRow& r) {
         return j;
     }
     j["windows"] = r.windows;
-    j["loss"] = loss_json(r.loss);
-    j["loss_within"] = loss_json(r.loss_within);
-    j["loss_beyond"] = loss_json(r.loss_beyond);
+    j["loss"] = number_or_null(r.loss);
+    j["loss_within"] = number_or_null(r.loss_within);
+    j["loss_beyond"] = number_or_null(r.loss_beyond);
     j["masked"] = r.masked;
     j["masked_within"] = r.masked_within;
     j["masked_beyond"] = r.masked_beyond;
-    j["mean_attention_distance"] = loss_json(r.mean_distance());
-    j["mean_attention_entropy"] = loss_json(r.mean_entropy());
+    j["mean_attention_distance"] = number_or_null(r.mean_distance());
+    j["mean_attention_entropy"] = number_or_null(r.mean_entropy());
     j["heads"] = r.heads;
     j["attention_distance"] = r.distance;  // [layer * heads + head], tokens
     j["attention_entropy"] = r.entropy;    // nats
@@ -100,7 +82,7 @@ std::string render_json(const std::vector<Evaluated>& results, const std::string
                                {"masked_tokens", r.masked_tokens},
                                {"seed", r.seed},
                                {"mask_prob", r.mask_prob},
-                               {"unigram_floor", loss_json(r.unigram_floor)},
+                               {"unigram_floor", number_or_null(r.unigram_floor)},
                                {"lengths", lengths},
                                {"shifts", shifts}};
         list.push_back(item);
@@ -140,13 +122,13 @@ std::vector<std::string> table_row(const std::string& label, const analysis::Ext
     return {label,
             std::to_string(r.length),
             span,
-            fixed(r.loss),
-            fixed(r.loss_within),
-            fixed(r.loss_beyond),
+            fixed_or_dash(r.loss),
+            fixed_or_dash(r.loss_within),
+            fixed_or_dash(r.loss_beyond),
             format_count(static_cast<double>(r.masked)),
             format_count(static_cast<double>(r.masked_beyond)),
-            fixed(r.mean_distance()),
-            fixed(r.mean_entropy())};
+            fixed_or_dash(r.mean_distance()),
+            fixed_or_dash(r.mean_entropy())};
 }
 
 std::string render_table(const std::vector<Evaluated>& results) {
@@ -174,7 +156,7 @@ std::string render_table(const std::vector<Evaluated>& results) {
         for (const auto& row : r.shifts)
             rows.push_back(table_row("shift +" + std::to_string(row.offset), row));
         os << format_table(rows);
-        os << "floor: unigram " << fixed(r.unigram_floor) << " nats on the same "
+        os << "floor: unigram " << fixed_or_dash(r.unigram_floor) << " nats on the same "
            << format_count(static_cast<double>(r.masked_tokens))
            << " masked targets (their own add-1/2 frequencies in the stream); attn dist / "
               "entropy: mean over layers, heads and queries of sum_j p_ij |i - j| (tokens) and "
@@ -223,13 +205,6 @@ void save_figure(const std::vector<Evaluated>& results, const fs::path& path) {
 }
 #endif
 
-void write_text(const fs::path& path, const std::string& text) {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.flush();
-    if (!f) throw engine::InputError(path.string(), "cannot write");
-}
-
 }  // namespace
 
 int cmd_extrapolate(const Argv& argv) {
@@ -252,23 +227,14 @@ int cmd_extrapolate(const Argv& argv) {
     if (seed < 0) throw UsageError("--seed must be >= 0");
     options.seed = static_cast<uint64_t>(seed);
     options.source = corpus;
-    // Before any checkpoint is loaded: a typo in the corpus path should not cost a model load.
-    std::error_code ec;
-    const auto status = fs::status(corpus, ec);
-    if (ec || !fs::exists(status)) throw engine::InputError(corpus, "corpus file not found");
-    if (fs::is_directory(status)) throw engine::InputError(corpus, "corpus path is a directory");
+    require_corpus_file(corpus);
 
     std::vector<Evaluated> results;
     for (size_t k = 0; k < checkpoints.size(); ++k) {
         const std::string& path = checkpoints[k];
         auto ckpt = engine::load_checkpoint(path);
-        const std::string vocab_path = checkpoint_vocab(args, path, ckpt.config);
-        engine::WordPieceTokenizer tokenizer(engine::Vocab::load(vocab_path),
-                                             ckpt.config.data.lower_case);
-        if (tokenizer.vocab().size() != ckpt.config.model.vocab_size)
-            throw engine::InputError(vocab_path, "has " + std::to_string(tokenizer.vocab().size()) +
-                                                     " tokens but the checkpoint's model has " +
-                                                     std::to_string(ckpt.config.model.vocab_size));
+        const engine::WordPieceTokenizer tokenizer =
+            checkpoint_tokenizer(args.get("vocab"), path, ckpt.config);
         options.train_length = ckpt.config.data.max_seq_len;
         for (double f : options.factors)
             if (analysis::window_length(f, options.train_length) < 3)
@@ -295,10 +261,9 @@ int cmd_extrapolate(const Argv& argv) {
         std::cout << render_table(results);
     if (args.has("out")) {
         const fs::path out = args.get("out");
-        fs::create_directories(out, ec);
-        if (ec) throw engine::InputError(out.string(), "cannot create directory: " + ec.message());
-        write_text(out / "extrapolation.json", render_json(results, corpus));
-        write_text(out / "extrapolation.csv", render_csv(results));
+        create_output_dir(out.string());
+        write_text_file((out / "extrapolation.json").string(), render_json(results, corpus));
+        write_text_file((out / "extrapolation.csv").string(), render_csv(results));
         // stderr, so that stdout stays one document in the chosen format.
         std::cerr << "wrote " << (out / "extrapolation.json").string() << " and "
                   << (out / "extrapolation.csv").string() << "\n";

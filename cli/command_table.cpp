@@ -189,6 +189,36 @@ std::vector<CommandSpec> make_table() {
           opt("out", "DIR", "", "also write extrapolation.csv/.json/.png")},
          "",
          "pt"});
+    add({"ablate",
+         cmd_ablate,
+         "CHECKPOINT [CHECKPOINT ...]",
+         "which heads' positional terms the model uses: per layer and head, the masked-token "
+         "loss change when that head's positional contribution is removed, with a bootstrap "
+         "interval, beside its positional share",
+         {opt("corpus", "FILE", "",
+              "held-out text, one document or sentence per line (default: the checkpoint's own "
+              "validation documents)"),
+          noted("vocab", "FILE", "vocab.txt beside the checkpoint, else the config's data.vocab",
+                "the vocabulary"),
+          opt("mode", "MODE", "zero", "what replaces the positional contribution",
+              {"zero", "mean", "shuffle"}),
+          at_least(1, opt("windows", "N", "256", "windows of the text scored")),
+          at_least(4, noted("length", "T", "the training length",
+                            "tokens per window, [CLS] and [SEP] included")),
+          at_least(1, opt("batch", "B", "8", "windows per forward pass")),
+          at_least(1, opt("max-tokens", "N", "60000", "stream tokens read from --corpus")),
+          opt("seed", "S", "1", "seed of the masked tokens, the shuffle and the bootstrap"),
+          flag("no-share", "skip the positional share (properties probe) beside each head"),
+          opt("threads", "N", "0", "intra-op threads (0 = the CPUs available)"),
+          opt("format", "FORMAT", "table", "output format", {"table", "json", "csv"}),
+          opt("out", "DIR", "", "also write ablation.json and ablation.csv")},
+         "Modes: zero removes every positional slot of the head (RoPE attends unrotated; the "
+         "scheme's scaling stays); mean replaces BERT-Ad's q/k offsets and an input table by "
+         "their mean over positions (for terms added to the logits the softmax makes mean and "
+         "zero the same); shuffle computes the terms at permuted positions ([CLS] kept). An "
+         "input table (BERT-A, sinusoidal) has no per-head contribution: only the whole-model "
+         "row.",
+         "pt"});
     add({"run",
          cmd_run,
          "EXPERIMENT.yaml",

@@ -13,6 +13,7 @@
 
 namespace analysis {
 
+using detail::check_probe_stream;
 using detail::require;
 
 namespace {
@@ -71,15 +72,8 @@ OrderProbeReport order_probe(engine::BertForMaskedLM& model, const std::vector<i
     const engine::ModelConfig& config = model->bert->config();
     require(vocab.size() <= config.vocab_size,
             "order probe: the vocabulary does not fit the model");
+    check_probe_stream(stream, W, config.vocab_size, options.source, "the order probe");
     const auto S = static_cast<int64_t>(stream.size());
-    if (S < W)
-        throw engine::InputError(options.source, "holds " + std::to_string(S) +
-                                                     " tokens; the order probe needs at least " +
-                                                     std::to_string(W) + " for one window");
-    for (int64_t id : stream)
-        if (id < 0 || id >= config.vocab_size)
-            throw engine::InputError(options.source,
-                                     "token id " + std::to_string(id) + " outside the vocabulary");
     const int64_t nwin = std::min(options.windows, S / W);
 
     engine::EvalModeGuard eval(*model);

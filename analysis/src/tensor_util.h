@@ -7,11 +7,31 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "engine/errors.h"
 
 namespace analysis::detail {
 
 inline void require(bool condition, const std::string& message) {
     if (!condition) throw std::invalid_argument(message);
+}
+
+/// A probe's token stream: at least `window` tokens (one window without [CLS] and [SEP]) and
+/// every id inside a model of `vocab_size`; else engine::InputError naming `source`. `probe`
+/// names the caller in the message ("the order probe").
+inline void check_probe_stream(const std::vector<int64_t>& stream, int64_t window,
+                               int64_t vocab_size, const std::string& source,
+                               const std::string& probe) {
+    const auto S = static_cast<int64_t>(stream.size());
+    if (S < window)
+        throw engine::InputError(source, "holds " + std::to_string(S) + " tokens; " + probe +
+                                             " needs at least " + std::to_string(window) +
+                                             " for one window");
+    for (int64_t id : stream)
+        if (id < 0 || id >= vocab_size)
+            throw engine::InputError(source,
+                                     "token id " + std::to_string(id) + " outside the vocabulary");
 }
 
 /// "[2, 3, 4]" for messages.

@@ -123,7 +123,8 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const torch
     auto qkv = torch::linear(x, w, b);                                    // (B, T, 3C)
     auto parts = qkv.chunk(3, -1);
     auto q = parts[0], k = parts[1], v = parts[2];
-    position.offset_qk(q, k);  // BERT-Ad's q/k slot
+    const torch::Tensor q_raw = q, k_raw = k;  // for an ablated head (analysis only)
+    position.offset_qk(q, k);                  // BERT-Ad's q/k slot
     // (B, T, C) -> (B, T, H, d) -> (B, H, T, d)
     q = q.view({B, T, num_heads, head_dim}).transpose(1, 2);
     k = k.view({B, T, num_heads, head_dim}).transpose(1, 2);
@@ -132,15 +133,31 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const torch
     // Scaled q.k^T, with RoPE's rotation and the content-dependent terms (Shaw, DeBERTa); the
     // products are one sgemm per head on the views' strides (engine/batched_matmul.h).
     auto scores = position.scores(q, k);  // (B, H, T, T)
+    torch::Tensor bias = position.bias;
+    if (position.ablated) {
+        // `tupe ablate` (engine/position.h, PositionAblation): the ablated heads take their
+        // logits, bias included, from the alternative terms.
+        const LayerPosition& alt = *position.ablated;
+        auto qa = q_raw, ka = k_raw;
+        alt.offset_qk(qa, ka);
+        qa = qa.view({B, T, num_heads, head_dim}).transpose(1, 2);
+        ka = ka.view({B, T, num_heads, head_dim}).transpose(1, 2);
+        auto alt_scores = alt.scores(qa, ka);
+        if (alt.bias.defined()) alt_scores = alt_scores + alt.bias.unsqueeze(0);
+        if (bias.defined()) scores = scores + bias.unsqueeze(0);
+        scores =
+            torch::where(position.ablated_heads.view({1, num_heads, 1, 1}), alt_scores, scores);
+        bias = torch::Tensor();
+    }
     torch::Tensor probs;
     if (!logits_out && !probs_out) {
         // Training path: bias (H, T, T) broadcast over B, mask (B, 1, 1, T) and softmax in one
         // CPU kernel with its own backward (engine/fused_ops.h; elsewhere the composition below).
-        probs = fused_attention_softmax(scores, position.bias, mask_bias);  // (B, H, T, T)
+        probs = fused_attention_softmax(scores, bias, mask_bias);  // (B, H, T, T)
     } else {
         // The analysis hook: the unfused composition, so the logits before the mask come out.
         // The positional bias (H, T, T) broadcasts over the batch; never copied to B*H*T*T.
-        if (position.bias.defined()) scores = scores + position.bias.unsqueeze(0);
+        if (bias.defined()) scores = scores + bias.unsqueeze(0);
         if (logits_out) *logits_out = scores;
         if (mask_bias.defined()) scores = scores + mask_bias;  // (B, 1, 1, T)
         probs = torch::softmax(scores, -1);

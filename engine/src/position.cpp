@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -349,6 +351,93 @@ PositionTerms PositionEncodingImpl::forward(int64_t seq_len) {
 PositionTerms PositionEncodingImpl::forward(const torch::Tensor& positions,
                                             torch::ScalarType dtype) {
     ++forward_count_;
+    PositionTerms terms = compute(positions, dtype);
+    if (ablation_.mode == PositionAblation::Mode::kOff) return terms;
+    return ablate(std::move(terms), positions, dtype);
+}
+
+std::string ablation_mode_name(PositionAblation::Mode mode) {
+    switch (mode) {
+        case PositionAblation::Mode::kOff: return "off";
+        case PositionAblation::Mode::kZero: return "zero";
+        case PositionAblation::Mode::kMean: return "mean";
+        case PositionAblation::Mode::kShuffle: return "shuffle";
+    }
+    return "off";
+}
+
+PositionAblation::Mode parse_ablation_mode(const std::string& name) {
+    for (auto m : {PositionAblation::Mode::kZero, PositionAblation::Mode::kMean,
+                   PositionAblation::Mode::kShuffle, PositionAblation::Mode::kOff})
+        if (ablation_mode_name(m) == name) return m;
+    throw std::invalid_argument("unknown ablation mode '" + name + "' (zero, mean or shuffle)");
+}
+
+void PositionEncodingImpl::set_ablation(const PositionAblation& ablation) {
+    if (ablation.layer < -1 || ablation.layer >= config_.num_hidden_layers)
+        throw std::invalid_argument("ablation: layer " + std::to_string(ablation.layer) +
+                                    " outside 0.." + std::to_string(config_.num_hidden_layers - 1) +
+                                    " (or -1)");
+    if (ablation.head < -1 || ablation.head >= config_.num_attention_heads)
+        throw std::invalid_argument("ablation: head " + std::to_string(ablation.head) +
+                                    " outside 0.." +
+                                    std::to_string(config_.num_attention_heads - 1) + " (or -1)");
+    ablation_ = ablation;
+}
+
+PositionTerms PositionEncodingImpl::ablate(PositionTerms terms, const torch::Tensor& positions,
+                                           torch::ScalarType dtype) {
+    using Mode = PositionAblation::Mode;
+    const int64_t T = positions.size(0), L = config_.num_hidden_layers;
+    const int64_t H = config_.num_attention_heads;
+    // The alternative terms, one per layer.
+    PositionTerms alt;
+    if (ablation_.mode == Mode::kShuffle) {
+        // [CLS]'s position stays; positions 1..T-1 are permuted (the same permutation for
+        // every window of this length).
+        std::vector<int64_t> order(static_cast<size_t>(T));
+        std::iota(order.begin(), order.end(), 0);
+        std::mt19937_64 rng(ablation_.seed);
+        if (T > 2) std::shuffle(order.begin() + 1, order.end(), rng);
+        auto index = torch::tensor(order, torch::kLong).to(positions.device());
+        alt = compute(positions.index_select(0, index), dtype);
+    } else {
+        for (size_t i = 0; i < terms.layers.size(); ++i) {
+            const LayerPosition& lp = terms.layers[i];
+            LayerPosition empty;
+            empty.scaling = lp.scaling;
+            if (ablation_.mode == Mode::kMean && lp.q_offset.defined()) {
+                empty.q_offset = lp.q_offset.mean(0, true).expand_as(lp.q_offset);
+                empty.k_offset = lp.k_offset.mean(0, true).expand_as(lp.k_offset);
+            }
+            alt.layers.push_back(std::move(empty));
+        }
+        if (terms.input.defined() && ablation_.mode == Mode::kMean)
+            alt.input = terms.input.mean(0, true).expand_as(terms.input);
+    }
+    // The input slot has no heads or layers: only the whole-model ablation touches it.
+    if (ablation_.layer < 0 && ablation_.head < 0) terms.input = alt.input;
+    auto heads = torch::zeros({H}, torch::kBool);
+    if (ablation_.head < 0)
+        heads.fill_(true);
+    else
+        heads[ablation_.head] = true;
+    PositionTerms out;
+    out.input = terms.input;
+    for (int64_t i = 0; i < L; ++i) {
+        LayerPosition lp = terms.for_layer(static_cast<size_t>(i));
+        if (ablation_.layer < 0 || ablation_.layer == i) {
+            lp.ablated =
+                std::make_shared<const LayerPosition>(alt.for_layer(static_cast<size_t>(i)));
+            lp.ablated_heads = heads.to(positions.device());
+        }
+        out.layers.push_back(std::move(lp));
+    }
+    return out;
+}
+
+PositionTerms PositionEncodingImpl::compute(const torch::Tensor& positions,
+                                            torch::ScalarType dtype) {
     TORCH_CHECK(positions.dim() == 1 && positions.size(0) >= 1, "positions must be (T), got ",
                 positions.sizes());
     const int64_t T = positions.size(0), H = config_.num_attention_heads, d = config_.head_dim();

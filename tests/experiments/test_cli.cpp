@@ -266,6 +266,33 @@ TEST_F(CliTest, ExtrapolateReportsLengthsShiftsAndTheFloor) {
                           "/nonexistent/corpus.txt");
 }
 
+// `tupe ablate` on the tiny tupe-r: one row per layer and head plus the whole model, on the
+// run's own held-out documents by default, the files under --out, and one-line errors.
+TEST_F(CliTest, AblateReportsEveryHeadAndTheWholeModel) {
+    const std::string ckpt = pretrained();
+    auto r = tupe("ablate " + quote(ckpt) + " --windows 4 --out " + quote((dir_ / "ab").string()));
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("per head: static bias"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("(held-out documents)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("    all   all"), std::string::npos) << r.out;
+    // One header and, for tiny (2 layers x 2 heads), 4 head rows and the whole-model row.
+    std::istringstream csv(read_file(dir_ / "ab" / "ablation.csv"));
+    int rows = 0;
+    for (std::string line; std::getline(csv, line);) ++rows;
+    EXPECT_EQ(rows, 6) << read_file(dir_ / "ab" / "ablation.csv");
+    EXPECT_NE(read_file(dir_ / "ab" / "ablation.json").find("\"delta_loss\""), std::string::npos);
+
+    const std::string corpus = " --corpus " + quote((dir_ / "corpus.txt").string());
+    auto shuffled = tupe("ablate " + quote(ckpt) + corpus + " --windows 4 --mode shuffle");
+    ASSERT_EQ(shuffled.status, 0) << shuffled.err;
+    EXPECT_NE(shuffled.out.find("mode shuffle"), std::string::npos) << shuffled.out;
+    auto bad = tupe("ablate " + quote(ckpt) + " --mode random");
+    EXPECT_EQ(bad.status, 2);
+    expect_one_line_error(bad, "--mode");
+    expect_one_line_error(tupe("ablate " + quote(ckpt) + " --corpus /nonexistent/corpus.txt"),
+                          "/nonexistent/corpus.txt");
+}
+
 // `tupe curves --format csv|json` prints every row of metrics.tsv as written; `tupe inspect
 // --bertviz` writes bertviz's layout beside the .npy files and refuses other extensions.
 TEST_F(CliTest, CurvesPrintRawPointsAndInspectWritesBertviz) {

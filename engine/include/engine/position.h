@@ -15,6 +15,7 @@
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,31 @@ std::vector<double> alibi_slopes(int64_t num_heads);
 /// PE(pos, 2i+1) = cos(pos / 10000^(2i/C)); positions (T) long -> (T, C) float64.
 torch::Tensor sinusoidal_table(const torch::Tensor& positions, int64_t hidden_size);
 
+/// Analysis only (`tupe ablate`, analysis/ablation.h): one head's, one layer's or the whole
+/// model's positional contribution removed or replaced, at run time (set_ablation). Per head,
+/// the head's attention logits come from the same layer's terms with:
+///   kZero     every positional slot emptied: no offsets, no rotation (RoPE attends with the
+///             unrotated q and k), no content terms (Shaw, DeBERTa), no static bias; the
+///             scheme's scaling is kept;
+///   kMean     as kZero, but BERT-Ad's q/k offsets are their mean over the window's positions
+///             (an additive logit term replaced by its mean is a constant per row, which the
+///             softmax ignores: for every other slot mean and zero are the same ablation);
+///   kShuffle  every positional slot computed at shuffled positions: [CLS]'s position kept,
+///             positions 1..T-1 permuted (one permutation per length, drawn from `seed`).
+/// An input table (learned, sinusoidal) has no per-head contribution: it is ablated (removed,
+/// its mean row, its rows shuffled) only when both layer and head are -1.
+struct PositionAblation {
+    enum class Mode { kOff, kZero, kMean, kShuffle };
+    Mode mode = Mode::kOff;
+    int64_t layer = -1;  ///< -1: every layer
+    int64_t head = -1;   ///< -1: every head
+    uint64_t seed = 1;   ///< kShuffle's permutation
+};
+
+/// "zero" / "mean" / "shuffle" / "off", and back; parse throws std::invalid_argument.
+std::string ablation_mode_name(PositionAblation::Mode mode);
+PositionAblation::Mode parse_ablation_mode(const std::string& name);
+
 /// What a layer needs from the positions. Every tensor is optional (undefined when the scheme
 /// does not use that slot); the layer's code is the same for every scheme.
 struct LayerPosition {
@@ -65,6 +91,11 @@ struct LayerPosition {
     /// Content slot, DeBERTa: K_r and Q_r (H, 2k, d) and delta(i, j) (T, T) long:
     /// scores += q_i . K_r[delta(i,j)] (c2p) + k_j . Q_r[delta(j,i)] (p2c).
     torch::Tensor c2p_keys, p2c_queries, rel_index;
+    /// Analysis only (PositionEncodingImpl::set_ablation): the heads where ablated_heads (H,
+    /// bool) is true take their logits, static bias included, from *ablated: this layer's terms
+    /// with the positional contribution removed, mean-replaced or shuffled. Null otherwise.
+    std::shared_ptr<const LayerPosition> ablated;
+    torch::Tensor ablated_heads;
 
     /// q and k (B, T, C) before the head split: adds the offsets.
     void offset_qk(torch::Tensor& q, torch::Tensor& k) const;
@@ -119,6 +150,11 @@ class PositionEncodingImpl : public torch::nn::Module {
     /// set_position_offset.
     void set_constant_positions(bool constant) { constant_positions_ = constant; }
     bool constant_positions() const { return constant_positions_; }
+    /// Removes or replaces positional contributions in every forward() until reset to a
+    /// default PositionAblation (see PositionAblation). Runtime only, like
+    /// set_position_offset. Throws std::invalid_argument for a layer or head out of range.
+    void set_ablation(const PositionAblation& ablation);
+    const PositionAblation& ablation() const { return ablation_; }
     /// Everything positional for a sequence at these positions (T) long, computed once;
     /// tables without parameters (sinusoidal, ALiBi, RoPE's angles) come in `dtype` (the word
     /// embeddings'). Throws c10::Error naming max_position_embeddings when a learned table is
@@ -152,6 +188,9 @@ class PositionEncodingImpl : public torch::nn::Module {
     torch::Tensor cls_theta;  ///< (2, H): theta1 (row 0), theta2 (column 0) of the [CLS] reset
 
   private:
+    PositionTerms compute(const torch::Tensor& positions, torch::ScalarType dtype);
+    PositionTerms ablate(PositionTerms terms, const torch::Tensor& positions,
+                         torch::ScalarType dtype);
     PositionProjection projection(int64_t group);
     torch::Tensor untied_rows(const torch::Tensor& rows, int64_t group);
     torch::Tensor t5_bias(const torch::Tensor& positions);
@@ -164,6 +203,7 @@ class PositionEncodingImpl : public torch::nn::Module {
     torch::nn::Embedding word_table_{nullptr};
     int64_t position_offset_ = 0;
     bool constant_positions_ = false;
+    PositionAblation ablation_;
     int64_t forward_count_ = 0;
 };
 TORCH_MODULE(PositionEncoding);

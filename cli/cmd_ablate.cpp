@@ -1,0 +1,278 @@
+// `tupe ablate`: which heads' positional terms a pretrained model uses to predict
+// (analysis/ablation.h), as a table, JSON or CSV, on held-out text.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "analysis/ablation.h"
+#include "analysis/extrapolate.h"
+#include "analysis/text_format.h"
+#include "cli_util.h"
+#include "command_table.h"
+#include "commands.h"
+#include "engine/corpus.h"
+#include "engine/errors.h"
+#include "engine/threads.h"
+#include "engine/trainer.h"
+#include "experiments/experiment.h"
+#include "number_cells.h"
+
+namespace cli {
+
+namespace fs = std::filesystem;
+
+using analysis::csv_field;
+using analysis::exact_number;
+
+namespace {
+
+struct Ablated {
+    std::string path, variant, text;
+    double unigram_floor = std::nan("");  ///< floor.txt beside the checkpoint, when present
+    analysis::AblationReport report;
+};
+
+// "used" when the interval of the change lies above 0, "hurts" below 0 (the model does better
+// without it), "~" when it reaches 0.
+std::string verdict(const analysis::AblationRow& r) {
+    if (r.ci_lo > 0) return "used";
+    if (r.ci_hi < 0) return "hurts";
+    return "~";
+}
+
+std::string render_json(const std::vector<Ablated>& results) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& e : results) {
+        const auto& r = e.report;
+        nlohmann::json rows = nlohmann::json::array();
+        for (const auto& row : r.rows)
+            rows.push_back({{"layer", row.layer},
+                            {"head", row.head},
+                            {"loss", row.loss},
+                            {"delta_loss", row.delta_loss},
+                            {"ci_lo", row.ci_lo},
+                            {"ci_hi", row.ci_hi},
+                            {"positional_share", number_or_null(row.positional_share)}});
+        list.push_back({{"checkpoint", e.path},
+                        {"variant", e.variant},
+                        {"text", e.text},
+                        {"positions", r.summary},
+                        {"mode", r.mode},
+                        {"scope", r.scope},
+                        {"length", r.length},
+                        {"windows", r.windows},
+                        {"masked_tokens", r.masked},
+                        {"loss", r.loss},
+                        {"share_use_spearman", number_or_null(r.share_use_spearman)},
+                        {"rows", rows}});
+    }
+    return nlohmann::json{{"checkpoints", list}}.dump(2) + "\n";
+}
+
+std::string render_csv(const std::vector<Ablated>& results) {
+    std::ostringstream os;
+    os << "variant,checkpoint,mode,layer,head,loss,delta_loss,ci_lo,ci_hi,positional_share,"
+          "base_loss,masked_tokens,windows,length\n";
+    for (const auto& e : results)
+        for (const auto& row : e.report.rows)
+            os << csv_field(e.variant) << "," << csv_field(e.path) << "," << e.report.mode << ","
+               << row.layer << "," << row.head << "," << exact_number(row.loss) << ","
+               << exact_number(row.delta_loss) << "," << exact_number(row.ci_lo) << ","
+               << exact_number(row.ci_hi) << "," << exact_number(row.positional_share) << ","
+               << exact_number(e.report.loss) << "," << e.report.masked << "," << e.report.windows
+               << "," << e.report.length << "\n";
+    return os.str();
+}
+
+// With several checkpoints of one variant (pretraining seeds): per variant, the whole-model
+// change (median, min and max), the heads whose change is above 0 and the share~use Spearman,
+// each over its checkpoints. Empty when no variant has two.
+std::string summary_by_variant(const std::vector<Ablated>& results) {
+    std::vector<std::string> order;
+    std::map<std::string, std::vector<const Ablated*>> by;
+    for (const auto& e : results) {
+        if (!by.count(e.variant)) order.push_back(e.variant);
+        by[e.variant].push_back(&e);
+    }
+    bool several = false;
+    for (const auto& [v, list] : by) several = several || list.size() > 1;
+    if (!several) return "";
+    std::ostringstream os;
+    os << "\nby variant (median [min, max] over its checkpoints):\n"
+       << "  variant           n  whole-model change            heads used      share~use "
+          "Spearman\n";
+    for (const auto& v : order) {
+        std::vector<double> whole, used, rho;
+        int64_t heads = 0;
+        for (const Ablated* e : by[v]) {
+            int64_t u = 0, h = 0;
+            for (const auto& row : e->report.rows) {
+                if (row.layer < 0) whole.push_back(row.delta_loss);
+                if (row.layer >= 0) ++h, u += row.ci_lo > 0;
+            }
+            heads = h;
+            used.push_back(static_cast<double>(u));
+            if (std::isfinite(e->report.share_use_spearman))
+                rho.push_back(e->report.share_use_spearman);
+        }
+        auto span = [](std::vector<double> x, int digits) -> std::string {
+            if (x.empty()) return "-";
+            std::sort(x.begin(), x.end());
+            const size_t n = x.size();
+            const double med = n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
+            return analysis::fixed_number(med, digits) + " [" +
+                   analysis::fixed_number(x.front(), digits) + ", " +
+                   analysis::fixed_number(x.back(), digits) + "]";
+        };
+        os << "  " << std::left << std::setw(16) << v << std::right << std::setw(3) << by[v].size()
+           << "  " << std::left << std::setw(28) << span(whole, 4) << "  " << std::setw(14)
+           << (heads ? span(used, 0) + " of " + std::to_string(heads) : "-") << "  " << span(rho, 2)
+           << std::right << "\n";
+    }
+    return os.str();
+}
+
+std::string render_table(const std::vector<Ablated>& results) {
+    std::ostringstream os;
+    for (size_t k = 0; k < results.size(); ++k) {
+        const auto& e = results[k];
+        const auto& r = e.report;
+        if (k) os << "\n";
+        os << e.variant << "  " << e.path << "\n"
+           << "positions: " << r.summary << "; ablated: " << r.scope << "; mode " << r.mode << "\n"
+           << "text: " << e.text << ", " << r.windows << " window(s) x " << r.length << " tokens, "
+           << r.masked << " masked tokens; loss with nothing removed " << fixed_or_dash(r.loss)
+           << " nats";
+        if (std::isfinite(e.unigram_floor))
+            os << " (the run's unigram floor: " << fixed_or_dash(e.unigram_floor) << ")";
+        os << "\n";
+        os << "  layer  head    loss  change  95% CI              use    pos.share\n";
+        for (const auto& row : r.rows) {
+            const std::string layer = row.layer < 0 ? "all" : std::to_string(row.layer);
+            const std::string head = row.head < 0 ? "all" : std::to_string(row.head);
+            std::ostringstream ci;
+            ci << "[" << analysis::fixed_number(row.ci_lo, 4) << ", "
+               << analysis::fixed_number(row.ci_hi, 4) << "]";
+            os << "  " << std::setw(5) << layer << "  " << std::setw(4) << head << "  "
+               << std::setw(6) << fixed_or_dash(row.loss) << "  " << std::setw(6)
+               << (row.delta_loss >= 0 ? "+" : "") + analysis::fixed_number(row.delta_loss, 4)
+               << "  " << std::left << std::setw(18) << ci.str() << std::right << "  " << std::left
+               << std::setw(5) << verdict(row) << std::right << "  " << std::setw(9)
+               << fixed_or_dash(row.positional_share, 3) << "\n";
+        }
+        if (std::isfinite(r.share_use_spearman))
+            os << "positional share against change, over the heads: Spearman "
+               << analysis::fixed_number(r.share_use_spearman, 2) << "\n";
+    }
+    os << summary_by_variant(results);
+    os << "change: loss with the positional contribution removed minus without removal (nats, "
+          "the same masked tokens); 95% CI: bootstrap over windows; use: 'used' when the CI "
+          "lies above 0, 'hurts' when below, '~' when it reaches 0\n";
+    return os.str();
+}
+
+// The held-out documents of the checkpoint's own corpus (make_blocks' validation split) as one
+// token stream without special tokens.
+std::vector<int64_t> validation_stream(const engine::PretrainConfig& config,
+                                       const engine::WordPieceTokenizer& tokenizer) {
+    const auto corpus =
+        engine::load_or_build_corpus(config.data.corpus, tokenizer, config.data.cache_dir);
+    const auto blocks = engine::make_blocks(corpus, tokenizer.vocab(), config.data);
+    std::vector<int64_t> stream;
+    for (const auto& b : blocks.validation)
+        for (int64_t id : b.ids)
+            if (!tokenizer.vocab().is_special(id)) stream.push_back(id);
+    if (stream.empty())
+        throw engine::InputError(config.data.corpus, "no validation documents to ablate on");
+    return stream;
+}
+
+}  // namespace
+
+int cmd_ablate(const Argv& argv) {
+    Args args(argv, command_spec("ablate"));
+    const auto& checkpoints = args.positionals();
+    if (checkpoints.empty()) throw UsageError("expected at least one CHECKPOINT");
+    const std::string format = args.get("format");
+    analysis::AblationOptions options;
+    try {
+        options.mode = engine::parse_ablation_mode(args.get("mode"));
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string("--mode: ") + e.what());
+    }
+    if (options.mode == engine::PositionAblation::Mode::kOff)
+        throw UsageError("--mode must be zero, mean or shuffle");
+    options.windows = args.get_int("windows");
+    options.length = args.get_int("length", 0);
+    options.batch_size = args.get_int("batch");
+    const long long seed = args.get_int("seed");
+    if (seed < 0) throw UsageError("--seed must be >= 0");
+    options.seed = static_cast<uint64_t>(seed);
+    options.with_share = !args.has("no-share");
+    const std::string corpus = args.get("corpus");
+    if (!corpus.empty()) require_corpus_file(corpus);
+    engine::apply_thread_count(args.get_int("threads"));
+
+    std::vector<Ablated> results;
+    for (size_t k = 0; k < checkpoints.size(); ++k) {
+        const std::string& path = checkpoints[k];
+        auto ckpt = engine::load_checkpoint(path);
+        const engine::WordPieceTokenizer tokenizer =
+            checkpoint_tokenizer(args.get("vocab"), path, ckpt.config);
+        Ablated e;
+        e.path = path;
+        // Named by its run folder without the seed (paper_cpu/tupe-a@seed2 -> tupe-a), so that
+        // the seeds of one variant pool in the summary; the preset when the folder has no name.
+        const std::string folder = fs::path(path).parent_path().filename().string();
+        e.variant = folder.empty() || folder == "." ? ckpt.config.model.preset
+                                                    : experiments::variant_group(folder);
+        engine::CorpusFloor floor;
+        if (engine::read_floor(engine::floor_path(fs::path(path).parent_path().string()), floor))
+            e.unigram_floor = floor.unigram_nats;
+        std::vector<int64_t> stream;
+        if (corpus.empty()) {
+            stream = validation_stream(ckpt.config, tokenizer);
+            e.text = ckpt.config.data.corpus + " (held-out documents)";
+        } else {
+            stream = analysis::read_token_stream(corpus, tokenizer, args.get_int("max-tokens"));
+            e.text = corpus;
+        }
+        options.source = corpus.empty() ? ckpt.config.data.corpus : corpus;
+        analysis::AblationOptions own = options;
+        if (own.length == 0)
+            own.length = std::min<int64_t>(ckpt.config.data.max_seq_len,
+                                           ckpt.config.model.max_position_embeddings);
+        std::cerr << "ablate [" << (k + 1) << "/" << checkpoints.size() << "] " << e.variant << " "
+                  << path << ": T = " << own.length << ", mode " << args.get("mode") << std::endl;
+        try {
+            e.report = analysis::positional_ablation(ckpt.model, stream, tokenizer.vocab(), own);
+        } catch (const std::invalid_argument& err) {
+            throw UsageError(err.what());
+        }
+        results.push_back(std::move(e));
+    }
+
+    const std::string text = format == "json"  ? render_json(results)
+                             : format == "csv" ? render_csv(results)
+                                               : render_table(results);
+    std::cout << text;
+    if (args.has("out")) {
+        const fs::path out = args.get("out");
+        create_output_dir(out.string());
+        write_text_file((out / "ablation.json").string(), render_json(results));
+        write_text_file((out / "ablation.csv").string(), render_csv(results));
+        std::cerr << "wrote " << (out / "ablation.json").string() << " and "
+                  << (out / "ablation.csv").string() << "\n";
+    }
+    return 0;
+}
+
+}  // namespace cli
