@@ -139,6 +139,41 @@ TEST_F(EvidenceTest, PretrainSeedsMakeOneVariantPerSeedWithItsGroup) {
     }
 }
 
+TEST_F(EvidenceTest, AVariantsOwnSeedsReplaceTheStudysAndKeepTheSeedNames) {
+    // More seeds for the variants whose comparison is undecided, the others untouched.
+    auto spec = load_experiment(
+        write("m.yaml",
+              "name: m\nvariants:\n  - bert-a\n  - {preset: tupe-a, seeds: [1, 2, 4]}\n"
+              "  - {name: solo, preset: bert-r, seeds: [9]}\npretrain_seeds: [1, 2]\n")
+            .string());
+    std::vector<std::string> names;
+    for (const auto& v : spec.variants)
+        names.push_back(v.name + "=" + std::to_string(v.config.train.seed));
+    EXPECT_EQ(names,
+              (std::vector<std::string>{"bert-a@seed1=1", "bert-a@seed2=2", "tupe-a@seed1=1",
+                                        "tupe-a@seed2=2", "tupe-a@seed4=4", "solo@seed9=9"}));
+    EXPECT_EQ(spec.variants[4].group, "tupe-a");
+    EXPECT_EQ(spec.variants[5].group, "solo");
+    // Without pretrain_seeds, one variant with several seeds names them all.
+    auto alone = load_experiment(
+        write("a.yaml", "name: a\nvariants: [bert-a, {preset: tupe-a, seeds: [3, 5]}]\n").string());
+    ASSERT_EQ(alone.variants.size(), 3u);
+    EXPECT_EQ(alone.variants[0].name, "bert-a");
+    EXPECT_EQ(alone.variants[2].name, "tupe-a@seed5");
+    for (const char* bad : {"[]", "[2, 2]", "[-1]"}) {
+        try {
+            load_experiment(write("b.yaml", std::string("name: b\nvariants:\n  - {preset: "
+                                                        "tupe-a, seeds: ") +
+                                                bad + "}\n")
+                                .string());
+            FAIL() << "expected ConfigError for seeds: " << bad;
+        } catch (const ConfigError& e) {
+            EXPECT_NE(std::string(e.what()).find("variants.seeds"), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("b.yaml:3"), std::string::npos) << e.what();
+        }
+    }
+}
+
 TEST(ShuffleWords, KeepsTheWordsAndDropsTheOrderDeterministically) {
     const std::string s = "the quick brown fox jumps over the lazy dog";
     const std::string a = shuffle_words(s, 1), b = shuffle_words(s, 1);

@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kVariantKeys = {"name", "preset", "set"};
+const std::vector<std::string> kVariantKeys = {"name", "preset", "set", "seeds"};
 
 long line_of(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().line + 1; }
 long col_of(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().column + 1; }
@@ -367,9 +367,21 @@ struct PendingVariant {
     std::string name;
     std::vector<std::string> overrides;
     YAML::Node at;
+    bool own_seeds = false;       ///< the entry lists `seeds`, which replace pretrain_seeds
+    std::vector<uint64_t> seeds;  ///< the entry's own pretraining seeds
 };
 
-// Reads one entry of `variants`: a preset name or {name, preset, set}.
+// Reads a list of distinct pretraining seeds at `node`.
+std::vector<uint64_t> read_seed_list(const YAML::Node& node, const Reader& r,
+                                     const std::string& key) {
+    std::vector<uint64_t> seeds = r.list<uint64_t>(node, key, "non-negative integers");
+    if (seeds.empty() && key != "pretrain_seeds") r.fail(node, key, "expected at least one seed");
+    if (std::set<uint64_t>(seeds.begin(), seeds.end()).size() != seeds.size())
+        r.fail(node, key, "seeds must be distinct");
+    return seeds;
+}
+
+// Reads one entry of `variants`: a preset name or {name, preset, set, seeds}.
 PendingVariant read_one_variant(const YAML::Node& v, const Reader& r) {
     PendingVariant p;
     p.at = v;
@@ -387,6 +399,10 @@ PendingVariant read_one_variant(const YAML::Node& v, const Reader& r) {
         for (const auto& kv : set)
             p.overrides.push_back(kv.first.as<std::string>() + "=" + value_text(kv.second));
     }
+    if (v["seeds"]) {
+        p.own_seeds = true;
+        p.seeds = read_seed_list(v["seeds"], r, "variants.seeds");
+    }
     p.name = v["name"] ? r.scalar<std::string>(v["name"], "variants.name", "a name")
                        : (v["preset"] ? v["preset"].Scalar() : "");
     if (p.name.empty()) r.fail(v, "variants", "a variant needs a name or a preset");
@@ -396,7 +412,7 @@ PendingVariant read_one_variant(const YAML::Node& v, const Reader& r) {
 // Reads the `variants` list, in its order.
 std::vector<PendingVariant> read_variant_list(const YAML::Node& vs, const Reader& r) {
     if (!vs.IsSequence())
-        r.fail(vs, "variants", "expected a list of presets or {name, preset, set}");
+        r.fail(vs, "variants", "expected a list of presets or {name, preset, set, seeds}");
     std::vector<PendingVariant> pending;
     for (const auto& v : vs) pending.push_back(read_one_variant(v, r));
     return pending;
@@ -437,37 +453,35 @@ std::vector<PendingVariant> expand_variant_grid(const YAML::Node& grid, const Re
     return combos;
 }
 
-// Reads `pretrain_seeds` and applies them to `pending` (one variant per seed when several);
-// returns each resulting variant's group.
+// Reads `pretrain_seeds` and applies them to `pending` (one variant per seed when several); an
+// entry's own `seeds` replace them for that entry (more seeds where a comparison is undecided).
+// Names carry @seedN whenever the study or the entry lists several seeds, so that a variant's
+// seed 4 pairs with another's seed 4. Returns each resulting variant's group.
 std::vector<std::string> apply_pretrain_seeds(YAML::Node& root, const Reader& r,
                                               ExperimentSpec& spec,
                                               std::vector<PendingVariant>& pending) {
+    if (root["pretrain_seeds"])
+        spec.pretrain_seeds = read_seed_list(root["pretrain_seeds"], r, "pretrain_seeds");
+    bool named = spec.pretrain_seeds.size() > 1;
+    for (const auto& p : pending) named = named || p.seeds.size() > 1;
     std::vector<std::string> groups;
-    if (root["pretrain_seeds"]) {
-        spec.pretrain_seeds =
-            r.list<uint64_t>(root["pretrain_seeds"], "pretrain_seeds", "non-negative integers");
-        if (std::set<uint64_t>(spec.pretrain_seeds.begin(), spec.pretrain_seeds.end()).size() !=
-            spec.pretrain_seeds.size())
-            r.fail(root["pretrain_seeds"], "pretrain_seeds", "seeds must be distinct");
-    }
-    if (spec.pretrain_seeds.size() > 1) {
-        std::vector<PendingVariant> seeded;
-        for (const auto& p : pending)
-            for (uint64_t seed : spec.pretrain_seeds) {
-                PendingVariant q = p;
-                q.name += "@seed" + std::to_string(seed);
-                q.overrides.push_back("train.seed=" + std::to_string(seed));
-                seeded.push_back(q);
-                groups.push_back(p.name);
-            }
-        pending = seeded;
-    } else {
-        for (auto& p : pending) {
-            if (spec.pretrain_seeds.size() == 1)
-                p.overrides.push_back("train.seed=" + std::to_string(spec.pretrain_seeds[0]));
+    std::vector<PendingVariant> seeded;
+    for (const auto& p : pending) {
+        const std::vector<uint64_t>& seeds = p.own_seeds ? p.seeds : spec.pretrain_seeds;
+        if (seeds.empty()) {
+            seeded.push_back(p);
+            groups.push_back(p.name);
+            continue;
+        }
+        for (uint64_t seed : seeds) {
+            PendingVariant q = p;
+            if (named) q.name += "@seed" + std::to_string(seed);
+            q.overrides.push_back("train.seed=" + std::to_string(seed));
+            seeded.push_back(q);
             groups.push_back(p.name);
         }
     }
+    pending = seeded;
     return groups;
 }
 
