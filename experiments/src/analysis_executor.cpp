@@ -4,7 +4,8 @@
 // artifacts of the pretrain run, so a snapshot whose index.json is recorded is not redone.
 // Each snapshot's properties (head means per layer) become metrics of the run at the
 // snapshot's step, so they are curves over training. With an `extrapolation:` block,
-// `tupe extrapolate` on the final checkpoint, its files recorded the same way.
+// `tupe extrapolate` on the final checkpoint, and with analysis.ablation `tupe ablate`, their
+// files recorded the same way.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -31,6 +32,44 @@ std::string as_recorded(const fs::path& path) {
 
 std::string extrapolation_dir(const Variant& v) {
     return (fs::path(v.config.out_dir) / "extrapolation").string();
+}
+
+std::string ablation_dir(const Variant& v) {
+    return (fs::path(v.config.out_dir) / "ablation").string();
+}
+
+// The final checkpoint of `v`: its last snapshot, else checkpoint.pt; `what` names the block
+// that needs it in the error.
+std::string final_checkpoint(const Variant& v, const std::string& what) {
+    std::string checkpoint = snapshot_path(v, v.config.train.steps);
+    if (!fs::exists(checkpoint))
+        checkpoint = (fs::path(v.config.out_dir) / "checkpoint.pt").string();
+    if (!fs::exists(checkpoint))
+        throw engine::CheckpointError(
+            checkpoint, "missing: " + what + " needs '" + v.name + "''s final checkpoint");
+    return checkpoint;
+}
+
+// The files `names` under `dir` as artifacts of `run_id` (absent ones skipped), the last name
+// last: its row is what marks the step as done.
+std::vector<ArtifactRecord> artifact_records(int64_t run_id, const std::string& dir,
+                                             const std::vector<std::string>& names,
+                                             const std::string& kind,
+                                             const std::string& description) {
+    std::vector<ArtifactRecord> records;
+    for (const auto& name : names) {
+        const fs::path path = fs::path(dir) / name;
+        if (!fs::exists(path)) continue;  // no PNG from a build without Qt
+        ArtifactRecord r;
+        r.run_id = run_id;
+        r.kind = kind + "-" + path.extension().string().substr(1);
+        r.path = path.string();
+        r.size = static_cast<std::int64_t>(fs::file_size(path));
+        r.hash = file_hash(r.path);
+        r.description = description;
+        records.push_back(std::move(r));
+    }
+    return records;
 }
 
 // The head means of every layer's properties (index.json "property" entries with head -1) as
@@ -79,7 +118,8 @@ std::vector<int64_t> AnalysisExecutor::pending_steps(const Job& job, int64_t run
     for (int64_t step : steps)
         if (!recorded.count(as_recorded(fs::path(analysis_dir(v, step)) / "index.json")))
             pending.insert(step);
-    if (extrapolation_pending(v, recorded)) pending.insert(v.config.train.steps);
+    if (extrapolation_pending(v, recorded) || ablation_pending(v, recorded))
+        pending.insert(v.config.train.steps);
     return {pending.begin(), pending.end()};
 }
 
@@ -95,6 +135,7 @@ void AnalysisExecutor::run(const Job& job, int64_t run_id) const {
             std::set<std::string> recorded;
             for (const auto& art : ctx_.store.artifacts(run_id)) recorded.insert(art.path);
             if (extrapolation_pending(v, recorded)) extrapolate(v, run_id);
+            if (ablation_pending(v, recorded)) ablate(v, run_id);
         }
         if (std::find(analysed.begin(), analysed.end(), step) == analysed.end()) continue;
         const std::string snapshot = snapshot_path(v, step);
@@ -174,15 +215,41 @@ void AnalysisExecutor::run(const Job& job, int64_t run_id) const {
     }
 }
 
+bool AnalysisExecutor::ablation_pending(const Variant& v,
+                                        const std::set<std::string>& recorded) const {
+    return ctx_.spec.analysis.enabled && !ctx_.spec.analysis.ablation.empty() &&
+           !ctx_.options.self_exe.empty() &&
+           !recorded.count(as_recorded(fs::path(ablation_dir(v)) / "ablation.json"));
+}
+
+void AnalysisExecutor::ablate(const Variant& v, int64_t run_id) const {
+    const std::string& mode = ctx_.spec.analysis.ablation;
+    const std::string checkpoint = final_checkpoint(v, "analysis.ablation");
+    const std::string dir = ablation_dir(v);
+    ctx_.report(1, "ablating");
+    std::vector<std::string> args = {ctx_.options.self_exe,
+                                     "ablate",
+                                     checkpoint,
+                                     "--vocab",
+                                     (fs::path(v.config.out_dir) / "vocab.txt").string(),
+                                     "--mode",
+                                     mode,
+                                     "--format",
+                                     "csv",
+                                     "--out",
+                                     dir};
+    if (ctx_.options.threads > 0)
+        args.insert(args.end(), {"--threads", std::to_string(ctx_.options.threads)});
+    run_child(args, "ablation of " + checkpoint);
+    ctx_.store.add_artifacts(artifact_records(run_id, dir, {"ablation.csv", "ablation.json"},
+                                              "ablation",
+                                              "tupe ablate --mode " + mode + " of " + checkpoint));
+    ctx_.say("ablated " + v.name + ": " + dir);
+}
+
 void AnalysisExecutor::extrapolate(const Variant& v, int64_t run_id) const {
     const ExtrapolationSpec& x = ctx_.spec.extrapolation;
-    const int64_t step = v.config.train.steps;
-    std::string checkpoint = snapshot_path(v, step);
-    if (!fs::exists(checkpoint))
-        checkpoint = (fs::path(v.config.out_dir) / "checkpoint.pt").string();
-    if (!fs::exists(checkpoint))
-        throw engine::CheckpointError(checkpoint, "missing: the extrapolation block needs '" +
-                                                      v.name + "''s final checkpoint");
+    const std::string checkpoint = final_checkpoint(v, "the extrapolation block");
     const std::string dir = extrapolation_dir(v);
     const std::string corpus = x.corpus.empty() ? v.config.data.corpus : x.corpus;
     ctx_.report(1, "extrapolating");
@@ -202,21 +269,10 @@ void AnalysisExecutor::extrapolate(const Variant& v, int64_t run_id) const {
                                      "--out",
                                      dir};
     run_child(args, "extrapolation of " + checkpoint);
-    std::vector<ArtifactRecord> records;
-    for (const char* name : {"extrapolation.csv", "extrapolation.png", "extrapolation.json"}) {
-        const fs::path path = fs::path(dir) / name;
-        if (!fs::exists(path)) continue;  // no PNG from a build without Qt
-        ArtifactRecord r;
-        r.run_id = run_id;
-        r.kind = std::string("extrapolation-") + (path.extension().string().substr(1));
-        r.path = path.string();
-        r.size = static_cast<std::int64_t>(fs::file_size(path));
-        r.hash = file_hash(r.path);
-        r.description = "tupe extrapolate (lengths " + x.lengths + ") of " + checkpoint;
-        records.push_back(std::move(r));
-    }
     // The json last: its row is what marks the extrapolation as done.
-    ctx_.store.add_artifacts(records);
+    ctx_.store.add_artifacts(artifact_records(
+        run_id, dir, {"extrapolation.csv", "extrapolation.png", "extrapolation.json"},
+        "extrapolation", "tupe extrapolate (lengths " + x.lengths + ") of " + checkpoint));
     ctx_.say("extrapolated " + v.name + ": " + dir);
 }
 

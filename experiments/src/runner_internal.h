@@ -212,6 +212,11 @@ class AnalysisExecutor {
   private:
     std::string analysis_dir(const Variant& v, int64_t step) const;
     bool extrapolation_pending(const Variant& v, const std::set<std::string>& recorded) const;
+    /// Whether analysis.ablation asks for `tupe ablate` on the final checkpoint and its
+    /// ablation.json is not recorded yet.
+    bool ablation_pending(const Variant& v, const std::set<std::string>& recorded) const;
+    /// `tupe ablate` on the final checkpoint into out_dir/ablation, recorded.
+    void ablate(const Variant& v, int64_t run_id) const;
     /// `tupe extrapolate` on the final checkpoint into out_dir/extrapolation, recorded.
     void extrapolate(const Variant& v, int64_t run_id) const;
 

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include "experiments/analysis_artifacts.h"
@@ -142,6 +144,36 @@ TEST_F(AnalysisArtifactsTest, RunnerRecordsEveryFileOfTheAnalysisThroughTheCli) 
     auto store = ResultStore::open(spec.database, OpenMode::kReadOnly);
     EXPECT_EQ(expect_artifacts_are_the_files(store, "bert-a"), counts[0]);
     EXPECT_EQ(expect_artifacts_are_the_files(store, "tupe-r"), counts[1]);
+}
+
+// analysis.ablation: `tupe ablate` on the final checkpoint, its csv and json recorded as
+// artifacts of the pretrain run (one row per head and the whole model), not redone on a rerun.
+TEST_F(AnalysisArtifactsTest, AblationOfTheFinalCheckpointIsRecorded) {
+    const auto spec =
+        load_experiment(study("tupe-r", "{sentences: 4, figures: false, ablation: zero}"));
+    RunnerOptions options;
+    options.self_exe = TUPE_CLI;
+    EXPECT_EQ(run_experiment(spec, options, {}).failed, 0);
+    const fs::path dir = dir_ / "runs" / "tupe-r" / "ablation";
+    ASSERT_TRUE(fs::exists(dir / "ablation.json"));
+    std::istringstream csv(read_file(dir / "ablation.csv"));
+    int rows = 0;
+    for (std::string line; std::getline(csv, line);) ++rows;
+    EXPECT_EQ(rows, 1 + 2 * 2 + 1);  // header, tiny's 2 layers x 2 heads, the whole model
+    auto kinds = [&]() {
+        auto store = ResultStore::open(spec.database, OpenMode::kReadOnly);
+        auto run = store.find_run(store.find_experiment("tiny")->id, "tupe-r");
+        std::multiset<std::string> k;
+        for (const auto& a : store.artifacts(run->id))
+            if (a.kind.rfind("ablation-", 0) == 0)
+                k.insert(a.kind + " " + fs::path(a.path).filename().string());
+        return k;
+    };
+    const std::multiset<std::string> expected = {"ablation-csv ablation.csv",
+                                                 "ablation-json ablation.json"};
+    EXPECT_EQ(kinds(), expected);
+    EXPECT_EQ(run_experiment(spec, options, {}).finished, 0);  // nothing redone
+    EXPECT_EQ(kinds(), expected);
 }
 
 TEST_F(AnalysisArtifactsTest, FinishedRunIsAnalysedInProcessWhenTheBlockIsAdded) {

@@ -109,6 +109,7 @@ TEST_F(ExperimentTest, ErrorsNameKeyAndPosition) {
     expect_error("analysis:\n  sentences: many\n",
                  "bad.yaml:2:14: analysis.sentences: expected an integer");
     expect_error("extrapolation: {lengths: '1,,2'}\n", "extrapolation.lengths: expected factors");
+    expect_error("analysis: {ablation: random}\n", "analysis.ablation: expected zero, mean or");
     expect_error("glue: builtin\n", "glue: expected a mapping");
     expect_error("analysis: {corpus: a.txt, text: b}\n", "give corpus or text, not both");
 }
@@ -121,7 +122,8 @@ TEST_F(ExperimentTest, EveryStudySectionKeyIsReadIntoTheSpec) {
                             "glue: {data: builtin, tasks: [syn-cola], synthetic_train: 10000, "
                             "synthetic_dev: 700}\n"
                             "analysis: {checkpoints: [0, 1], sentences: 8, max_tokens: 0, "
-                            "batch_size: 4, figures: false, probe_windows: 3, order_probe: true}\n"
+                            "batch_size: 4, figures: false, probe_windows: 3, order_probe: true, "
+                            "ablation: shuffle}\n"
                             "extrapolation: {lengths: '1,2', max_tokens: 500}\n"
                             "finetune: {lrs: [1e-3], seeds: [7], batch_size: 16, epochs: 2, "
                             "warmup_ratio: 0.1, weight_decay: 0, max_seq_len: 64, "
@@ -141,6 +143,7 @@ TEST_F(ExperimentTest, EveryStudySectionKeyIsReadIntoTheSpec) {
     EXPECT_FALSE(spec.analysis.figures);
     EXPECT_EQ(spec.analysis.probe_windows, 3);
     EXPECT_TRUE(spec.analysis.order_probe);
+    EXPECT_EQ(spec.analysis.ablation, "shuffle");
     EXPECT_TRUE(spec.extrapolation.enabled);
     EXPECT_EQ(spec.extrapolation.lengths, "1,2");
     EXPECT_EQ(spec.extrapolation.max_tokens, 500);

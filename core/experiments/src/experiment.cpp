@@ -260,6 +260,12 @@ const std::vector<StudyField>& study_fields() {
         {"analysis.order_probe",
          scalar_field<bool>(
              [](ExperimentSpec & s) -> auto& { return s.analysis.order_probe; }, "true or false")},
+        {"analysis.ablation",
+         scalar_field<std::string>(
+             [](ExperimentSpec & s) -> auto& { return s.analysis.ablation; },
+             "zero, mean or shuffle",
+             [](const std::string& m) { return m == "zero" || m == "mean" || m == "shuffle"; },
+             "expected zero, mean or shuffle (tupe ablate --mode)")},
 
         {"extrapolation.corpus",
          scalar_field<std::string>(
@@ -436,7 +442,7 @@ std::vector<PendingVariant> expand_variant_grid(const YAML::Node& grid, const Re
             r.fail(grid, "grid",
                    "more than " + std::to_string(kMaxGridVariants) +
                        " variants (the product of the value counts)");
-    std::vector<PendingVariant> combos = {PendingVariant{"", {}, grid}};
+    std::vector<PendingVariant> combos = {PendingVariant{"", {}, grid, false, {}}};
     for (const auto& [key, values] : axes) {
         std::vector<PendingVariant> next;
         for (const auto& c : combos)
@@ -553,7 +559,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
         const auto combos = expand_variant_grid(grid, r);
         pending.insert(pending.end(), combos.begin(), combos.end());
     }
-    if (pending.empty()) pending.push_back(PendingVariant{"base", {}, root});
+    if (pending.empty()) pending.push_back(PendingVariant{"base", {}, root, false, {}});
     const std::vector<std::string> groups = apply_pretrain_seeds(root, r, spec, pending);
     build_variants(root, r, overrides, pending, groups, spec);
     return spec;

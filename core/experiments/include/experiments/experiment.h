@@ -69,6 +69,10 @@ struct AnalysisSpec {
     /// so properties are curves over training.
     int64_t probe_windows = 16;  ///< windows of the training length (from the sentences)
     bool order_probe = false;    ///< also `tupe analyze --order-probe`
+    /// "zero", "mean" or "shuffle": also `tupe ablate --mode M` on each final checkpoint (the
+    /// run's held-out documents), its ablation.csv/.json recorded as artifacts of the pretrain
+    /// run; "" (the default): not run. Needs the tupe executable, as the extrapolation.
+    std::string ablation;
 };
 
 /// The optional `extrapolation:` block: `tupe extrapolate` on each variant's final
