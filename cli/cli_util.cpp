@@ -234,6 +234,16 @@ void create_output_dir(const std::string& dir) {
     if (ec) throw engine::InputError(dir, "cannot create directory: " + ec.message());
 }
 
+void write_report_files(const std::string& dir, const std::string& stem, const std::string& json,
+                        const std::string& csv) {
+    create_output_dir(dir);
+    const auto base = std::filesystem::path(dir) / stem;
+    const std::string json_path = base.string() + ".json", csv_path = base.string() + ".csv";
+    write_text_file(json_path, json);
+    write_text_file(csv_path, csv);
+    std::cerr << "wrote " << json_path << " and " << csv_path << "\n";
+}
+
 void write_text_file(const std::string& path, const std::string& text) {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     f << text;

@@ -91,6 +91,11 @@ std::string format_table(const std::vector<std::vector<std::string>>& rows);
 /// Creates `dir` and its parents when absent; throws engine::InputError naming it.
 void create_output_dir(const std::string& dir);
 
+/// The --out files of a report command: DIR/STEM.json and DIR/STEM.csv (DIR created when
+/// absent), then one "wrote ..." line on stderr, so that stdout stays one document.
+void write_report_files(const std::string& dir, const std::string& stem, const std::string& json,
+                        const std::string& csv);
+
 /// Writes `text` to `path` (replacing it); throws engine::InputError naming the file.
 void write_text_file(const std::string& path, const std::string& text);
 

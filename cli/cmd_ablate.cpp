@@ -264,14 +264,8 @@ int cmd_ablate(const Argv& argv) {
                              : format == "csv" ? render_csv(results)
                                                : render_table(results);
     std::cout << text;
-    if (args.has("out")) {
-        const fs::path out = args.get("out");
-        create_output_dir(out.string());
-        write_text_file((out / "ablation.json").string(), render_json(results));
-        write_text_file((out / "ablation.csv").string(), render_csv(results));
-        std::cerr << "wrote " << (out / "ablation.json").string() << " and "
-                  << (out / "ablation.csv").string() << "\n";
-    }
+    if (args.has("out"))
+        write_report_files(args.get("out"), "ablation", render_json(results), render_csv(results));
     return 0;
 }
 

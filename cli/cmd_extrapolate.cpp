@@ -261,12 +261,8 @@ int cmd_extrapolate(const Argv& argv) {
         std::cout << render_table(results);
     if (args.has("out")) {
         const fs::path out = args.get("out");
-        create_output_dir(out.string());
-        write_text_file((out / "extrapolation.json").string(), render_json(results, corpus));
-        write_text_file((out / "extrapolation.csv").string(), render_csv(results));
-        // stderr, so that stdout stays one document in the chosen format.
-        std::cerr << "wrote " << (out / "extrapolation.json").string() << " and "
-                  << (out / "extrapolation.csv").string() << "\n";
+        write_report_files(out.string(), "extrapolation", render_json(results, corpus),
+                           render_csv(results));
 #if TUPE_WITH_QT
         save_figure(results, out / "extrapolation.png");
         std::cerr << "wrote " << (out / "extrapolation.png").string() << "\n";
