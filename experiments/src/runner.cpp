@@ -669,7 +669,7 @@ std::vector<Job> make_plan(const ExperimentSpec& spec) {
                     zero_shot ? std::vector<double>{spec.finetune.lrs.front()} : spec.finetune.lrs;
                 const std::vector<uint64_t> seeds =
                     zero_shot ? std::vector<uint64_t>{spec.finetune.seeds.front()}
-                              : spec.finetune.seeds;
+                              : v.finetune_seeds_or(spec.finetune.seeds);
                 for (double lr : lrs)
                     for (uint64_t seed : seeds) {
                         Job j;

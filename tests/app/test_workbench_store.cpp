@@ -157,11 +157,14 @@ TEST(ExperimentCheck, ReportsTheLineOfAnUnknownKey) {
     EXPECT_GT(malformed.line, 0);
 
     const ExperimentCheck good = checkExperimentYaml(
-        "variants: [bert-a, tupe-a]\ncheckpoints: [0.5, 1.0]\nglue: {tasks: [syn-cola]}\n"
+        "variants: [bert-a, {preset: tupe-a, finetune_seeds: [1, 2, 3]}]\n"
+        "checkpoints: [0.5, 1.0]\nglue: {tasks: [syn-cola, syn-bshift]}\n"
         "finetune: {lrs: [1.0e-3], seeds: [1, 2]}\n",
         "mine.yaml");
     ASSERT_TRUE(good.ok) << good.message.toStdString();
     EXPECT_EQ(good.name, "mine");  // the file's stem names an unnamed experiment
     EXPECT_EQ(good.pretrainJobs, 2);
-    EXPECT_EQ(good.finetuneJobs, 2 * 2 * 1 * 1 * 2);
+    // Per snapshot: syn-cola once per fine-tuning seed (bert-a 2, tupe-a its own 3), the
+    // zero-shot syn-bshift once.
+    EXPECT_EQ(good.finetuneJobs, 2 * (2 + 1) + 2 * (3 + 1));
 }

@@ -174,6 +174,37 @@ TEST_F(EvidenceTest, AVariantsOwnSeedsReplaceTheStudysAndKeepTheSeedNames) {
     }
 }
 
+TEST_F(EvidenceTest, AVariantsOwnFineTuningSeedsReplaceTheStudysForItsFineTunedTasks) {
+    // More fine-tuning seeds where a variant's cells are bimodal over fine-tuning runs; the
+    // zero-shot pair tasks train nothing and stay one job per snapshot.
+    auto spec = load_experiment(
+        write("f.yaml",
+              "name: f\nvariants: [bert-a, {preset: tupe-a, finetune_seeds: [1, 2, 3]}]\n"
+              "train: {steps: 10}\ncheckpoints: [0.5, 1.0]\n"
+              "glue: {tasks: [syn-cola, syn-bshift]}\nfinetune: {lrs: [1.0e-3], seeds: [1]}\n")
+            .string());
+    std::map<std::string, std::set<std::string>> seeds_of;  // variant/step/task -> seeds
+    for (const auto& j : make_plan(spec))
+        if (j.kind == Job::Kind::kFinetune)
+            seeds_of[j.variant + "/" + std::to_string(j.checkpoint_step) + "/" + j.task].insert(
+                std::to_string(j.seed));
+    EXPECT_EQ(seeds_of.at("bert-a/10/syn-cola"), (std::set<std::string>{"1"}));
+    EXPECT_EQ(seeds_of.at("tupe-a/5/syn-cola"), (std::set<std::string>{"1", "2", "3"}));
+    EXPECT_EQ(seeds_of.at("tupe-a/10/syn-cola"), (std::set<std::string>{"1", "2", "3"}));
+    EXPECT_EQ(seeds_of.at("tupe-a/10/syn-bshift"), (std::set<std::string>{"1"}));
+    EXPECT_EQ(seeds_of.size(), 8u);
+    try {
+        load_experiment(
+            write("b.yaml", "name: b\nvariants:\n  - {preset: tupe-a, finetune_seeds: [2, 2]}\n")
+                .string());
+        FAIL() << "expected ConfigError";
+    } catch (const ConfigError& e) {
+        EXPECT_NE(std::string(e.what()).find("variants.finetune_seeds"), std::string::npos)
+            << e.what();
+        EXPECT_NE(std::string(e.what()).find("b.yaml:3"), std::string::npos) << e.what();
+    }
+}
+
 TEST(ShuffleWords, KeepsTheWordsAndDropsTheOrderDeterministically) {
     const std::string s = "the quick brown fox jumps over the lazy dog";
     const std::string a = shuffle_words(s, 1), b = shuffle_words(s, 1);

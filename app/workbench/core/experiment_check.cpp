@@ -5,6 +5,7 @@
 #include <QFileInfo>
 #include <QTemporaryDir>
 
+#include "analysis/tasks.h"
 #include "experiments/config_loader.h"
 #include "experiments/experiment.h"
 
@@ -32,10 +33,17 @@ ExperimentCheck checkExperimentYaml(const QString& yamlText, const QString& file
         c.runsDir = QString::fromStdString(spec.runs_dir);
         c.pretrainJobs = static_cast<int>(spec.variants.size());
         for (const auto& v : spec.variants) c.variants << QString::fromStdString(v.name);
-        if (!spec.glue.tasks.empty())
-            c.finetuneJobs = static_cast<int>(spec.variants.size() * spec.checkpoints.size() *
-                                              spec.glue.tasks.size() * spec.finetune.lrs.size() *
-                                              spec.finetune.seeds.size());
+        // As the runner plans them: a zero-shot task is one job per snapshot, a fine-tuned
+        // one a job per lr and per fine-tuning seed of the variant.
+        if (!spec.glue.tasks.empty()) c.finetuneJobs = 0;
+        for (const auto& v : spec.variants)
+            for (const auto& task : spec.glue.tasks)
+                c.finetuneJobs +=
+                    static_cast<int>(spec.checkpoint_steps(v).size() *
+                                     (analysis::find_task(task).zero_shot
+                                          ? 1
+                                          : spec.finetune.lrs.size() *
+                                                v.finetune_seeds_or(spec.finetune.seeds).size()));
     } catch (const experiments::ConfigError& e) {
         c.line = static_cast<int>(e.line());
         c.column = static_cast<int>(e.column());

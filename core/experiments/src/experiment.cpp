@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kVariantKeys = {"name", "preset", "set", "seeds"};
+const std::vector<std::string> kVariantKeys = {"name", "preset", "set", "seeds", "finetune_seeds"};
 
 long line_of(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().line + 1; }
 long col_of(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().column + 1; }
@@ -375,6 +375,8 @@ struct PendingVariant {
     YAML::Node at;
     bool own_seeds = false;       ///< the entry lists `seeds`, which replace pretrain_seeds
     std::vector<uint64_t> seeds;  ///< the entry's own pretraining seeds
+    std::vector<uint64_t>
+        finetune_seeds;  ///< the entry's own fine-tuning seeds (empty: the study's)
 };
 
 // Reads a list of distinct pretraining seeds at `node`.
@@ -387,7 +389,7 @@ std::vector<uint64_t> read_seed_list(const YAML::Node& node, const Reader& r,
     return seeds;
 }
 
-// Reads one entry of `variants`: a preset name or {name, preset, set, seeds}.
+// Reads one entry of `variants`: a preset name or {name, preset, set, seeds, finetune_seeds}.
 PendingVariant read_one_variant(const YAML::Node& v, const Reader& r) {
     PendingVariant p;
     p.at = v;
@@ -409,6 +411,8 @@ PendingVariant read_one_variant(const YAML::Node& v, const Reader& r) {
         p.own_seeds = true;
         p.seeds = read_seed_list(v["seeds"], r, "variants.seeds");
     }
+    if (v["finetune_seeds"])
+        p.finetune_seeds = read_seed_list(v["finetune_seeds"], r, "variants.finetune_seeds");
     p.name = v["name"] ? r.scalar<std::string>(v["name"], "variants.name", "a name")
                        : (v["preset"] ? v["preset"].Scalar() : "");
     if (p.name.empty()) r.fail(v, "variants", "a variant needs a name or a preset");
@@ -418,7 +422,8 @@ PendingVariant read_one_variant(const YAML::Node& v, const Reader& r) {
 // Reads the `variants` list, in its order.
 std::vector<PendingVariant> read_variant_list(const YAML::Node& vs, const Reader& r) {
     if (!vs.IsSequence())
-        r.fail(vs, "variants", "expected a list of presets or {name, preset, set, seeds}");
+        r.fail(vs, "variants",
+               "expected a list of presets or {name, preset, set, seeds, finetune_seeds}");
     std::vector<PendingVariant> pending;
     for (const auto& v : vs) pending.push_back(read_one_variant(v, r));
     return pending;
@@ -442,7 +447,7 @@ std::vector<PendingVariant> expand_variant_grid(const YAML::Node& grid, const Re
             r.fail(grid, "grid",
                    "more than " + std::to_string(kMaxGridVariants) +
                        " variants (the product of the value counts)");
-    std::vector<PendingVariant> combos = {PendingVariant{"", {}, grid, false, {}}};
+    std::vector<PendingVariant> combos = {PendingVariant{"", {}, grid, false, {}, {}}};
     for (const auto& [key, values] : axes) {
         std::vector<PendingVariant> next;
         for (const auto& c : combos)
@@ -507,6 +512,7 @@ void build_variants(const YAML::Node& root, const Reader& r,
         v.name = p.name;
         v.group = groups[i];
         v.overrides = p.overrides;
+        v.finetune_seeds = p.finetune_seeds;
         std::vector<std::string> all = overrides;
         all.insert(all.end(), p.overrides.begin(), p.overrides.end());
         try {
@@ -559,7 +565,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
         const auto combos = expand_variant_grid(grid, r);
         pending.insert(pending.end(), combos.begin(), combos.end());
     }
-    if (pending.empty()) pending.push_back(PendingVariant{"base", {}, root, false, {}});
+    if (pending.empty()) pending.push_back(PendingVariant{"base", {}, root, false, {}, {}});
     const std::vector<std::string> groups = apply_pretrain_seeds(root, r, spec, pending);
     build_variants(root, r, overrides, pending, groups, spec);
     return spec;

@@ -42,6 +42,13 @@ struct Variant {
     std::vector<std::string>
         overrides;                  ///< "key=value" applied on the base, e.g. model.preset=tupe-a
     engine::PretrainConfig config;  ///< The resolved config (out_dir = runs_dir/name).
+    /// The entry's own `finetune_seeds`, which replace finetune.seeds for this variant's
+    /// fine-tuned tasks (more fine-tuning seeds where its cells are bimodal); empty: the study's.
+    std::vector<uint64_t> finetune_seeds;
+    /// The fine-tuning seeds of this variant under `study_seeds` (finetune.seeds).
+    const std::vector<uint64_t>& finetune_seeds_or(const std::vector<uint64_t>& study_seeds) const {
+        return finetune_seeds.empty() ? study_seeds : finetune_seeds;
+    }
 };
 
 /// Where the GLUE tasks come from.
