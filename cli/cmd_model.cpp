@@ -51,6 +51,12 @@ int cmd_info(const Argv& argv) {
         j["shared_pos_term"] = m.shared_pos_term;
         j["attention_scale_factor"] = m.attention_scale_factor;
         j["pre_layernorm"] = m.pre_layernorm;
+        j["backbone"] = engine::describe_backbone(m);
+        j["norm"] = m.norm;
+        j["bias"] = m.bias;
+        j["ffn"] = m.ffn;
+        j["local_window"] = m.local_window;
+        j["global_every"] = m.global_every;
         j["num_hidden_layers"] = m.num_hidden_layers;
         j["hidden_size"] = m.hidden_size;
         j["num_attention_heads"] = m.num_attention_heads;
@@ -88,6 +94,7 @@ int cmd_info(const Argv& argv) {
               << " shared_pos_term=" << (m.shared_pos_term ? "on" : "off") << " scale=1/sqrt("
               << m.attention_scale_factor << "d)" << (m.pre_layernorm ? " pre-LN" : " post-LN")
               << "\n"
+              << "backbone     " << engine::describe_backbone(m) << "\n"
               << "shape        layers=" << m.num_hidden_layers << " hidden=" << m.hidden_size
               << " heads=" << m.num_attention_heads << " ffn=" << m.intermediate_size
               << " max_len=" << m.max_position_embeddings << " vocab=" << m.vocab_size << "\n"

@@ -152,8 +152,9 @@ std::vector<std::pair<std::string, torch::Tensor>> first_layer_named_terms(
                           bert->embeddings->word_embeddings->weight.scalar_type());
     auto x = bert->embeddings->forward(ids, {}, terms.input);  // (B, T, C)
     auto* layer = bert->encoder->layer[0]->as<engine::BertLayerImpl>();
-    if (layer->pre_layernorm) {
-        // Pre-LN attends over LN(x), the norm run in its weights' dtype as the layer does.
+    if (layer->attention_norm) {
+        // Pre-LN attends over LN(x), the norm run in its weights' dtype as the layer does
+        // (ModernBERT's layer 0 over x itself: model.skip_first_attention_norm).
         auto& ln = layer->attention->output->LayerNorm;
         x = ln(x.to(ln->weight.scalar_type()));
     }

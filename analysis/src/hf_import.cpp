@@ -70,11 +70,15 @@ constexpr const char* kWorkbenchKey = "tupe_workbench";
 
 /// HF's position_embedding_type for `c` when transformers' BertForMaskedLM computes what the
 /// engine computes ("absolute": BERT-A; "relative_key(_query)": Shaw with HF's unclipped
-/// per-layer tables), or "" when it cannot.
+/// per-layer tables), or "" when it cannot. BertForMaskedLM is post-LN with LayerNorm, biases
+/// and a GELU FFN over full attention: the modern backbone (RMSNorm, no biases, GeGLU/SwiGLU,
+/// local layers) is model_type "tupe". HF's "modernbert" has the backbone but other parameter
+/// names (fused Wqkv, Wi) and only RoPE, so it is not written.
 std::string hf_position_type(const engine::ModelConfig& c) {
     if (c.untie_cls || c.attention_scale_factor != 1.0 || c.pre_layernorm ||
         c.position_offset != 0 || c.scale_input_positions)
         return "";
+    if (c.norm != "layernorm" || !c.bias || c.ffn != "gelu" || c.local_window > 0) return "";
     if (c.absolute_position == "input" && c.relative_position == "none") return "absolute";
     const bool hf_clip =
         c.max_relative_distance == 0 || c.max_relative_distance == c.max_position_embeddings - 1;

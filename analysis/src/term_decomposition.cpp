@@ -25,14 +25,26 @@ struct Streams {
 
 /// LN(word + pos + rest) split linearly: each stream centred over C and divided by the
 /// per-token sigma of the SUM, times the gain; the LayerNorm bias joins the rest. The parts add
-/// up to LN(sum) exactly (the only nonlinearity, sigma, is shared).
-Streams split_layer_norm(const Streams& s, torch::nn::LayerNorm& ln) {
-    const double eps = ln->options.eps();
+/// up to LN(sum) exactly (the only nonlinearity, sigma, is shared). RMSNorm (model.norm) the
+/// same without the centring, each stream over the RMS of the sum; a norm without a bias
+/// (model.bias false) adds nothing to the rest.
+Streams split_layer_norm(const Streams& s, engine::Norm& ln) {
+    const double eps = ln->eps;
     auto total = s.word + s.pos + s.rest;  // (B, T, C)
-    auto inv_sigma = torch::rsqrt(total.var(-1, /*unbiased=*/false, /*keepdim=*/true) + eps);
-    auto gain = dbl(ln->weight), shift = dbl(ln->bias);  // (C)
-    auto part = [&](const torch::Tensor& t) { return (t - t.mean(-1, true)) * inv_sigma * gain; };
-    return {part(s.word), part(s.pos), part(s.rest) + shift};
+    auto inv_sigma = ln->rms
+                         ? torch::rsqrt(total.pow(2).mean(-1, /*keepdim=*/true) + eps)
+                         : torch::rsqrt(total.var(-1, /*unbiased=*/false, /*keepdim=*/true) + eps);
+    auto gain = dbl(ln->weight);  // (C)
+    auto part = [&](const torch::Tensor& t) {
+        return (ln->rms ? t : t - t.mean(-1, true)) * inv_sigma * gain;
+    };
+    auto rest = part(s.rest);
+    return {part(s.word), part(s.pos), ln->bias.defined() ? rest + dbl(ln->bias) : rest};
+}
+
+/// A Linear layer's bias in float64, or undefined when the layer has none (model.bias false).
+torch::Tensor bias_dbl(const torch::nn::Linear& linear) {
+    return linear->bias.defined() ? dbl(linear->bias) : torch::Tensor();
 }
 
 /// input_ids (B, T) fits the model; attention_mask is undefined or (B, T).
@@ -128,14 +140,15 @@ FourTerms decompose_first_layer(engine::BertModel& model, const torch::Tensor& i
     }
     s = split_layer_norm(s, emb.LayerNorm);
     auto* layer = model->encoder->layer[0]->as<engine::BertLayerImpl>();
-    if (layer->pre_layernorm) s = split_layer_norm(s, layer->attention->output->LayerNorm);
+    // Pre-LN attends over LN(x), bar ModernBERT's layer 0 (model.skip_first_attention_norm).
+    if (layer->attention_norm) s = split_layer_norm(s, layer->attention->output->LayerNorm);
 
     auto& self = *layer->attention->self;
     auto wq = dbl(self.query->weight), wk = dbl(self.key->weight);
     auto q_w = torch::linear(s.word, wq), q_p = torch::linear(s.pos, wq);
     auto k_w = torch::linear(s.word, wk), k_p = torch::linear(s.pos, wk);
-    auto q_r = torch::linear(s.rest, wq, dbl(self.query->bias));
-    auto k_r = torch::linear(s.rest, wk, dbl(self.key->bias));
+    auto q_r = torch::linear(s.rest, wq, bias_dbl(self.query));
+    auto k_r = torch::linear(s.rest, wk, bias_dbl(self.key));
 
     if (scheme.qk_offsets) {
         // BERT-Ad: q += pos_q_linear(pos_ln(p)). pos_ln is split like the embedding LayerNorm
@@ -149,8 +162,8 @@ FourTerms decompose_first_layer(engine::BertModel& model, const torch::Tensor& i
         auto uq = dbl(proj->pos_q_linear->weight), uk = dbl(proj->pos_k_linear->weight);
         q_p = q_p + torch::linear(ps.word, uq);  // (1, T, C) broadcast over B
         k_p = k_p + torch::linear(ps.word, uk);
-        q_r = q_r + torch::linear(ps.rest, uq, dbl(proj->pos_q_linear->bias));
-        k_r = k_r + torch::linear(ps.rest, uk, dbl(proj->pos_k_linear->bias));
+        q_r = q_r + torch::linear(ps.rest, uq, bias_dbl(proj->pos_q_linear));
+        k_r = k_r + torch::linear(ps.rest, uk, bias_dbl(proj->pos_k_linear));
         q_p = q_p.expand({B, T, C});
         k_p = k_p.expand({B, T, C});
     }

@@ -18,13 +18,16 @@ namespace F = torch::nn::functional;
 
 namespace {
 
-torch::nn::LayerNorm make_layer_norm(const ModelConfig& c) {
-    return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps));
+Norm make_layer_norm(const ModelConfig& c) { return Norm(c.hidden_size, c); }
+
+// A Linear layer of the encoder: with its bias unless model.bias is false (ModernBERT).
+torch::nn::Linear make_linear(int64_t in, int64_t out, const ModelConfig& c) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(c.bias));
 }
 
 // LibTorch 1.13's CPU layer_norm rejects a bf16 input with fp32 weights, and its CPU autocast
 // does not cast for it: under autocast the input is brought to the weights' dtype here.
-torch::Tensor apply_norm(torch::nn::LayerNorm& norm, const torch::Tensor& x) {
+torch::Tensor apply_norm(Norm& norm, const torch::Tensor& x) {
     const auto dtype = norm->weight.scalar_type();
     return norm(x.scalar_type() == dtype ? x : x.to(dtype));
 }
@@ -105,9 +108,9 @@ torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids,
 
 BertSelfAttentionImpl::BertSelfAttentionImpl(const ModelConfig& c)
     : num_heads(c.num_attention_heads), head_dim(c.head_dim()) {
-    query = register_module("query", torch::nn::Linear(c.hidden_size, c.hidden_size));
-    key = register_module("key", torch::nn::Linear(c.hidden_size, c.hidden_size));
-    value = register_module("value", torch::nn::Linear(c.hidden_size, c.hidden_size));
+    query = register_module("query", make_linear(c.hidden_size, c.hidden_size, c));
+    key = register_module("key", make_linear(c.hidden_size, c.hidden_size, c));
+    value = register_module("value", make_linear(c.hidden_size, c.hidden_size, c));
     dropout = register_module("dropout", torch::nn::Dropout(c.attention_probs_dropout_prob));
     // 1/sqrt(d) for BERT, 1/sqrt(2d) for TUPE, 1/sqrt(4d) for BERT-Ad (attention scale factor).
     scaling = 1.0 / std::sqrt(static_cast<double>(head_dim) * c.attention_scale_factor);
@@ -119,8 +122,9 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const torch
     const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
     // One fused projection for Q, K and V; the parameters keep HF's separate names.
     auto w = torch::cat({query->weight, key->weight, value->weight}, 0);  // (3C, C)
-    auto b = torch::cat({query->bias, key->bias, value->bias}, 0);        // (3C)
-    auto qkv = torch::linear(x, w, b);                                    // (B, T, 3C)
+    torch::Tensor b;                                                      // (3C) or none
+    if (query->bias.defined()) b = torch::cat({query->bias, key->bias, value->bias}, 0);
+    auto qkv = torch::linear(x, w, b);  // (B, T, 3C)
     auto parts = qkv.chunk(3, -1);
     auto q = parts[0], k = parts[1], v = parts[2];
     const torch::Tensor q_raw = q, k_raw = k;  // for an ablated head (analysis only)
@@ -153,13 +157,18 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const torch
     if (!logits_out && !probs_out) {
         // Training path: bias (H, T, T) broadcast over B, mask (B, 1, 1, T) and softmax in one
         // CPU kernel with its own backward (engine/fused_ops.h; elsewhere the composition below).
+        // A local layer's window (T, T) joins the bias, which the kernel takes per head.
+        if (position.window.defined())
+            bias = bias.defined() ? bias + position.window
+                                  : position.window.unsqueeze(0).expand({num_heads, T, T});
         probs = fused_attention_softmax(scores, bias, mask_bias);  // (B, H, T, T)
     } else {
-        // The analysis hook: the unfused composition, so the logits before the mask come out.
+        // The analysis hook: the unfused composition, so the logits before the masks come out.
         // The positional bias (H, T, T) broadcasts over the batch; never copied to B*H*T*T.
         if (bias.defined()) scores = scores + bias.unsqueeze(0);
         if (logits_out) *logits_out = scores;
-        if (mask_bias.defined()) scores = scores + mask_bias;  // (B, 1, 1, T)
+        if (mask_bias.defined()) scores = scores + mask_bias;              // (B, 1, 1, T)
+        if (position.window.defined()) scores = scores + position.window;  // (T, T)
         probs = torch::softmax(scores, -1);
         if (probs_out) *probs_out = probs;
     }
@@ -168,10 +177,11 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const torch
     return ctx.transpose(1, 2).reshape({B, T, C});
 }
 
-BertOutputImpl::BertOutputImpl(int64_t in, int64_t out, const ModelConfig& c)
+BertOutputImpl::BertOutputImpl(int64_t in, int64_t out, const ModelConfig& c, bool with_norm)
     : pre_layernorm(c.pre_layernorm) {
-    dense = register_module("dense", torch::nn::Linear(in, out));
-    LayerNorm = register_module("LayerNorm", make_layer_norm(c));
+    TORCH_CHECK(with_norm || c.pre_layernorm, "BertOutput: post-LN needs its LayerNorm");
+    dense = register_module("dense", make_linear(in, out, c));
+    if (with_norm) LayerNorm = register_module("LayerNorm", make_layer_norm(c));
     dropout = register_module("dropout", torch::nn::Dropout(c.hidden_dropout_prob));
 }
 
@@ -181,21 +191,33 @@ torch::Tensor BertOutputImpl::forward(const torch::Tensor& h, const torch::Tenso
     return pre_layernorm ? y : apply_norm(LayerNorm, y);
 }
 
-BertAttentionImpl::BertAttentionImpl(const ModelConfig& c) {
+BertAttentionImpl::BertAttentionImpl(const ModelConfig& c, int64_t layer) {
     self = register_module("self", BertSelfAttention(c));
-    output = register_module("output", BertOutput(c.hidden_size, c.hidden_size, c));
+    // Pre-LN: output.LayerNorm normalises attention's input; ModernBERT's layer 0 has none.
+    output =
+        register_module("output", BertOutput(c.hidden_size, c.hidden_size, c,
+                                             !c.pre_layernorm || c.attention_input_norm(layer)));
 }
 
-BertIntermediateImpl::BertIntermediateImpl(const ModelConfig& c) {
-    dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.intermediate_size));
+BertIntermediateImpl::BertIntermediateImpl(const ModelConfig& c) : ffn(c.ffn) {
+    // Gated FFNs (Shazeer 2020): intermediate_size is the gated width, so the input projection
+    // has twice its rows (ModernBERT's Wi); 3CF weights in the FFN instead of 2CF.
+    const int64_t rows = ffn == "gelu" ? c.intermediate_size : 2 * c.intermediate_size;
+    dense = register_module("dense", make_linear(c.hidden_size, rows, c));
 }
 
 torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& x) {
-    return torch::gelu(dense(x));  // erf GELU, as HF "gelu"
+    if (ffn == "gelu") return torch::gelu(dense(x));  // erf GELU, as HF "gelu"
+    // Shazeer 2020, Eq. 5-6: GEGLU(x) = GELU(xW) * xV, SwiGLU(x) = Swish_1(xW) * xV; W and V
+    // are the two halves of dense, in ModernBERT's order (input, gate = Wi(x).chunk(2)).
+    auto halves = dense(x).chunk(2, -1);  // (.., 2F) -> 2 x (.., F)
+    auto act = ffn == "geglu" ? torch::gelu(halves[0]) : torch::silu(halves[0]);
+    return act * halves[1];
 }
 
-BertLayerImpl::BertLayerImpl(const ModelConfig& c) : pre_layernorm(c.pre_layernorm) {
-    attention = register_module("attention", BertAttention(c));
+BertLayerImpl::BertLayerImpl(const ModelConfig& c, int64_t layer)
+    : pre_layernorm(c.pre_layernorm), attention_norm(c.attention_input_norm(layer)) {
+    attention = register_module("attention", BertAttention(c, layer));
     intermediate = register_module("intermediate", BertIntermediate(c));
     output = register_module("output", BertOutput(c.intermediate_size, c.hidden_size, c));
 }
@@ -206,9 +228,10 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor
     auto& attn_out = attention->output;
     if (pre_layernorm) {
         // Pre-LN: x + f(LN(x)); attention.output.LayerNorm and output.LayerNorm normalise the
-        // inputs of the two sub-layers.
-        auto h = attention->self(apply_norm(attn_out->LayerNorm, x), mask_bias, position,
-                                 logits_out, probs_out);
+        // inputs of the two sub-layers. ModernBERT's layer 0 attends over x itself: the
+        // embedding norm has just normalised it (Warner et al. 2024, sec. 2.1.1).
+        auto h = attention->self(attention_norm ? apply_norm(attn_out->LayerNorm, x) : x, mask_bias,
+                                 position, logits_out, probs_out);
         auto y = attn_out(h, x);
         return output(intermediate(apply_norm(output->LayerNorm, y)), y);
     }
@@ -219,7 +242,7 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor
 
 BertEncoderImpl::BertEncoderImpl(const ModelConfig& c) {
     layer = register_module("layer", torch::nn::ModuleList());
-    for (int64_t i = 0; i < c.num_hidden_layers; ++i) layer->push_back(BertLayer(c));
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) layer->push_back(BertLayer(c, i));
     if (c.pre_layernorm) final_layer_norm = register_module("final_layer_norm", make_layer_norm(c));
 }
 
@@ -275,7 +298,7 @@ EncoderOutput BertModelImpl::forward(const torch::Tensor& input_ids,
 // ---- MLM head ---------------------------------------------------------------------------------
 
 BertPredictionHeadTransformImpl::BertPredictionHeadTransformImpl(const ModelConfig& c) {
-    dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.hidden_size));
+    dense = register_module("dense", make_linear(c.hidden_size, c.hidden_size, c));
     LayerNorm = register_module("LayerNorm", make_layer_norm(c));
 }
 
@@ -342,6 +365,9 @@ void init_bert_weights(torch::nn::Module& module, const ModelConfig& config) {
         } else if (auto* ln = m.as<torch::nn::LayerNormImpl>()) {
             ln->weight.fill_(1.0);
             ln->bias.zero_();
+        } else if (auto* norm = m.as<NormImpl>()) {
+            norm->weight.fill_(1.0);
+            if (norm->bias.defined()) norm->bias.zero_();
         }
     });
     if (auto* model = module.as<BertModelImpl>()) {

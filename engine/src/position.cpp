@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -187,9 +188,10 @@ std::vector<std::pair<std::string, torch::Tensor>> LayerPosition::terms(
 
 // ---- the module ------------------------------------------------------------------------------
 
-PositionProjectionImpl::PositionProjectionImpl(int64_t hidden_size) {
-    pos_q_linear = register_module("pos_q_linear", torch::nn::Linear(hidden_size, hidden_size));
-    pos_k_linear = register_module("pos_k_linear", torch::nn::Linear(hidden_size, hidden_size));
+PositionProjectionImpl::PositionProjectionImpl(int64_t hidden_size, bool bias) {
+    const auto options = torch::nn::LinearOptions(hidden_size, hidden_size).bias(bias);
+    pos_q_linear = register_module("pos_q_linear", torch::nn::Linear(options));
+    pos_k_linear = register_module("pos_k_linear", torch::nn::Linear(options));
 }
 
 namespace {
@@ -216,13 +218,12 @@ PositionEncodingImpl::PositionEncodingImpl(const ModelConfig& config)
         // token t >= 1 uses row t + 1. BERT-Ad uses rows 0..T-1 like BERT-A.
         const int64_t rows = config.max_position_embeddings + (abs == "untied" ? 1 : 0);
         pos = register_module("pos", torch::nn::Embedding(rows, C));
-        pos_ln = register_module(
-            "pos_ln",
-            torch::nn::LayerNorm(torch::nn::LayerNormOptions({C}).eps(config.layer_norm_eps)));
+        pos_ln = register_module("pos_ln", Norm(C, config));
     }
     if (abs == "untied" || abs == "decoupled" || rel == "deberta") {
         projections = register_module("projections", torch::nn::ModuleList());
-        for (int64_t g = 0; g < layer_groups(); ++g) projections->push_back(PositionProjection(C));
+        for (int64_t g = 0; g < layer_groups(); ++g)
+            projections->push_back(PositionProjection(C, config.bias));
     }
     if (rel == "t5")
         relative_attention_bias = register_module("relative_attention_bias",
@@ -478,16 +479,24 @@ PositionTerms PositionEncodingImpl::compute(const torch::Tensor& positions,
         auto m = torch::tensor(slopes, torch::kDouble).to(positions.device(), dtype);
         shared_bias = -m.view({H, 1, 1}) * dist.unsqueeze(0);
     }
-    torch::Tensor rope_cos, rope_sin;
+    torch::Tensor rope_cos, rope_sin, rope_cos_local, rope_sin_local;
     int64_t rope_dims = 0;
     if (rel == "rope") {
         rope_dims = static_cast<int64_t>(static_cast<double>(d) * config_.rope_fraction) / 2 * 2;
-        // theta_i = base^(-2i / r), i = 0..r/2-1 (RoFormer Eq. 15 with r rotated dimensions).
-        auto i = torch::arange(0, rope_dims, 2, torch::kDouble);
-        auto theta = torch::pow(config_.rope_base, -i / static_cast<double>(rope_dims));
-        auto angle = positions.to(torch::kCPU, torch::kDouble).view({-1, 1}) * theta.view({1, -1});
-        rope_cos = torch::cos(angle).to(positions.device(), dtype);
-        rope_sin = torch::sin(angle).to(positions.device(), dtype);
+        auto angles = [&](double base, torch::Tensor& cos, torch::Tensor& sin) {
+            // theta_i = base^(-2i / r), i = 0..r/2-1 (RoFormer Eq. 15 with r rotated dimensions).
+            auto i = torch::arange(0, rope_dims, 2, torch::kDouble);
+            auto theta = torch::pow(base, -i / static_cast<double>(rope_dims));
+            auto angle =
+                positions.to(torch::kCPU, torch::kDouble).view({-1, 1}) * theta.view({1, -1});
+            cos = torch::cos(angle).to(positions.device(), dtype);
+            sin = torch::sin(angle).to(positions.device(), dtype);
+        };
+        angles(config_.rope_base, rope_cos, rope_sin);
+        // ModernBERT (Warner et al. 2024, sec. 2.1.2): local layers keep theta 10k, global
+        // layers take 160k.
+        if (config_.rope_base_local > 0)
+            angles(config_.rope_base_local, rope_cos_local, rope_sin_local);
     }
     const int64_t k_clip = relative_clip(config_);
     torch::Tensor shaw_index, deberta_index;
@@ -555,6 +564,30 @@ PositionTerms PositionEncodingImpl::compute(const torch::Tensor& positions,
             lp.rel_index = deberta_index;
         }
         out.layers.push_back(std::move(lp));
+    }
+    if (config_.local_window > 0) {
+        // Alternating local and global attention (ModernBERT, Warner et al. 2024, sec. 2.1.2,
+        // after Gemma 2): every global_every-th layer global, the others attend within
+        // |i - j| <= local_window (token distance, whatever the positions), through an
+        // additive -inf mask. One entry per layer from here on.
+        const int64_t L = config_.num_hidden_layers;
+        auto t = torch::arange(T, torch::TensorOptions().dtype(torch::kLong));
+        auto far = (t.view({T, 1}) - t.view({1, T})).abs() > config_.local_window;  // (T, T)
+        auto window = torch::zeros({T, T}, torch::TensorOptions().dtype(dtype))
+                          .masked_fill(far, -std::numeric_limits<double>::infinity())
+                          .to(positions.device());
+        PositionTerms layered;
+        layered.input = out.input;
+        for (int64_t i = 0; i < L; ++i) {
+            LayerPosition lp = out.for_layer(static_cast<size_t>(i));
+            if (config_.local_layer(i)) {
+                lp.window = window;
+                if (rope_cos_local.defined())
+                    lp.rope_cos = rope_cos_local, lp.rope_sin = rope_sin_local;
+            }
+            layered.layers.push_back(std::move(lp));
+        }
+        return layered;
     }
     return out;
 }

@@ -87,6 +87,26 @@ void ModelConfig::validate() const {
     if (pad_token_id < 0 || pad_token_id >= vocab_size)
         fail("pad_token_id must be in [0, vocab_size " + std::to_string(vocab_size) + ")" +
              got(pad_token_id));
+    if (norm != "layernorm" && norm != "rmsnorm")
+        fail("norm: unknown value '" + norm + "' (expected layernorm, rmsnorm)");
+    if (ffn != "gelu" && ffn != "geglu" && ffn != "swiglu")
+        fail("ffn: unknown value '" + ffn + "' (expected gelu, geglu, swiglu)");
+    if (skip_first_attention_norm && !pre_layernorm)
+        fail(
+            "skip_first_attention_norm needs pre_layernorm: true (post-LN has no attention "
+            "input norm to skip)");
+    if (local_window < 0)
+        fail("local_window must be >= 0 (0 = no local layers)" + got(local_window));
+    if (global_every < 1) fail("global_every must be >= 1" + got(global_every));
+    if (rope_base_local != 0) {
+        if (relative_position != "rope")
+            fail("rope_base_local is RoPE's base in local layers; relative_position is " +
+                 relative_position + " (set rope_base_local: 0)");
+        if (!(rope_base_local > 1))
+            fail("rope_base_local must be > 1 (or 0 = rope_base)" + got(rope_base_local));
+        if (local_window == 0 || global_every == 1)
+            fail("rope_base_local needs local layers (local_window > 0, global_every > 1)");
+    }
     describe_position(*this);  // the positional scheme and its modifiers
 }
 
@@ -109,9 +129,13 @@ void TrainConfig::validate() const {
 
 const std::vector<std::string>& model_presets() {
     static const std::vector<std::string> names = {
-        "bert-a",     "bert-r", "tupe-a",    "tupe-r", "tupe-a-tie-cls", "bert-ad",
-        "sinusoidal", "nope",   "t5",        "shaw",   "shaw-kq",        "rope",
-        "rope-cls",   "alibi",  "alibi-cls", "deberta"};
+        "bert-a",        "bert-r",         "tupe-a",
+        "tupe-r",        "tupe-a-tie-cls", "bert-ad",
+        "sinusoidal",    "nope",           "t5",
+        "shaw",          "shaw-kq",        "rope",
+        "rope-cls",      "alibi",          "alibi-cls",
+        "deberta",       "modern-rope",    "modern-tupe-a",
+        "modern-tupe-r", "modern-alibi",   "modern-bert-a"};
     return names;
 }
 
@@ -177,11 +201,55 @@ ModelConfig make_model_config(const std::string& preset, const std::string& size
     } else if (preset == "deberta") {  // He et al., DeBERTa, Eq. 3-4
         c.absolute_position = "none", c.relative_position = "deberta", c.shared_pos_term = false;
         c.attention_scale_factor = 3.0;
+    } else if (preset == "modern-rope") {  // ModernBERT's positions: RoPE, 160k global, 10k local
+        c.absolute_position = "none", c.relative_position = "rope";
+        c.rope_base = 160000, c.rope_base_local = 10000;
+    } else if (preset == "modern-tupe-a") {  // the paper's comparison on the modern backbone
+        c.absolute_position = "untied", c.untie_cls = true, c.attention_scale_factor = 2.0;
+    } else if (preset == "modern-tupe-r") {
+        c.absolute_position = "untied", c.relative_position = "t5", c.untie_cls = true;
+        c.attention_scale_factor = 2.0;
+    } else if (preset == "modern-alibi") {
+        c.absolute_position = "none", c.relative_position = "alibi";
+    } else if (preset == "modern-bert-a") {
+        c.absolute_position = "input";
     } else {
         throw std::invalid_argument("unknown model preset '" + preset + "' (expected " +
                                     join(model_presets()) + ")");
     }
+    if (preset.rfind("modern-", 0) == 0) {
+        // ModernBERT's backbone (Warner et al. 2024, sec. 2.1.1-2.1.2): pre-LN, a final norm,
+        // no attention norm in layer 0, LayerNorm and Linear layers without biases, GeGLU, and
+        // every third layer global (layer 0 among them), the others local. ModernBERT's window
+        // is 128 tokens (64 each side) on 1024 to 8192 tokens; here max_position_embeddings / 8
+        // each side: 64 at base (512), 16 at tiny and small (128), a window of about T/4.
+        c.pre_layernorm = true, c.skip_first_attention_norm = true;
+        c.bias = false, c.ffn = "geglu";
+        c.local_window = c.max_position_embeddings / 8, c.global_every = 3;
+    }
     return c;
+}
+
+std::string describe_backbone(const ModelConfig& c) {
+    std::string s = c.pre_layernorm ? "pre-LN" : "post-LN";
+    if (c.attention_input_norm(0) != c.pre_layernorm) s += " (no attention norm in layer 0)";
+    s += c.norm == "rmsnorm" ? ", RMSNorm" : ", LayerNorm";
+    s += c.bias ? ", biases" : ", no biases";
+    s += c.ffn == "geglu" ? ", GeGLU FFN" : c.ffn == "swiglu" ? ", SwiGLU FFN" : ", GELU FFN";
+    if (c.local_window > 0 && c.global_every > 1) {
+        s += ", local attention (+-" + std::to_string(c.local_window) + " tokens) but every " +
+             std::to_string(c.global_every) +
+             (c.global_every == 2   ? "nd"
+              : c.global_every == 3 ? "rd"
+                                    : "th") +
+             " layer global";
+        if (c.rope_base_local > 0)
+            s += ", RoPE base " + format_double(c.rope_base_local) + " local / " +
+                 format_double(c.rope_base) + " global";
+    } else {
+        s += ", global attention";
+    }
+    return s;
 }
 
 namespace {
@@ -217,6 +285,13 @@ void visit_model(ModelConfig& m, Visitor&& v) {
     v("model.attention_scale_factor", m.attention_scale_factor);
     v("model.pre_layernorm", m.pre_layernorm);
     v("model.scale_input_positions", m.scale_input_positions);
+    v("model.norm", m.norm);
+    v("model.bias", m.bias);
+    v("model.ffn", m.ffn);
+    v("model.skip_first_attention_norm", m.skip_first_attention_norm);
+    v("model.local_window", m.local_window);
+    v("model.global_every", m.global_every);
+    v("model.rope_base_local", m.rope_base_local);
 }
 
 template <typename Visitor>
@@ -329,12 +404,25 @@ const std::vector<std::string>& legacy_config_keys() {
     return keys;
 }
 
+const std::map<std::string, std::string>& config_keys_omitted_at_default() {
+    // The modern backbone's fields, at BERT's values (ModelConfig's defaults).
+    static const std::map<std::string, std::string> keys = {
+        {"model.norm", "layernorm"},   {"model.bias", "true"},
+        {"model.ffn", "gelu"},         {"model.skip_first_attention_norm", "false"},
+        {"model.local_window", "0"},   {"model.global_every", "3"},
+        {"model.rope_base_local", "0"}};
+    return keys;
+}
+
 std::string config_to_text(const PretrainConfig& config) {
     std::string out;
     PretrainConfig copy = config;
+    const auto& omitted = config_keys_omitted_at_default();
     visit_fields(copy, [&](const char* key, auto& value) {
+        const std::string text = format_value(value);
+        if (const auto it = omitted.find(key); it != omitted.end() && it->second == text) return;
         out += key;
-        out += " = " + format_value(value) + "\n";
+        out += " = " + text + "\n";
     });
     return out;
 }

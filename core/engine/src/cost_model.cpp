@@ -10,8 +10,12 @@ StepFlops count_step_flops(const ModelConfig& c, int64_t B, int64_t T, int64_t M
                  F = static_cast<double>(c.intermediate_size),
                  V = static_cast<double>(c.vocab_size),
                  L = static_cast<double>(c.num_hidden_layers), t = static_cast<double>(T);
+    // A gated FFN (model.ffn geglu, swiglu) projects to 2F before the gate: three C x F
+    // matmuls instead of two. A local layer still computes every score (the window masks).
+    const double ffn_matmuls = c.ffn == "gelu" ? 2.0 : 3.0;
     StepFlops f;
-    f.encoder = L * (2 * N * C * 3 * C + 2 * 2 * N * t * C + 2 * N * C * C + 2 * 2 * N * C * F);
+    f.encoder =
+        L * (2 * N * C * 3 * C + 2 * 2 * N * t * C + 2 * N * C * C + ffn_matmuls * 2 * N * C * F);
     const double groups = c.shared_pos_term ? 1.0 : L;
     const auto scheme = describe_position(c);
     const double k2 =
@@ -43,8 +47,10 @@ StepMemory estimate_step_memory(const ModelConfig& c, int64_t n_params, int64_t 
     est.params = P * 4 + (bf16 ? P * 2 : 0.0);
     est.grads = P * 4;
     est.optimizer = 2 * P * 4;
-    const double layer =
-        (7 * N * C + S + N * F) * e + S * e + N * F * e + 2 * N * C * 4 + (S + 2 * N * C) * 1;
+    // A gated FFN also keeps the gate's half of the 2F projection and the gated product.
+    const double gated = c.ffn == "gelu" ? 0.0 : 2 * N * F * e;
+    const double layer = (7 * N * C + S + N * F) * e + S * e + N * F * e + gated + 2 * N * C * 4 +
+                         (S + 2 * N * C) * 1;
     const double head =
         5 * m * C * 4 + m * V * e + m * V * 4 + (bf16 ? m * V * 4 : 0.0) + m * V * 4;
     est.activations = L * layer + N * C * 4 + N * C + head + 2 * S * 4;

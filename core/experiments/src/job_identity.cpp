@@ -46,6 +46,17 @@ const std::map<std::string, std::string> kOmittedAtDefault = {
     {"model.scale_input_positions", "false"},
 };
 
+// kOmittedAtDefault and the engine's own such fields (the modern backbone's), which its config
+// text leaves out at their defaults too.
+const std::map<std::string, std::string>& omitted_at_default() {
+    static const std::map<std::string, std::string> all = [] {
+        auto m = kOmittedAtDefault;
+        for (const auto& entry : engine::config_keys_omitted_at_default()) m.insert(entry);
+        return m;
+    }();
+    return all;
+}
+
 std::string short_hash(const std::string& text) { return engine::sha256_hex(text).substr(0, 16); }
 
 // The shortest decimal text that reads back as the same double ("0.0005", not
@@ -154,8 +165,8 @@ JobIdentity pretrain_identity(const ExperimentSpec& spec, const Variant& v, File
     for (const auto& key : engine::config_keys()) {
         if (kNotIdentity.count(key)) continue;
         const std::string value = canonical(engine::get_config_value(v.config, key));
-        const auto omitted = kOmittedAtDefault.find(key);
-        if (omitted == kOmittedAtDefault.end() || omitted->second != value) id.set(key, value);
+        const auto omitted = omitted_at_default().find(key);
+        if (omitted == omitted_at_default().end() || omitted->second != value) id.set(key, value);
     }
     id.set("data.corpus.sha256", hashes.sha256(v.config.data.corpus));
     id.set("data.vocab.sha256", hashes.sha256(v.config.data.vocab));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/config.h"
+#include "engine/norm.h"
 #include "engine/position.h"
 
 namespace engine {
@@ -42,15 +43,16 @@ struct BertEmbeddingsImpl : torch::nn::Module {
     /// absolute_position = input only (HF's name); PositionEncoding reads it.
     torch::nn::Embedding position_embeddings{nullptr};
     torch::nn::Embedding token_type_embeddings{nullptr};  ///< when type_vocab_size > 0
-    torch::nn::LayerNorm LayerNorm{nullptr};
+    Norm LayerNorm{nullptr};
     torch::nn::Dropout dropout{nullptr};
 };
 TORCH_MODULE(BertEmbeddings);
 
 struct BertSelfAttentionImpl : torch::nn::Module {
     explicit BertSelfAttentionImpl(const ModelConfig& config);
-    /// x (B, T, C), additive padding mask (B, 1, 1, T), this layer's positional slots ->
-    /// context (B, T, C). The logits and probabilities come out when asked for (analysis).
+    /// x (B, T, C), additive padding mask (B, 1, 1, T), this layer's positional slots (and its
+    /// local window, LayerPosition::window) -> context (B, T, C). The logits (before the padding
+    /// mask and the window) and probabilities come out when asked for (analysis).
     torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask_bias,
                           const LayerPosition& position, torch::Tensor* logits_out = nullptr,
                           torch::Tensor* probs_out = nullptr);
@@ -62,35 +64,41 @@ struct BertSelfAttentionImpl : torch::nn::Module {
 };
 TORCH_MODULE(BertSelfAttention);
 
-/// dense -> dropout -> LayerNorm(h + residual) (post-LN) or h + residual (pre-LN).
+/// dense -> dropout -> LayerNorm(h + residual) (post-LN) or h + residual (pre-LN, where
+/// LayerNorm normalises the sub-layer's input instead; absent with `with_norm` false).
 struct BertOutputImpl : torch::nn::Module {
-    BertOutputImpl(int64_t in, int64_t out, const ModelConfig& config);
+    BertOutputImpl(int64_t in, int64_t out, const ModelConfig& config, bool with_norm = true);
     torch::Tensor forward(const torch::Tensor& h, const torch::Tensor& residual);
 
     torch::nn::Linear dense{nullptr};
-    torch::nn::LayerNorm LayerNorm{nullptr};
+    Norm LayerNorm{nullptr};
     torch::nn::Dropout dropout{nullptr};
     bool pre_layernorm;
 };
 TORCH_MODULE(BertOutput);
 
 struct BertAttentionImpl : torch::nn::Module {
-    explicit BertAttentionImpl(const ModelConfig& config);
+    /// `layer`: the layer's index (ModernBERT's layer 0 has no attention input norm).
+    explicit BertAttentionImpl(const ModelConfig& config, int64_t layer = 0);
     BertSelfAttention self{nullptr};
     BertOutput output{nullptr};  // HF: attention.output.{dense,LayerNorm}
 };
 TORCH_MODULE(BertAttention);
 
-/// HF: intermediate.dense, then GELU (erf form).
+/// HF: intermediate.dense, then GELU (erf form); for model.ffn geglu / swiglu dense is
+/// (2F, C) and its two halves [a, b] give GELU(a) * b / SiLU(a) * b (Shazeer 2020, as
+/// ModernBERT's Wi). (.., C) -> (.., F).
 struct BertIntermediateImpl : torch::nn::Module {
     explicit BertIntermediateImpl(const ModelConfig& config);
     torch::Tensor forward(const torch::Tensor& x);
     torch::nn::Linear dense{nullptr};
+    std::string ffn;  ///< gelu, geglu or swiglu
 };
 TORCH_MODULE(BertIntermediate);
 
 struct BertLayerImpl : torch::nn::Module {
-    explicit BertLayerImpl(const ModelConfig& config);
+    /// `layer`: the layer's index in the encoder.
+    explicit BertLayerImpl(const ModelConfig& config, int64_t layer = 0);
     torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask_bias,
                           const LayerPosition& position, torch::Tensor* logits_out = nullptr,
                           torch::Tensor* probs_out = nullptr);
@@ -99,6 +107,9 @@ struct BertLayerImpl : torch::nn::Module {
     BertIntermediate intermediate{nullptr};
     BertOutput output{nullptr};
     bool pre_layernorm;
+    /// Pre-LN: attention.output.LayerNorm normalises attention's input (false in ModernBERT's
+    /// layer 0, which has no such norm: ModelConfig::attention_input_norm).
+    bool attention_norm;
 };
 TORCH_MODULE(BertLayer);
 
@@ -106,7 +117,7 @@ TORCH_MODULE(BertLayer);
 struct BertEncoderImpl : torch::nn::Module {
     explicit BertEncoderImpl(const ModelConfig& config);
     torch::nn::ModuleList layer{nullptr};
-    torch::nn::LayerNorm final_layer_norm{nullptr};
+    Norm final_layer_norm{nullptr};
 };
 TORCH_MODULE(BertEncoder);
 
@@ -149,7 +160,7 @@ struct BertPredictionHeadTransformImpl : torch::nn::Module {
     explicit BertPredictionHeadTransformImpl(const ModelConfig& config);
     torch::Tensor forward(const torch::Tensor& h);  // (M, C) -> (M, C)
     torch::nn::Linear dense{nullptr};
-    torch::nn::LayerNorm LayerNorm{nullptr};
+    Norm LayerNorm{nullptr};
 };
 TORCH_MODULE(BertPredictionHeadTransform);
 
@@ -185,7 +196,7 @@ class BertForMaskedLMImpl : public torch::nn::Module {
 TORCH_MODULE(BertForMaskedLM);
 
 /// N(0, initializer_range) for every Linear and Embedding (and TUPE's tables), zero biases,
-/// unit LayerNorms, zero [PAD] row: the reference's init_bert_params.
+/// unit norms, zero [PAD] row: the reference's init_bert_params.
 void init_bert_weights(torch::nn::Module& module, const ModelConfig& config);
 
 /// Parameter counts by group (embeddings, positional, encoder, mlm_head, total), counting the

@@ -10,6 +10,7 @@
 //   static bias (H, T, T), broadcast over the batch: TUPE's untied term, T5, ALiBi, [CLS] reset
 //   content     (B, H, T, T) from q and k: Shaw's relative keys, DeBERTa's c2p and p2c
 //   scale       1/sqrt(d * attention_scale_factor): 1 BERT, 2 TUPE, 3 DeBERTa, 4 BERT-Ad
+//   window      a local layer's (T, T) mask (model.local_window; ModernBERT's local attention)
 // Sources are cited where each formula is computed (position.cpp).
 #pragma once
 
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "engine/config.h"
+#include "engine/norm.h"
 #include "engine/position_scheme.h"
 
 namespace engine {
@@ -91,6 +93,10 @@ struct LayerPosition {
     /// Content slot, DeBERTa: K_r and Q_r (H, 2k, d) and delta(i, j) (T, T) long:
     /// scores += q_i . K_r[delta(i,j)] (c2p) + k_j . Q_r[delta(j,i)] (p2c).
     torch::Tensor c2p_keys, p2c_queries, rel_index;
+    /// Local layers only (model.local_window, global_every): (T, T), 0 where |i - j| <=
+    /// local_window and -inf elsewhere, added to the logits with the padding mask. Not a
+    /// positional term: scores(), terms() and `bias` leave it out; ablations keep it.
+    torch::Tensor window;
     /// Analysis only (PositionEncodingImpl::set_ablation): the heads where ablated_heads (H,
     /// bool) is true take their logits, static bias included, from *ablated: this layer's terms
     /// with the positional contribution removed, mean-replaced or shuffled. Null otherwise.
@@ -109,7 +115,8 @@ struct LayerPosition {
                                                              const torch::Tensor& k) const;
 };
 
-/// The positional terms for all layers: one entry shared by all layers, or one per layer.
+/// The positional terms for all layers: one entry shared by all layers, or one per layer
+/// (per-layer terms, or local and global layers that differ in their window or RoPE base).
 struct PositionTerms {
     std::vector<LayerPosition> layers;
     torch::Tensor input;  ///< (T, C) added to the word embeddings, or undefined
@@ -120,8 +127,9 @@ struct PositionTerms {
 
 /// U^Q, U^K of one group of layers (TUPE, BERT-Ad; DeBERTa's W_{q,r}, W_{k,r}).
 struct PositionProjectionImpl : torch::nn::Module {
-    explicit PositionProjectionImpl(int64_t hidden_size);
-    torch::nn::Linear pos_q_linear{nullptr}, pos_k_linear{nullptr};  // with bias, as the reference
+    /// With biases, as the reference, unless `bias` is false (model.bias).
+    explicit PositionProjectionImpl(int64_t hidden_size, bool bias = true);
+    torch::nn::Linear pos_q_linear{nullptr}, pos_k_linear{nullptr};
 };
 TORCH_MODULE(PositionProjection);
 
@@ -180,7 +188,7 @@ class PositionEncodingImpl : public torch::nn::Module {
     int64_t forward_count() const { return forward_count_; }
 
     torch::nn::Embedding pos{nullptr};  ///< (max_len + 1, C) for TUPE, (max_len, C) for BERT-Ad
-    torch::nn::LayerNorm pos_ln{nullptr};
+    Norm pos_ln{nullptr};               ///< model.norm and model.bias, as the encoder's norms
     torch::nn::ModuleList projections{nullptr};  ///< one PositionProjection, or one per layer
     torch::nn::Embedding relative_attention_bias{nullptr};  ///< T5: (rel_pos_bins + 1, H)
     torch::nn::ModuleList distance_embedding{nullptr};      ///< Shaw: per layer (2k + 1, d)

@@ -56,18 +56,52 @@ struct ModelConfig {
     /// norm sqrt(d/2)) outweigh N(0, 0.02) word rows 35-fold at d = 64 (docs/zoo.md).
     bool scale_input_positions = false;
 
+    // The backbone (docs/zoo.md, "A modern backbone"). The defaults are BERT's; the modern-*
+    // presets set ModernBERT's (Warner et al. 2024). Each works with every positional scheme.
+    /// layernorm, or rmsnorm: x / sqrt(mean(x^2) + eps) * g, a learned scale and no bias
+    /// (Zhang & Sennrich 2019), eps = layer_norm_eps. Every norm of the model, TUPE's pos_ln
+    /// included.
+    std::string norm = "layernorm";
+    /// false: no bias in any Linear layer or norm (ModernBERT); the MLM decoder's bias is kept.
+    bool bias = true;
+    /// gelu (BERT), geglu or swiglu: GELU(xW) * xV or SiLU(xW) * xV (Shazeer 2020), with
+    /// intermediate_size the gated width: intermediate.dense is (2 * intermediate_size, C).
+    std::string ffn = "gelu";
+    /// Pre-LN only: layer 0 attends over its input unnormalised, since the embedding norm has
+    /// just normalised it (ModernBERT's first attn_norm is an Identity).
+    bool skip_first_attention_norm = false;
+    /// Local attention: in a local layer query i attends to keys j with |i - j| <= local_window
+    /// (tokens each side; ModernBERT's 128-token window is 64). 0 = every layer global.
+    int64_t local_window = 0;
+    /// With local_window > 0, layer l is global when l % global_every == 0 (ModernBERT: 3).
+    int64_t global_every = 3;
+    /// RoPE's base in the local layers (ModernBERT: 10k local, 160k global); 0 = rope_base.
+    double rope_base_local = 0;
+
     int64_t head_dim() const { return hidden_size / num_attention_heads; }
+    /// Whether layer `layer` attends through the local window.
+    bool local_layer(int64_t layer) const { return local_window > 0 && layer % global_every != 0; }
+    /// Whether layer `layer` normalises its attention input (pre-LN, bar ModernBERT's layer 0).
+    bool attention_input_norm(int64_t layer) const {
+        return pre_layernorm && !(skip_first_attention_norm && layer == 0);
+    }
     /// Throws std::invalid_argument naming the field when the config is inconsistent.
     void validate() const;
 };
 
-/// Variant names: the paper's bert-a, bert-r, tupe-a, tupe-r, tupe-a-tie-cls, bert-ad, and the
-/// zoo's sinusoidal, nope, t5, shaw, shaw-kq, rope, rope-cls, alibi, alibi-cls, deberta.
+/// Variant names: the paper's bert-a, bert-r, tupe-a, tupe-r, tupe-a-tie-cls, bert-ad, the
+/// zoo's sinusoidal, nope, t5, shaw, shaw-kq, rope, rope-cls, alibi, alibi-cls, deberta, and
+/// on the modern backbone modern-rope, modern-tupe-a, modern-tupe-r, modern-alibi,
+/// modern-bert-a.
 const std::vector<std::string>& model_presets();
 /// Size names: tiny, small, base.
 const std::vector<std::string>& model_sizes();
 /// Full config for a variant at a size. Throws std::invalid_argument for an unknown name.
 ModelConfig make_model_config(const std::string& preset, const std::string& size);
+
+/// One line for `tupe info`: the backbone beside the positional scheme, e.g. "post-LN,
+/// LayerNorm, biases, GELU FFN, global attention".
+std::string describe_backbone(const ModelConfig& config);
 
 /// Corpus, vocabulary and masking.
 struct DataConfig {
@@ -117,7 +151,8 @@ struct PretrainConfig {
 };
 
 /// Flat "section.key = value" text of a config: stored in checkpoints and in the results
-/// store, parsed back by `parse_config_text` (the engine cannot read YAML).
+/// store, parsed back by `parse_config_text` (the engine cannot read YAML). A field of
+/// config_keys_omitted_at_default() appears only away from its default.
 std::string config_to_text(const PretrainConfig& config);
 /// Inverse of config_to_text. Throws std::invalid_argument naming the line on bad input.
 PretrainConfig parse_config_text(const std::string& text);
@@ -132,6 +167,11 @@ std::string config_to_yaml(const PretrainConfig& config);
 /// write doubles.
 std::string format_double(double d);
 
+/// Fields added after config texts were stored (checkpoints, the results store), each with the
+/// text of the default that reproduces the models from before it. config_to_text leaves such
+/// a field out at that value, so a default config's text is what it was before the field
+/// existed; experiments/job_identity.cpp keeps the same fields out of run identities.
+const std::map<std::string, std::string>& config_keys_omitted_at_default();
 /// Every settable key, "section.field" (e.g. "train.lr"), in a stable order.
 std::vector<std::string> config_keys();
 /// One field of a ModelConfig, by pointer, at its own type.

@@ -21,7 +21,10 @@ namespace engine {
 /// LayerNorm, softmax, GELU, dropout, RoPE's rotation, bias look-ups and the optimizer are
 /// O(N*C) or O(S) element-wise work and not counted.
 ///   encoder     per layer: QKV projection 2*N*C*3C, scores 2*N*T*C (= 2*B*H*T*T*d),
-///               context 2*N*T*C, attention output 2*N*C*C, FFN 2*N*C*F * 2 (in and out).
+///               context 2*N*T*C, attention output 2*N*C*C, FFN 2*N*C*F * 2 (in and out;
+///               * 3 for a gated FFN, model.ffn geglu or swiglu, whose input projection is
+///               2F wide). Local layers (model.local_window) count every score: the window
+///               is a mask on the full T x T logits.
 ///   positional  per scheme (describe_position), "groups" = 1 when shared_pos_term, else L:
 ///               TUPE (untied): p'U^Q and p'U^K over the T+1 rows (positions and [CLS])
 ///                 2*2*(T+1)*C*C, and the (H, T+1, T+1) correlations 2*(T+1)^2*C, per group;
@@ -60,7 +63,8 @@ StepFlops count_step_flops(const ModelConfig& config, int64_t batch, int64_t seq
 ///       matmul inputs: x, the QKV buffer (3NC), q*scale, the dropped probabilities (S), the
 ///         merged context, the attention block output y, the GELU output (NF):
 ///         (7NC + S + NF) * e
-///       softmax output S*e, GELU input NF*e, the two LayerNorm inputs 2NC*4,
+///       softmax output S*e, GELU input NF*e (a gated FFN also its gate half and the gated
+///       product, 2NF*e), the two LayerNorm inputs 2NC*4,
 ///       dropout masks (S + 2NC) * 1 byte;
 ///     embeddings: the LayerNorm input N*C*4 and a dropout mask N*C bytes;
 ///     MLM head: 5 (M, C) tensors *4, logits M*V*e, the fp32 log-softmax M*V*4 (plus the fp32
