@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/config.h"
 #include "experiments/experiment.h"
 #include "experiments/job_identity.h"
 #include "experiments/result_store.h"
@@ -138,6 +139,11 @@ TEST_F(JobIdentityTest, AFieldAddedLaterEntersTheIdentityOnlyAwayFromItsDefault)
     const JobIdentity after = pretrain_identity(scaled, scaled.variants[0], hashes);
     EXPECT_EQ(after.fields().at("model.scale_input_positions"), "true");
     EXPECT_NE(before.fingerprint(), after.fingerprint());
+    // The modern backbone's fields (engine::config_keys_omitted_at_default) likewise.
+    for (const auto& [key, value] : engine::config_keys_omitted_at_default())
+        EXPECT_EQ(before.fields().count(key), 0u) << key;
+    const ExperimentSpec rms = spec({"model.norm=rmsnorm"});
+    EXPECT_EQ(pretrain_identity(rms, rms.variants[0], hashes).fields().at("model.norm"), "rmsnorm");
 }
 
 TEST_F(JobIdentityTest, FineTuningIdentityHoldsItsPretrainingProtocolAndTaskData) {
