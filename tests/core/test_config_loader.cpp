@@ -387,8 +387,12 @@ engine::PretrainConfig unusual_config(const std::string& preset, const std::stri
     m.attention_probs_dropout_prob = 1.0 / 3.0, m.layer_norm_eps = 1e-7;
     m.initializer_range = 0.037, m.pad_token_id = 3, m.rel_pos_bins = 16, m.max_rel_pos = 64;
     m.max_relative_distance = 9, m.rope_fraction = 0.5, m.rope_base = 1.5e20;
-    m.position_offset = 2, m.pre_layernorm = true;
-    m.scale_input_positions = !m.scale_input_positions;  // the sinusoidal preset sets it
+    m.position_offset = 2, m.pre_layernorm = !m.pre_layernorm;  // the modern-* presets set it
+    m.scale_input_positions = !m.scale_input_positions;         // the sinusoidal preset sets it
+    // The backbone, away from both BERT's defaults and the modern-* presets' values.
+    m.norm = "rmsnorm", m.bias = !m.bias, m.ffn = m.ffn == "swiglu" ? "geglu" : "swiglu";
+    m.skip_first_attention_norm = !m.skip_first_attention_norm, m.local_window = 5;
+    m.global_every = 2, m.rope_base_local = 2.5e4;
     auto& d = c.data;
     d.corpus = "data/my corpus: v2 #1.txt", d.vocab = "C:\\vocab \"x\".txt", d.cache_dir = "null";
     d.max_seq_len = 77, d.validation_fraction = 0.1, d.mask_prob = 0.2;

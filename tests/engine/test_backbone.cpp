@@ -295,10 +295,9 @@ TEST(ModelConfigValidate, BackboneFieldsNameTheKeyAndTheRule) {
               0u);
     EXPECT_EQ(message([](ModelConfig& c) { c.global_every = 0; }).rfind("model.global_every", 0),
               0u);
-    EXPECT_EQ(message([](ModelConfig& c) {
-                  c.relative_position = "alibi";
-              }).rfind("model.rope_base_local", 0),
-              0u);
-    EXPECT_EQ(message([](ModelConfig& c) { c.local_window = 0; }).rfind("model.rope_base_local", 0),
+    EXPECT_EQ(
+        message([](ModelConfig& c) { c.rope_base_local = 0.5; }).rfind("model.rope_base_local", 0),
+        0u);
+    EXPECT_EQ(message([](ModelConfig& c) { c.local_window = -1; }).rfind("model.local_window", 0),
               0u);
 }

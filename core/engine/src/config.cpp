@@ -98,15 +98,9 @@ void ModelConfig::validate() const {
     if (local_window < 0)
         fail("local_window must be >= 0 (0 = no local layers)" + got(local_window));
     if (global_every < 1) fail("global_every must be >= 1" + got(global_every));
-    if (rope_base_local != 0) {
-        if (relative_position != "rope")
-            fail("rope_base_local is RoPE's base in local layers; relative_position is " +
-                 relative_position + " (set rope_base_local: 0)");
-        if (!(rope_base_local > 1))
-            fail("rope_base_local must be > 1 (or 0 = rope_base)" + got(rope_base_local));
-        if (local_window == 0 || global_every == 1)
-            fail("rope_base_local needs local layers (local_window > 0, global_every > 1)");
-    }
+    // Like rope_base, read only by RoPE (and only in local layers): ignored elsewhere.
+    if (rope_base_local != 0 && !(rope_base_local > 1))
+        fail("rope_base_local must be > 1 (or 0 = rope_base)" + got(rope_base_local));
     describe_position(*this);  // the positional scheme and its modifiers
 }
 

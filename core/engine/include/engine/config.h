@@ -76,6 +76,7 @@ struct ModelConfig {
     /// With local_window > 0, layer l is global when l % global_every == 0 (ModernBERT: 3).
     int64_t global_every = 3;
     /// RoPE's base in the local layers (ModernBERT: 10k local, 160k global); 0 = rope_base.
+    /// Like rope_base, ignored without RoPE or without local layers.
     double rope_base_local = 0;
 
     int64_t head_dim() const { return hidden_size / num_attention_heads; }
