@@ -120,13 +120,17 @@ class Binder {
 
     // The job's run name: the stored run with its fingerprint, an adoptable run stored before
     // identities, a free name, or (changed) the name beside the stored run.
-    void resolve(Job& job, const std::function<bool(const RunRecord&)>& legacy_matches) {
+    // `renamed`, where given, rewrites a stored identity into today's naming of the same
+    // inputs; a stored run it maps onto the job's identity is adopted too.
+    void resolve(Job& job, const std::function<bool(const RunRecord&)>& legacy_matches,
+                 const std::function<std::string(const std::string&)>& renamed = nullptr) {
         job.base_name = job.name;
         const auto it = runs_.find(job.name);
         if (it == runs_.end()) return;
         const RunRecord& stored = it->second;
         if (stored.fingerprint == job.fingerprint) return;
-        if (stored.identity.empty() && legacy_matches(stored)) {
+        if ((stored.identity.empty() && legacy_matches(stored)) ||
+            (!stored.identity.empty() && renamed && renamed(stored.identity) == job.identity)) {
             job.adopt = true;
             return;
         }
@@ -308,14 +312,26 @@ BoundPlan bind(const ExperimentSpec& spec, ChangedJobs mode) {
         job.identity = id.text();
         job.fingerprint = id.fingerprint();
         job.cell = id.cell(pooled_keys(true));
-        binder.resolve(job, [&](const RunRecord& stored) {
+        const auto legacy = [&](const RunRecord& stored) {
             // Tasks generated before identities came from generator version 1: the same
             // files as now only where the sizes give version 1.
             return stored.config_text == detail::finetune_config_text(bound.spec, v, job) &&
                    (spec.glue.data != "builtin" ||
                     synthetic_tasks_version(spec.glue.synthetic_train, spec.glue.synthetic_dev) ==
                         1);
-        });
+        };
+        if (analysis::find_task(job.task).zero_shot)
+            // A pair-task run stored before its task data was named by the dev split alone
+            // (zero_shot_task_data): the same dev pairs, the same scores.
+            binder.resolve(job, legacy, [](const std::string& identity) {
+                JobIdentity stored = JobIdentity::parse(identity);
+                const auto data = stored.fields().find("finetune.task_data");
+                if (data != stored.fields().end())
+                    stored.set("finetune.task_data", zero_shot_task_data(data->second));
+                return stored.text();
+            });
+        else
+            binder.resolve(job, legacy);
     }
     if (mode == ChangedJobs::kRefuse && !bound.changed.empty())
         refuse(spec, "",

@@ -369,6 +369,36 @@ TEST_F(ReliabilityTest, DivergedPretrainingBlocksItsFineTuningAndThePlanGoesOn) 
     EXPECT_TRUE(has(tupe("status " + quote(file.string())).out, "blocked"));
 }
 
+// A pair-task run stored before its task data was named by the dev split alone (train=N above
+// dev) holds the scores today's job would compute: it is adopted, neither changed nor run again.
+TEST_F(ReliabilityTest, PairTaskRunsStoredUnderTheirOlderTaskDataNameAreAdopted) {
+    const fs::path file = study(dir_, "z.yaml", "z", "[bert-a]", 4);
+    std::string text = read_file(file);
+    text.replace(text.find("[syn-cola]"), 10, "[syn-bshift]");
+    write_file(file, text);
+    ASSERT_EQ(tupe("run " + quote(file.string()) + " --quiet").status, 0);
+    const std::string job = "bert-a/step4/syn-bshift/lr0.001/seed1";
+    const Stored before = read_store(dir_ / "z.sqlite", "z");
+    const RunRecord run = before.runs.at(job);
+    ASSERT_TRUE(has(run.identity, "train=16 dev=16")) << run.identity;
+    {
+        std::string old = run.identity;
+        old.replace(old.find("train=16 dev=16"), 8, "train=32");
+        auto store = ResultStore::open((dir_ / "z.sqlite").string(), OpenMode::kReadWrite);
+        store.set_run_identity(run.id, old, "0123456789abcdef", run.cell);
+    }
+    const auto status = tupe("status " + quote(file.string()));
+    EXPECT_FALSE(has(status.out, "changed")) << status.out;
+    const auto again = tupe("run " + quote(file.string()));
+    ASSERT_EQ(again.status, 0) << again.err;
+    const Stored after = read_store(dir_ / "z.sqlite", "z");
+    EXPECT_EQ(after.runs.size(), before.runs.size());
+    EXPECT_EQ(after.runs.at(job).id, run.id);
+    EXPECT_EQ(after.runs.at(job).identity, run.identity);
+    EXPECT_EQ(after.runs.at(job).fingerprint, run.fingerprint);
+    EXPECT_EQ(after.glue, before.glue);
+}
+
 // A runner killed with SIGKILL at seeded random moments and restarted each time ends with every
 // job run to completion once, and the numbers of a run that was never disturbed.
 TEST_F(ReliabilityTest, RunnerKilledAtRandomMomentsEndsWithTheUndisturbedResults) {
