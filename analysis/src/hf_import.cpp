@@ -75,8 +75,10 @@ constexpr const char* kWorkbenchKey = "tupe_workbench";
 /// local layers) is model_type "tupe". HF's "modernbert" has the backbone but other parameter
 /// names (fused Wqkv, Wi) and only RoPE, so it is not written.
 std::string hf_position_type(const engine::ModelConfig& c) {
+    // randomized_positions_max changes only training, but BertConfig has no place for it: such
+    // a model is written as model_type "tupe", so that the importer gives its config back.
     if (c.untie_cls || c.attention_scale_factor != 1.0 || c.pre_layernorm ||
-        c.position_offset != 0 || c.scale_input_positions)
+        c.position_offset != 0 || c.scale_input_positions || c.randomized_positions_max != 0)
         return "";
     if (c.norm != "layernorm" || !c.bias || c.ffn != "gelu" || c.local_window > 0) return "";
     if (c.absolute_position == "input" && c.relative_position == "none") return "absolute";

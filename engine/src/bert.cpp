@@ -267,9 +267,11 @@ EncoderOutput BertModelImpl::forward(const torch::Tensor& input_ids,
     const int64_t T = input_ids.size(1);
     TORCH_CHECK(T >= 1, "input_ids: empty sequence");
     // Every positional term is computed once, before the layer loop (TUPE, Sec. 3.2); a learned
-    // table refuses positions beyond max_position_embeddings here.
-    PositionTerms terms = position->forward(position->positions(T, input_ids.device()),
-                                            embeddings->word_embeddings->weight.scalar_type());
+    // table refuses positions beyond max_position_embeddings here. In training, positions are
+    // randomized when model.randomized_positions_max asks for it (Ruoss et al. 2023).
+    PositionTerms terms =
+        position->forward(position->positions(T, input_ids.device(), /*randomize=*/is_training()),
+                          embeddings->word_embeddings->weight.scalar_type());
     auto x = embeddings(input_ids, token_type_ids, terms.input);  // (B, T, C)
 
     torch::Tensor mask_bias;

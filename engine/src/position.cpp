@@ -1,7 +1,8 @@
 // The positional zoo (see position.h): TUPE's untied term with the [CLS] reset and BERT-Ad's
 // decoupled projections (Ke, He, Liu, ICLR 2021; guolinke/TUPE,
 // transformer_sentence_encoder.py: get_abs_pos_bias, get_rel_pos_bias), the T5 relative bias,
-// sinusoidal tables, RoPE, ALiBi, Shaw's relative keys and DeBERTa's disentangled terms.
+// sinusoidal tables, RoPE (and its scaling at evaluation), ALiBi, Shaw's relative keys, DeBERTa's
+// disentangled terms, FIRE, KERPLE and randomized positions.
 #include "engine/position.h"
 
 #include <algorithm>
@@ -85,6 +86,87 @@ torch::Tensor sinusoidal_table(const torch::Tensor& positions, int64_t hidden_si
     const int64_t odd = hidden_size / 2;
     if (odd > 0) table.slice(1, 1, hidden_size, 2).copy_(torch::cos(angle.slice(1, 0, odd)));
     return table.to(positions.device());
+}
+
+std::string rope_scaling_name(RopeScaling::Method method) {
+    switch (method) {
+        case RopeScaling::Method::kNone: return "none";
+        case RopeScaling::Method::kInterpolation: return "pi";
+        case RopeScaling::Method::kNtk: return "ntk";
+        case RopeScaling::Method::kYarn: return "yarn";
+    }
+    return "none";
+}
+
+RopeScaling::Method parse_rope_scaling(const std::string& name) {
+    for (auto m : {RopeScaling::Method::kNone, RopeScaling::Method::kInterpolation,
+                   RopeScaling::Method::kNtk, RopeScaling::Method::kYarn})
+        if (rope_scaling_name(m) == name) return m;
+    throw std::invalid_argument("unknown RoPE scaling '" + name + "' (none, pi, ntk or yarn)");
+}
+
+torch::Tensor rope_frequencies(int64_t rope_dims, double base, const RopeScaling& scaling) {
+    using Method = RopeScaling::Method;
+    const double s = scaling.factor, r = static_cast<double>(rope_dims);
+    if (scaling.method != Method::kNone && !(s >= 1 && std::isfinite(s)))
+        throw std::invalid_argument("RoPE scaling factor must be a finite number >= 1, got " +
+                                    std::to_string(s));
+    // theta_i = base^(-2i / r), i = 0..r/2-1 (RoFormer Eq. 15 with r rotated dimensions).
+    auto i2 = torch::arange(0, rope_dims, 2, torch::kDouble);
+    switch (scaling.method) {
+        case Method::kNone: return torch::pow(base, -i2 / r);
+        case Method::kInterpolation:
+            // Chen et al. 2023: position m rotated as m / s, i.e. every frequency divided by s.
+            return torch::pow(base, -i2 / r) / s;
+        case Method::kNtk:
+            // NTK-aware (bloc97 2023; YaRN sec. 3.1): a larger base, so that the lowest
+            // frequency (i = r/2 - 1) is divided by exactly s and the highest kept.
+            if (rope_dims < 4)
+                throw std::invalid_argument(
+                    "NTK-aware RoPE scaling needs at least 4 rotated dimensions (its exponent is "
+                    "r / (r - 2)), got " +
+                    std::to_string(rope_dims));
+            return torch::pow(base * std::pow(s, r / (r - 2)), -i2 / r);
+        case Method::kYarn: {
+            // YaRN (Peng et al., ICLR 2024), sec. 3.2 "NTK-by-parts": pairs that turn fewer than
+            // alpha = 1 times over the training length L are interpolated, more than beta = 32
+            // times kept, a linear ramp in between.
+            if (scaling.original_length < 1)
+                throw std::invalid_argument("YaRN needs the training length (original_length)");
+            auto theta = torch::pow(base, -i2 / r);
+            const double two_pi = 2.0 * std::acos(-1.0);
+            auto rotations = static_cast<double>(scaling.original_length) * theta / two_pi;
+            auto gamma = ((rotations - 1.0) / (32.0 - 1.0)).clamp(0.0, 1.0);
+            return (1 - gamma) * theta / s + gamma * theta;
+        }
+    }
+    return torch::pow(base, -i2 / r);
+}
+
+double rope_logit_scale(const RopeScaling& scaling) {
+    // YaRN sec. 3.4: q and k both times sqrt(1/t) = 0.1 ln s + 1, so the logits times its square.
+    if (scaling.method != RopeScaling::Method::kYarn || scaling.factor <= 1) return 1.0;
+    const double m = 0.1 * std::log(scaling.factor) + 1.0;
+    return m * m;
+}
+
+torch::Tensor fire_input(const torch::Tensor& positions, const torch::Tensor& c,
+                         const torch::Tensor& threshold) {
+    // FIRE (Li et al., ICLR 2024), progressive interpolation with a threshold, and their listing:
+    // psi(d) = log(|c d| + 1), normalised by psi(max(L, i)) + 1e-6 for query position i and keys j
+    // <= i. Two-sided here: the normaliser is the later of the two positions, max(L, p_i, p_j), and
+    // the sign of p_i - p_j tells left from right, so one MLP sees [-1, 1] at any length.
+    const int64_t T = positions.size(0);
+    auto p = positions.to(c.device(), c.scalar_type());
+    auto psi = [&](const torch::Tensor& d) { return torch::log(torch::abs(c * d) + 1.0); };
+    auto diff = p.view({T, 1}) - p.view({1, T});                  // [i][j] = p_i - p_j
+    auto later = torch::maximum(p.view({T, 1}), p.view({1, T}));  // max(p_i, p_j)
+    auto normaliser = psi(torch::maximum(later, threshold)) + 1e-6;
+    return torch::sign(diff) * psi(diff.abs()) / normaliser;
+}
+
+double fire_init_threshold(const ModelConfig& config) {
+    return std::max(1.0, static_cast<double>(config.max_position_embeddings) / 4.0);
 }
 
 // ---- the layer's view --------------------------------------------------------------------------
@@ -188,6 +270,33 @@ std::vector<std::pair<std::string, torch::Tensor>> LayerPosition::terms(
 
 // ---- the module ------------------------------------------------------------------------------
 
+FireBiasImpl::FireBiasImpl(int64_t num_heads, double init_threshold_)
+    : init_threshold(init_threshold_) {
+    // Li et al. 2024, their listing: mlp_width 32, init_c 0.1, L_multiplier 1 (init_L is fixed).
+    constexpr int64_t kFireMlpWidth = 32;
+    mlp = register_module(
+        "mlp", torch::nn::Sequential(torch::nn::Linear(1, kFireMlpWidth), torch::nn::ReLU(),
+                                     torch::nn::Linear(kFireMlpWidth, num_heads)));
+    c = register_parameter("c", torch::full({}, 0.1));
+    L_multiplier = register_parameter("L_multiplier", torch::ones({}));
+}
+
+torch::Tensor FireBiasImpl::threshold() const { return L_multiplier.abs() * init_threshold; }
+
+torch::Tensor FireBiasImpl::forward(const torch::Tensor& positions, bool cls_free) {
+    auto x = fire_input(positions, c, threshold());  // (T, T)
+    if (cls_free) {
+        // [CLS] reset: its row and column carry no distance (f(0) for every pair).
+        const int64_t T = x.size(0);
+        auto keep = torch::ones({T, T}, x.options());
+        keep.select(0, 0).zero_();
+        keep.select(1, 0).zero_();
+        x = x * keep;
+    }
+    // (T, T) -> (T, T, 1) -> MLP -> (T, T, H) -> (H, T, T)
+    return mlp->forward(x.unsqueeze(-1)).permute({2, 0, 1});
+}
+
 PositionProjectionImpl::PositionProjectionImpl(int64_t hidden_size, bool bias) {
     const auto options = torch::nn::LinearOptions(hidden_size, hidden_size).bias(bias);
     pos_q_linear = register_module("pos_q_linear", torch::nn::Linear(options));
@@ -199,6 +308,10 @@ namespace {
 int64_t relative_clip(const ModelConfig& c) {
     return c.max_relative_distance > 0 ? c.max_relative_distance : c.max_position_embeddings - 1;
 }
+
+// KERPLE's floor on r1 and r2 (their code's eps), and the power kernel's ceiling on r2.
+constexpr double kKerpleEps = 1e-2;
+constexpr double kKerpleMaxPower = 2.0;
 
 }  // namespace
 
@@ -240,6 +353,23 @@ PositionEncodingImpl::PositionEncodingImpl(const ModelConfig& config)
         // One table P of 2k relative positions for all layers, projected per layer.
         rel_embeddings =
             register_module("rel_embeddings", torch::nn::Embedding(2 * relative_clip(config), C));
+    if (rel == "fire") {
+        fire = register_module("fire", torch::nn::ModuleList());
+        for (int64_t g = 0; g < layer_groups(); ++g)
+            fire->push_back(FireBias(H, fire_init_threshold(config)));
+    }
+    if (rel == "kerple_log" || rel == "kerple_power") {
+        // Chi et al., KERPLE, NeurIPS 2022, and their GPT-NeoX code: per head r1, r2 drawn as
+        // bias_p ~ U(0, 2) and bias_a ~ U(0, 1) there, kept >= 1e-2. Log kernel
+        // -bias_p ln(1 + bias_a d): r1 = bias_p, r2 = bias_a; power kernel -bias_a d^bias_p:
+        // r1 = bias_a, r2 = bias_p (the exponent, <= 2).
+        const bool log_kernel = rel == "kerple_log";
+        const int64_t G = layer_groups();
+        auto r1 = torch::rand({G, H}) * (log_kernel ? 2.0 : 1.0);
+        auto r2 = torch::rand({G, H}) * (log_kernel ? 1.0 : 2.0);
+        kerple_r1 = register_parameter("kerple_r1", r1.clamp_min(kKerpleEps));
+        kerple_r2 = register_parameter("kerple_r2", r2.clamp_min(kKerpleEps));
+    }
     if (config.untie_cls && abs != "untied") {
         // [CLS] reset on a scheme without TUPE's own theta: learned theta1 (row 0) and theta2
         // (column 0) per head in the bias slot.
@@ -253,10 +383,21 @@ PositionProjection PositionEncodingImpl::projection(int64_t group) {
     return PositionProjection(projections->ptr<PositionProjectionImpl>(static_cast<size_t>(group)));
 }
 
-torch::Tensor PositionEncodingImpl::positions(int64_t seq_len, const torch::Device& device) const {
+torch::Tensor PositionEncodingImpl::positions(int64_t seq_len, const torch::Device& device,
+                                              bool randomize) const {
     if (constant_positions_)
         return torch::full({seq_len}, position_offset_,
                            torch::TensorOptions().dtype(torch::kLong).device(device));
+    const int64_t range = config_.randomized_positions_max;
+    if (randomize && range > 0 && !description_.order_blind) {
+        // Randomized positional encodings (Ruoss et al., ACL 2023): a sorted random
+        // subset of {0..M-1} of size T, so that positions up to M are trained on short inputs.
+        TORCH_CHECK(seq_len <= range, "randomized positions: a sequence of ", seq_len,
+                    " tokens needs model.randomized_positions_max >= ", seq_len, ", got ", range);
+        auto subset =
+            torch::randperm(range, torch::TensorOptions().dtype(torch::kLong)).slice(0, 0, seq_len);
+        return (std::get<0>(subset.sort()) + position_offset_).to(device);
+    }
     return torch::arange(position_offset_, position_offset_ + seq_len,
                          torch::TensorOptions().dtype(torch::kLong).device(device));
 }
@@ -311,6 +452,60 @@ torch::Tensor PositionEncodingImpl::t5_bias(const torch::Tensor& positions) {
     auto weight = relative_attention_bias->weight;
     // (T, T) -> (T, T, H) -> (H, T, T). Not scaled, as the reference.
     return torch::nn::functional::embedding(buckets.to(weight.device()), weight).permute({2, 0, 1});
+}
+
+torch::Tensor PositionEncodingImpl::kerple_bias(const torch::Tensor& positions, int64_t group) {
+    // KERPLE (Chi et al., NeurIPS 2022), symmetric: d = |p_i - p_j|,
+    //   log:   -r1 ln(1 + r2 d)     power: -r1 d^r2, 0 < r2 <= 2.
+    // In training compute() has projected r1 and r2 onto their range (project_kerple); the
+    // clamp here keeps the function defined for any weights at evaluation.
+    const bool power = description_.relative == "kerple_power";
+    const int64_t T = positions.size(0), H = config_.num_attention_heads;
+    auto r1 = kerple_r1[group].clamp_min(kKerpleEps).view({H, 1, 1});
+    auto r2 = power ? kerple_r2[group].clamp(kKerpleEps, kKerpleMaxPower).view({H, 1, 1})
+                    : kerple_r2[group].clamp_min(kKerpleEps).view({H, 1, 1});
+    auto p = positions.to(kerple_r1.device(), kerple_r1.scalar_type());
+    auto dist = (p.view({1, T}) - p.view({T, 1})).abs();  // (T, T)
+    if (config_.untie_cls) {
+        dist.select(0, 0).zero_();  // [CLS]'s row and column carry no distance, as ALiBi's
+        dist.select(1, 0).zero_();
+    }
+    if (!power) return -r1 * torch::log1p(r2 * dist.unsqueeze(0));
+    // d^r2 as exp(r2 ln d) where d > 0 (d is a whole number, so d >= 1 there), 0 at d = 0:
+    // no 0 * ln 0 in the gradient of r2.
+    auto d = dist.unsqueeze(0);
+    auto pow = torch::exp(r2 * torch::log(d.clamp_min(1.0)));
+    return -r1 * torch::where(d > 0, pow, torch::zeros_like(pow));
+}
+
+void PositionEncodingImpl::project_kerple() {
+    // KERPLE's code clamps the parameters' data in place before each use in training, a
+    // projected gradient step: a parameter pushed below the floor is put back on it and keeps
+    // its gradient (a clamp in the formula alone would leave it there with none). Once per
+    // forward pass, before any group uses them (an in-place change after a use would break
+    // that use's backward).
+    torch::NoGradGuard no_grad;
+    kerple_r1.clamp_min_(kKerpleEps);
+    if (description_.relative == "kerple_power")
+        kerple_r2.clamp_(kKerpleEps, kKerpleMaxPower);
+    else
+        kerple_r2.clamp_min_(kKerpleEps);
+}
+
+void PositionEncodingImpl::set_rope_scaling(const RopeScaling& scaling) {
+    if (scaling.method == RopeScaling::Method::kNone) {
+        rope_scaling_ = RopeScaling{};
+        return;
+    }
+    if (!description_.rotary)
+        throw std::invalid_argument("RoPE scaling (" + rope_scaling_name(scaling.method) +
+                                    ") on a model without RoPE: " + description_.summary);
+    // Validates the factor, YaRN's length and NTK's dimensions now rather than mid-forward.
+    const int64_t d = config_.head_dim();
+    const int64_t rope_dims =
+        static_cast<int64_t>(static_cast<double>(d) * config_.rope_fraction) / 2 * 2;
+    rope_frequencies(rope_dims, config_.rope_base, scaling);
+    rope_scaling_ = scaling;
 }
 
 torch::Tensor PositionEncodingImpl::relative_bias(int64_t seq_len) {
@@ -484,9 +679,8 @@ PositionTerms PositionEncodingImpl::compute(const torch::Tensor& positions,
     if (rel == "rope") {
         rope_dims = static_cast<int64_t>(static_cast<double>(d) * config_.rope_fraction) / 2 * 2;
         auto angles = [&](double base, torch::Tensor& cos, torch::Tensor& sin) {
-            // theta_i = base^(-2i / r), i = 0..r/2-1 (RoFormer Eq. 15 with r rotated dimensions).
-            auto i = torch::arange(0, rope_dims, 2, torch::kDouble);
-            auto theta = torch::pow(base, -i / static_cast<double>(rope_dims));
+            // theta_i = base^(-2i / r), or scaled for evaluation beyond L (RopeScaling).
+            auto theta = rope_frequencies(rope_dims, base, rope_scaling_);
             auto angle =
                 positions.to(torch::kCPU, torch::kDouble).view({-1, 1}) * theta.view({1, -1});
             cos = torch::cos(angle).to(positions.device(), dtype);
@@ -511,9 +705,12 @@ PositionTerms PositionEncodingImpl::compute(const torch::Tensor& positions,
         deberta_index = (p.view({T, 1}) - p.view({1, T}) + k_clip).clamp(0, 2 * k_clip - 1);
     }
 
-    const double scaling = 1.0 / std::sqrt(static_cast<double>(d) * config_.attention_scale_factor);
+    double scaling = 1.0 / std::sqrt(static_cast<double>(d) * config_.attention_scale_factor);
+    if (rope_dims > 0) scaling *= rope_logit_scale(rope_scaling_);  // YaRN's temperature
+    const bool kerple = rel == "kerple_log" || rel == "kerple_power";
+    if (kerple && is_training()) project_kerple();
     const bool per_group = abs == "untied" || abs == "decoupled" || rel == "deberta" ||
-                           rel == "shaw" || rel == "shaw_key_query";
+                           rel == "shaw" || rel == "shaw_key_query" || rel == "fire" || kerple;
     const int64_t groups = per_group ? layer_groups() : 1;
     torch::Tensor decoupled_p, deberta_p;
     if (abs == "decoupled") decoupled_p = pos_ln(pos->weight.index_select(0, positions));
@@ -539,6 +736,12 @@ PositionTerms PositionEncodingImpl::compute(const torch::Tensor& positions,
         }
         // TUPE-R: the reference ADDS the relative bias on top of the reset values.
         if (shared_bias.defined()) bias = bias.defined() ? bias + shared_bias : shared_bias;
+        torch::Tensor group_bias;  // FIRE and KERPLE: a learned function of the positions
+        if (rel == "fire")
+            group_bias = fire->ptr<FireBiasImpl>(static_cast<size_t>(g))
+                             ->forward(positions, config_.untie_cls);
+        if (kerple) group_bias = kerple_bias(positions, g);
+        if (group_bias.defined()) bias = bias.defined() ? bias + group_bias : group_bias;
         if (cls_theta.defined()) bias = cls_reset_bias(bias, T);
         lp.bias = bias;
         if (abs == "decoupled") {

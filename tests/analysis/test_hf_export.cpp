@@ -127,7 +127,9 @@ TEST(HfExportConfig, TheWorkbenchBlockHoldsEveryFieldHfHasNoKeyFor) {
     rope.pre_layernorm = true;
     engine::ModelConfig shaw = engine::make_model_config("shaw", "small");
     shaw.max_relative_distance = 5;  // not HF's clip: model_type "tupe"
-    for (const engine::ModelConfig& c : {rope, shaw}) {
+    engine::ModelConfig randomized = engine::make_model_config("bert-a", "tiny");
+    randomized.randomized_positions_max = 100;  // training only, but kept: model_type "tupe"
+    for (const engine::ModelConfig& c : {rope, shaw, randomized}) {
         EXPECT_EQ(test_support::model_values(hf_config_round_trip(c, temp.file("config.json"))),
                   test_support::model_values(c))
             << c.preset;

@@ -393,6 +393,7 @@ engine::PretrainConfig unusual_config(const std::string& preset, const std::stri
     m.norm = "rmsnorm", m.bias = !m.bias, m.ffn = m.ffn == "swiglu" ? "geglu" : "swiglu";
     m.skip_first_attention_norm = !m.skip_first_attention_norm, m.local_window = 5;
     m.global_every = 2, m.rope_base_local = 2.5e4;
+    m.randomized_positions_max = 75;  // offset 2 + 75 rows: the learned tables' 77
     auto& d = c.data;
     d.corpus = "data/my corpus: v2 #1.txt", d.vocab = "C:\\vocab \"x\".txt", d.cache_dir = "null";
     d.max_seq_len = 77, d.validation_fraction = 0.1, d.mask_prob = 0.2;

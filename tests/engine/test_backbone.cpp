@@ -264,7 +264,8 @@ TEST(ConfigText, PresetsFromBeforeTheBackboneKeepTheirText) {
         c.model = make_model_config(preset, "tiny");
         std::string old_text;  // what config_to_text wrote before: every key but the new ones
         for (const auto& key : config_keys())
-            if (std::find(kBackboneKeys.begin(), kBackboneKeys.end(), key) == kBackboneKeys.end())
+            if (std::find(kBackboneKeys.begin(), kBackboneKeys.end(), key) == kBackboneKeys.end() &&
+                key != "model.randomized_positions_max")  // added after the backbone, off
                 old_text += key + " = " + get_config_value(c, key) + "\n";
         EXPECT_EQ(config_to_text(c), old_text) << preset;
     }

@@ -1,11 +1,14 @@
 // Tests of the positional zoo (engine/position.h): every scheme's attention logits against its
 // formula evaluated here, independently, from the module's own weights in float64 (every head,
 // with padding); ALiBi's slopes against the paper's; relative schemes unchanged by a shift of
-// all positions, absolute ones changed; NoPE permutation-equivariant; gradients of every
-// preset against central differences; extrapolation allowed or refused per scheme.
+// all positions, absolute ones (and FIRE) changed; NoPE permutation-equivariant; gradients of
+// every preset against central differences; extrapolation allowed or refused per scheme; FIRE's
+// two-sided input, KERPLE's kernels and their projection, randomized positions in training and
+// RoPE's scalings against their closed forms.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -34,8 +37,9 @@ ModelConfig zoo_config(const std::string& preset) {
 }
 
 const std::vector<std::string> kZoo = {
-    "bert-a", "bert-r", "tupe-a",  "tupe-r", "tupe-a-tie-cls", "bert-ad", "sinusoidal", "nope",
-    "t5",     "shaw",   "shaw-kq", "rope",   "rope-cls",       "alibi",   "alibi-cls",  "deberta"};
+    "bert-a",    "bert-r",  "tupe-a", "tupe-r",     "tupe-a-tie-cls", "bert-ad",  "sinusoidal",
+    "nope",      "t5",      "shaw",   "shaw-kq",    "rope",           "rope-cls", "alibi",
+    "alibi-cls", "deberta", "fire",   "kerple-log", "kerple-power"};
 
 torch::Tensor named_param(torch::nn::Module& m, const std::string& name) {
     auto* p = m.named_parameters().find(name);
@@ -51,11 +55,23 @@ void randomize_normal(torch::nn::Module& m, uint64_t seed) {
     for (auto& p : m.parameters()) p.normal_(0.0, 0.3);
 }
 
+// KERPLE's r1, r2 moved inside their range (r > 0; the power kernel's r2 <= 2), away from the
+// floor, so that its formula and gradients are tested where they are not clamped.
+void make_kerple_valid(torch::nn::Module& m) {
+    torch::NoGradGuard g;
+    for (auto& item : m.named_parameters()) {
+        const auto& name = item.key();
+        if (name.find("kerple_r") == std::string::npos) continue;
+        item.value().abs_().add_(0.1).clamp_max_(1.9);
+    }
+}
+
 // A model of `c` with randomize_normal(seed)'s weights, in eval mode (no dropout), in `dtype`.
 template <typename Model>
 Model random_model(const ModelConfig& c, uint64_t seed, torch::ScalarType dtype = torch::kFloat) {
     Model m(c);
     randomize_normal(*m, seed);
+    make_kerple_valid(*m);
     m->to(dtype);
     m->eval();
     return m;
@@ -98,20 +114,30 @@ std::vector<double> alibi_ref(int64_t H) {
     return s;
 }
 
+// What reference_logits evaluates besides the weights: the positions (empty: 0..T-1) and, for
+// RoPE, its frequencies theta_p (empty: rope_base^(-2p/r)) and a factor on the logits.
+struct ReferencePositions {
+    std::vector<int64_t> positions;
+    std::vector<double> rope_theta;
+    double logit_scale = 1.0;
+};
+
 // Layer 0's logits (B, H, T, T) in float64 for `c`, from the weights of `m` (a double model).
 torch::Tensor reference_logits(BertModel& m, const ModelConfig& c, const torch::Tensor& input,
-                               int64_t offset) {
+                               const ReferencePositions& at = {}) {
     torch::NoGradGuard g;
     const int64_t B = input.size(0), T = input.size(1), C = c.hidden_size,
                   H = c.num_attention_heads, d = C / H;
-    auto pos = torch::arange(offset, offset + T, torch::kDouble);
+    std::vector<int64_t> ps = at.positions;
+    for (int64_t t = static_cast<int64_t>(ps.size()); t < T; ++t) ps.push_back(t);
+    auto pos = torch::tensor(ps, torch::kLong).to(torch::kDouble);
     // Embeddings: words + (learned | sinusoidal) + token type 0, LayerNorm.
     auto x = named_param(*m, "embeddings.word_embeddings.weight").index_select(0, input.view({-1}));
     x = x.view({B, T, C});
     const double input_scale = c.scale_input_positions ? 1.0 / std::sqrt(double(C)) : 1.0;
     if (c.absolute_position == "input")
         x = x + input_scale * named_param(*m, "embeddings.position_embeddings.weight")
-                                  .slice(0, offset, offset + T);
+                                  .index_select(0, torch::tensor(ps, torch::kLong));
     if (c.absolute_position == "sinusoidal") {
         auto table = torch::zeros({T, C}, torch::kDouble);
         for (int64_t t = 0; t < T; ++t)
@@ -129,7 +155,7 @@ torch::Tensor reference_logits(BertModel& m, const ModelConfig& c, const torch::
     auto q =
         torch::linear(x, named_param(*m, s + "query.weight"), named_param(*m, s + "query.bias"));
     auto k = torch::linear(x, named_param(*m, s + "key.weight"), named_param(*m, s + "key.bias"));
-    const double sc = 1.0 / std::sqrt(d * c.attention_scale_factor);
+    const double sc = at.logit_scale / std::sqrt(d * c.attention_scale_factor);
     const int64_t kc =
         c.max_relative_distance > 0 ? c.max_relative_distance : c.max_position_embeddings - 1;
     auto out = torch::zeros({B, H, T, T}, torch::kDouble);
@@ -142,8 +168,10 @@ torch::Tensor reference_logits(BertModel& m, const ModelConfig& c, const torch::
                 const int64_t r = static_cast<int64_t>(d * c.rope_fraction) / 2 * 2;
                 for (int64_t t = 0; t < T; ++t)
                     for (int64_t p = 0; p < r / 2; ++p) {
-                        const double a =
-                            pos[t].item<double>() * std::pow(c.rope_base, -2.0 * p / r);
+                        const double theta = at.rope_theta.empty()
+                                                 ? std::pow(c.rope_base, -2.0 * p / r)
+                                                 : at.rope_theta[static_cast<size_t>(p)];
+                        const double a = pos[t].item<double>() * theta;
                         for (auto* v : {&qr, &kr}) {
                             auto src = (v == &qr ? qh : kh);
                             const double x1 = src[t][2 * p].item<double>(),
@@ -160,7 +188,7 @@ torch::Tensor reference_logits(BertModel& m, const ModelConfig& c, const torch::
                     double v = (cls && c.relative_position == "rope")
                                    ? qh[i].dot(kh[j]).item<double>() * sc
                                    : qr[i].dot(kr[j]).item<double>() * sc;
-                    const int64_t pi = offset + i, pj = offset + j;
+                    const int64_t pi = ps[static_cast<size_t>(i)], pj = ps[static_cast<size_t>(j)];
                     if (c.relative_position == "t5") {
                         double bucket = t5_bucket_ref(pj - pi, c.rel_pos_bins, c.max_rel_pos);
                         if (c.untie_cls && j == 0) bucket = c.rel_pos_bins;
@@ -194,6 +222,44 @@ torch::Tensor reference_logits(BertModel& m, const ModelConfig& c, const torch::
                                        .slice(0, h * d, (h + 1) * d);
                         v += qh[i].dot(kr_).item<double>() * sc;  // c2p
                         v += kh[j].dot(qr_).item<double>() * sc;  // p2c
+                    }
+                    if (c.relative_position == "kerple_log" ||
+                        c.relative_position == "kerple_power") {
+                        // Chi et al. 2022: -r1 ln(1 + r2 d), -r1 d^r2; r >= 0.01, power r2 <= 2.
+                        const double dist = cls ? 0.0 : std::abs(static_cast<double>(pi - pj));
+                        double r1 = named_param(*m, "position_bias.kerple_r1")[0][h].item<double>();
+                        double r2 = named_param(*m, "position_bias.kerple_r2")[0][h].item<double>();
+                        r1 = std::max(r1, 0.01), r2 = std::max(r2, 0.01);
+                        if (c.relative_position == "kerple_log")
+                            v += -r1 * std::log(1 + r2 * dist);
+                        else
+                            v += -r1 * std::pow(dist, std::min(r2, 2.0));
+                    }
+                    if (c.relative_position == "fire") {
+                        // Li et al. 2024, two-sided: f(sign(p_i - p_j) psi(|p_i - p_j|) /
+                        // (psi(max(L, p_i, p_j)) + 1e-6)), psi(x) = ln(|c| x + 1), f 1 -> 32 -> H.
+                        const std::string fp = "position_bias.fire.0.";
+                        const double cc = std::abs(named_param(*m, fp + "c").item<double>());
+                        const double L =
+                            std::abs(named_param(*m, fp + "L_multiplier").item<double>()) *
+                            std::max(1.0, c.max_position_embeddings / 4.0);
+                        const double delta = static_cast<double>(pi - pj);
+                        const double later = std::max({L, double(pi), double(pj)});
+                        double xin = (delta > 0   ? 1
+                                      : delta < 0 ? -1
+                                                  : 0) *
+                                     std::log(cc * std::abs(delta) + 1) /
+                                     (std::log(cc * later + 1) + 1e-6);
+                        if (cls) xin = 0;
+                        auto w1 = named_param(*m, fp + "mlp.0.weight");
+                        auto b1 = named_param(*m, fp + "mlp.0.bias");
+                        auto w2 = named_param(*m, fp + "mlp.2.weight");
+                        double f = named_param(*m, fp + "mlp.2.bias")[h].item<double>();
+                        for (int64_t k = 0; k < w1.size(0); ++k)
+                            f +=
+                                w2[h][k].item<double>() *
+                                std::max(0.0, w1[k][0].item<double>() * xin + b1[k].item<double>());
+                        v += f;
                     }
                     if (c.untie_cls && c.absolute_position != "untied") {
                         auto theta = named_param(*m, "position_bias.cls_theta");
@@ -236,6 +302,29 @@ TEST(PositionZoo, SinusoidalTableIsVaswanis) {
     EXPECT_DOUBLE_EQ(t[3][5].item<double>(), std::cos(3.0 / std::pow(10000.0, 4.0 / 6)));
 }
 
+namespace {
+
+// Layer 0's logits of a float64 model of `c` against reference_logits, every head, with a
+// padded second sequence; padded keys get no attention and every row sums to 1.
+void expect_logits_equal_formula(const ModelConfig& c) {
+    auto m = random_model<BertModel>(c, 11, torch::kDouble);
+    auto x = ids(2, 7, 3);
+    auto mask = torch::ones({2, 7}, torch::kLong);
+    mask[1].slice(0, 5).zero_();  // two padded keys in sequence 1
+    torch::NoGradGuard g;
+    auto out = m->forward(x, mask, {}, /*output_attentions=*/true);
+    auto logits = out.attention_logits[0];
+    auto want = reference_logits(m, c, x);
+    ASSERT_EQ(logits.sizes(), want.sizes());
+    EXPECT_TRUE(torch::allclose(logits, want, 1e-10, 1e-10))
+        << "max |diff| " << (logits - want).abs().max().item<double>();
+    auto probs = out.attention_probs[0];
+    EXPECT_LT(probs[1].slice(2, 5).abs().max().item<double>(), 1e-12);
+    EXPECT_TRUE(torch::allclose(probs.sum(-1), torch::ones({2, 4, 7}, torch::kDouble)));
+}
+
+}  // namespace
+
 // Each scheme's layer-0 logits equal its formula, every head, with a padded second sequence.
 // (TUPE's untied term and BERT-Ad's projections have their own formula tests: test_model.cpp.)
 TEST(PositionZoo, LogitsEqualTheFormulaForEveryScheme) {
@@ -244,21 +333,18 @@ TEST(PositionZoo, LogitsEqualTheFormulaForEveryScheme) {
         SCOPED_TRACE(preset);
         auto c = zoo_config(preset);
         if (preset == "rope") c.rope_fraction = 0.5;  // partial rotation: 4 of 8 dimensions
-        auto m = random_model<BertModel>(c, 11, torch::kDouble);
-        auto x = ids(2, 7, 3);
-        auto mask = torch::ones({2, 7}, torch::kLong);
-        mask[1].slice(0, 5).zero_();  // two padded keys in sequence 1
-        torch::NoGradGuard g;
-        auto out = m->forward(x, mask, {}, /*output_attentions=*/true);
-        auto logits = out.attention_logits[0];
-        auto want = reference_logits(m, c, x, 0);
-        ASSERT_EQ(logits.sizes(), want.sizes());
-        EXPECT_TRUE(torch::allclose(logits, want, 1e-10, 1e-10))
-            << "max |diff| " << (logits - want).abs().max().item<double>();
-        // Padded keys get no attention; every row sums to 1.
-        auto probs = out.attention_probs[0];
-        EXPECT_LT(probs[1].slice(2, 5).abs().max().item<double>(), 1e-12);
-        EXPECT_TRUE(torch::allclose(probs.sum(-1), torch::ones({2, 4, 7}, torch::kDouble)));
+        expect_logits_equal_formula(c);
+    }
+}
+
+// FIRE and KERPLE take the [CLS] reset as ALiBi does: [CLS]'s row and column at distance 0,
+// plus theta1 / theta2. FIRE's threshold below the positions, so its normaliser varies.
+TEST(PositionZoo, FireAndKerpleWithTheClsResetEqualTheFormula) {
+    for (const std::string preset : {"fire", "kerple-log", "kerple-power"}) {
+        SCOPED_TRACE(preset);
+        auto c = zoo_config(preset);
+        c.untie_cls = true;
+        expect_logits_equal_formula(c);
     }
 }
 
@@ -286,8 +372,9 @@ TEST(PositionZoo, NamedTermsAddUpToTheLogits) {
     }
 }
 
-// RoPE, ALiBi, T5, Shaw and DeBERTa see only j - i: shifting every position leaves the logits;
-// absolute schemes change.
+// RoPE, ALiBi, T5, Shaw, DeBERTa and KERPLE see only j - i: shifting every position leaves the
+// logits; absolute schemes change, and FIRE, whose normaliser reads the later position (its
+// threshold, |N(0, 0.3)| x 8 here, lies below the shifted positions 9..16).
 TEST(PositionZoo, RelativeSchemesIgnoreAShiftAbsoluteOnesDoNot) {
     for (const auto& preset : kZoo) {
         SCOPED_TRACE(preset);
@@ -307,9 +394,7 @@ TEST(PositionZoo, RelativeSchemesIgnoreAShiftAbsoluteOnesDoNot) {
         torch::NoGradGuard g;
         auto a = m->forward(x, {}, {}, true).attention_logits[0];
         auto b = shifted->forward(x, {}, {}, true).attention_logits[0];
-        const auto& d = m->position->description();
-        const bool relative_only = !d.input_slot && !d.untied && !d.qk_offsets;
-        if (relative_only)
+        if (m->position->description().shift_invariant)
             EXPECT_TRUE(torch::allclose(a, b, 1e-6, 1e-6))
                 << "max |diff| " << (a - b).abs().max().item<double>();
         else
@@ -432,4 +517,284 @@ TEST(PositionZoo, DescriptionsAndBadCombinations) {
     c = make_model_config("rope", "tiny");
     c.rope_fraction = 0.0;
     EXPECT_THROW(c.validate(), std::invalid_argument);
+}
+
+// ---- FIRE, KERPLE -----------------------------------------------------------------------------
+
+// Left of the query FIRE's input is the paper's, psi(i - j) / psi(max(L, i)); the right side is
+// its mirror image (x^T = -x), and |x| <= 1 at a length far beyond L: what the MLP sees at an
+// unseen length stays inside what it saw in training.
+TEST(Fire, InputIsThePapersOnTheLeftAndStaysWithinOneAtAnyLength) {
+    const double c = 0.1, L = 8;
+    auto ct = torch::full({}, c, torch::kDouble), Lt = torch::full({}, L, torch::kDouble);
+    auto x = fire_input(torch::arange(600, torch::kLong), ct, Lt);  // (600, 600)
+    ASSERT_EQ(x.sizes(), (std::vector<int64_t>{600, 600}));
+    auto paper = [&](int64_t i, int64_t j) {  // Li et al. 2024, j <= i
+        return std::log(c * double(i - j) + 1) / (std::log(c * std::max(L, double(i)) + 1) + 1e-6);
+    };
+    for (auto [i, j] : std::vector<std::pair<int64_t, int64_t>>{
+             {5, 2}, {7, 0}, {300, 299}, {599, 0}, {450, 17}, {4, 4}}) {
+        EXPECT_NEAR(x[i][j].item<double>(), paper(i, j), 1e-12) << i << " " << j;
+        EXPECT_NEAR(x[j][i].item<double>(), -paper(i, j), 1e-12) << j << " " << i;
+    }
+    EXPECT_TRUE(torch::allclose(x.t(), -x, 0, 0));
+    EXPECT_LE(x.abs().max().item<double>(), 1.0);
+    EXPECT_GT(x.abs().max().item<double>(), 0.99);  // the far ends reach it
+}
+
+// The normaliser reads the later position: below the threshold L every position sees psi(L),
+// so FIRE is shift-invariant there; once the positions pass L, a shift changes the bias.
+TEST(Fire, ShiftInvariantOnlyWhilePositionsStayBelowItsThreshold) {
+    torch::manual_seed(21);
+    FireBias fire(3, /*init_threshold=*/10.0);
+    {
+        torch::NoGradGuard g;
+        for (auto& p : fire->mlp->parameters()) p.normal_(0.0, 0.5);
+    }
+    torch::NoGradGuard g;
+    auto at = [&](int64_t first) { return fire->forward(torch::arange(first, first + 6), false); };
+    EXPECT_TRUE(torch::allclose(at(0), at(4), 1e-6, 1e-6));  // positions 0..9: below L = 10
+    EXPECT_GT((at(0) - at(40)).abs().max().item<double>(), 1e-3);
+    fire->L_multiplier.fill_(10.0);  // L = 100: the same shift is now below it
+    EXPECT_TRUE(torch::allclose(at(0), at(40), 1e-6, 1e-6));
+    EXPECT_EQ(at(0).sizes(), (std::vector<int64_t>{3, 6, 6}));
+}
+
+// KERPLE's bias is symmetric, 0 on the diagonal and falls with distance, also far beyond the
+// learned table's length (its extrapolation: a fixed kernel of distance, nothing to run out of).
+TEST(Kerple, BiasIsSymmetricAndFallsWithDistanceBeyondTheTrainingLength) {
+    for (const std::string preset : {"kerple-log", "kerple-power"}) {
+        SCOPED_TRACE(preset);
+        auto c = zoo_config(preset);
+        auto m = random_model<BertModel>(c, 22, torch::kDouble);
+        torch::NoGradGuard g;
+        const int64_t T = 3 * c.max_position_embeddings;
+        auto terms = m->position->forward(T);
+        ASSERT_EQ(terms.layers.size(), 2u);  // one kernel per layer (the preset)
+        auto bias = terms.layers[1].bias;    // (H, T, T)
+        ASSERT_EQ(bias.sizes(), (std::vector<int64_t>{4, T, T}));
+        EXPECT_TRUE(torch::allclose(bias, bias.transpose(1, 2), 0, 0));
+        EXPECT_EQ(bias.diagonal(0, 1, 2).abs().max().item<double>(), 0.0);
+        auto row = bias.select(1, 0);  // (H, T): distance 0..T-1 from the first token
+        EXPECT_TRUE((row.slice(1, 1) < row.slice(1, 0, T - 1)).all().item<bool>());
+        EXPECT_FALSE(torch::allclose(terms.layers[0].bias, bias));
+    }
+}
+
+// In training the parameters are projected onto KERPLE's range before use (their code's
+// in-place clamp), so one pushed out of it keeps a gradient; evaluation leaves them as they are.
+TEST(Kerple, TrainingProjectsTheParametersOntoTheirRange) {
+    auto c = zoo_config("kerple-power");
+    BertModel m(c);
+    {
+        torch::NoGradGuard g;
+        m->position->kerple_r1.fill_(-1.0);
+        m->position->kerple_r2.fill_(3.0);
+    }
+    auto x = ids(1, 6, 23);
+    m->eval();
+    {
+        torch::NoGradGuard g;
+        m->forward(x);
+    }
+    EXPECT_EQ(m->position->kerple_r1.min().item<double>(), -1.0);
+    m->train();
+    m->forward(x).last_hidden_state.sum().backward();
+    EXPECT_NEAR(m->position->kerple_r1.max().item<double>(), 0.01, 1e-7);
+    EXPECT_NEAR(m->position->kerple_r2.min().item<double>(), 2.0, 1e-7);
+    EXPECT_GT(m->position->kerple_r1.grad().abs().max().item<double>(), 0.0);
+}
+
+// ---- randomized positions (Ruoss et al. 2023) ---------------------------------------------------
+
+// Training draws a sorted random subset of position_offset + {0..M-1}; evaluation the plain
+// range. A sequence longer than M is refused, naming the field.
+TEST(RandomizedPositions, TrainingDrawsASortedSubsetEvaluationThePlainRange) {
+    auto c = zoo_config("rope");
+    c.randomized_positions_max = 40;
+    c.position_offset = 3;
+    PositionEncoding position(c);
+    auto plain = position->positions(10, torch::kCPU);
+    EXPECT_TRUE(torch::equal(plain, torch::arange(3, 13)));
+    torch::manual_seed(24);
+    auto a = position->positions(10, torch::kCPU, /*randomize=*/true);
+    auto b = position->positions(10, torch::kCPU, /*randomize=*/true);
+    for (const auto& p : {a, b}) {
+        EXPECT_TRUE((p.slice(0, 1) > p.slice(0, 0, 9)).all().item<bool>());  // sorted, distinct
+        EXPECT_GE(p.min().item<int64_t>(), 3);
+        EXPECT_LT(p.max().item<int64_t>(), 43);
+    }
+    EXPECT_FALSE(torch::equal(a, b));
+    EXPECT_GT(a.max().item<int64_t>(), 12);  // beyond the plain range (else p = 1 / C(40, 10))
+    try {
+        position->positions(41, torch::kCPU, true);
+        FAIL() << "41 positions drawn from 40";
+    } catch (const c10::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("randomized_positions_max"), std::string::npos);
+    }
+}
+
+// A model in training computes every term at the drawn positions (learned and sinusoidal
+// tables, RoPE, a relative bias: the same layer-0 logits as the formula there); in evaluation
+// it is the model without the field. TUPE's untied term moves with the draw too.
+TEST(RandomizedPositions, TrainingLogitsAreTheFormulaAtTheDrawnPositions) {
+    for (const std::string preset : {"bert-a", "sinusoidal", "rope", "kerple-log", "tupe-a"}) {
+        SCOPED_TRACE(preset);
+        auto c = zoo_config(preset);
+        c.max_position_embeddings = 32;
+        c.randomized_positions_max = 32;
+        auto m = random_model<BertModel>(c, 25, torch::kDouble);
+        auto off = c;
+        off.randomized_positions_max = 0;
+        BertModel plain(off);
+        plain->to(torch::kDouble);
+        {
+            torch::NoGradGuard g;
+            auto src = m->named_parameters();
+            for (auto& p : plain->named_parameters()) p.value().copy_(*src.find(p.key()));
+        }
+        plain->eval();
+        auto x = ids(1, 7, 26);
+        torch::NoGradGuard g;
+        auto eval_logits = m->forward(x, {}, {}, true).attention_logits[0];
+        EXPECT_TRUE(torch::equal(eval_logits, plain->forward(x, {}, {}, true).attention_logits[0]));
+        m->train();  // dropout is 0: only the positions change
+        torch::manual_seed(27);
+        auto drawn = m->position->positions(7, torch::kCPU, true);
+        torch::manual_seed(27);
+        auto train_logits = m->forward(x, {}, {}, true).attention_logits[0];
+        EXPECT_GT((train_logits - eval_logits).abs().max().item<double>(), 1e-3);
+        if (preset == "tupe-a") continue;  // its formula: test_model.cpp
+        ReferencePositions at;
+        at.positions = std::vector<int64_t>(drawn.data_ptr<int64_t>(),
+                                            drawn.data_ptr<int64_t>() + drawn.numel());
+        auto want = reference_logits(m, c, x, at);
+        EXPECT_TRUE(torch::allclose(train_logits, want, 1e-10, 1e-10))
+            << "max |diff| " << (train_logits - want).abs().max().item<double>();
+    }
+}
+
+TEST(RandomizedPositions, ALearnedTableMustHoldTheRange) {
+    auto c = zoo_config("bert-a");  // 16 rows
+    c.randomized_positions_max = 17;
+    try {
+        c.validate();
+        FAIL() << "17 positions from a table of 16 accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_EQ(std::string(e.what()).rfind("model.randomized_positions_max", 0), 0u) << e.what();
+    }
+    c.randomized_positions_max = 16;
+    EXPECT_NO_THROW(c.validate());
+    c = zoo_config("rope");  // no table: any range
+    c.randomized_positions_max = 1000;
+    EXPECT_NO_THROW(c.validate());
+    c.randomized_positions_max = -1;
+    EXPECT_THROW(c.validate(), std::invalid_argument);
+}
+
+// Off by default, and then absent from the config text (checkpoints, the store), so every
+// stored run keeps its text and identity; set, it enters and reads back.
+TEST(RandomizedPositions, OffByDefaultAndOutOfTheConfigText) {
+    PretrainConfig c;
+    c.model = make_model_config("rope", "tiny");
+    EXPECT_EQ(c.model.randomized_positions_max, 0);
+    EXPECT_EQ(config_to_text(c).find("randomized_positions_max"), std::string::npos);
+    c.model.randomized_positions_max = 512;
+    const std::string text = config_to_text(c);
+    EXPECT_NE(text.find("model.randomized_positions_max = 512\n"), std::string::npos);
+    EXPECT_EQ(parse_config_text(text).model.randomized_positions_max, 512);
+}
+
+// ---- RoPE scaling at evaluation -----------------------------------------------------------------
+
+// theta_i' against the papers' closed forms at r = 8, base 10^4, s = 4, L = 64.
+TEST(RopeScaling, FrequenciesMatchTheirClosedForms) {
+    const int64_t r = 8;
+    const double base = 1e4, s = 4;
+    auto theta = [&](int64_t i) { return std::pow(base, -2.0 * i / r); };
+    auto at = [&](RopeScaling::Method m) {
+        RopeScaling sc;
+        sc.method = m, sc.factor = s, sc.original_length = 64;
+        return rope_frequencies(r, base, sc);
+    };
+    const auto none = at(RopeScaling::Method::kNone), pi = at(RopeScaling::Method::kInterpolation);
+    const auto ntk = at(RopeScaling::Method::kNtk), yarn = at(RopeScaling::Method::kYarn);
+    ASSERT_EQ(none.size(0), 4);
+    const double ntk_base = base * std::pow(s, 8.0 / 6.0);
+    for (int64_t i = 0; i < 4; ++i) {
+        EXPECT_DOUBLE_EQ(none[i].item<double>(), theta(i));
+        EXPECT_DOUBLE_EQ(pi[i].item<double>(), theta(i) / s);  // Chen et al. 2023
+        EXPECT_NEAR(ntk[i].item<double>(), std::pow(ntk_base, -2.0 * i / r), 1e-15);
+        // YaRN sec. 3.2: rotations over L = 64 tokens, ramp from 1 to 32.
+        const double rho = 64 * theta(i) / (2 * std::acos(-1.0));
+        const double gamma = std::clamp((rho - 1) / 31, 0.0, 1.0);
+        EXPECT_NEAR(yarn[i].item<double>(), (1 - gamma) * theta(i) / s + gamma * theta(i), 1e-15);
+    }
+    // NTK-aware keeps the highest frequency and divides the lowest by exactly s.
+    EXPECT_DOUBLE_EQ(ntk[0].item<double>(), 1.0);
+    EXPECT_NEAR(ntk[3].item<double>(), theta(3) / s, 1e-15);
+    // YaRN at L = 64: pair 0 turns 10 times (ramp), pair 3 0.01 times (interpolated).
+    EXPECT_GT(yarn[0].item<double>(), theta(0) / s);
+    EXPECT_LT(yarn[0].item<double>(), theta(0));
+    EXPECT_DOUBLE_EQ(yarn[3].item<double>(), theta(3) / s);
+    RopeScaling y;
+    y.method = RopeScaling::Method::kYarn, y.factor = s, y.original_length = 64;
+    EXPECT_DOUBLE_EQ(rope_logit_scale(y), std::pow(0.1 * std::log(4.0) + 1, 2));
+    y.factor = 1;
+    EXPECT_TRUE(torch::allclose(rope_frequencies(r, base, y), none, 0, 0));  // s = 1: plain
+    EXPECT_EQ(rope_logit_scale(y), 1.0);
+}
+
+// The model's logits under a scaling are RoPE's formula with the scaled frequencies (and YaRN's
+// temperature); NTK-aware equals plain RoPE's formula at the larger base. Reset, they are plain
+// again.
+TEST(RopeScaling, ModelLogitsUseTheScaledFrequencies) {
+    auto c = zoo_config("rope");
+    auto m = random_model<BertModel>(c, 28, torch::kDouble);
+    auto x = ids(1, 9, 29);
+    torch::NoGradGuard g;
+    const auto plain = m->forward(x, {}, {}, true).attention_logits[0];
+    for (auto method : {RopeScaling::Method::kInterpolation, RopeScaling::Method::kNtk,
+                        RopeScaling::Method::kYarn}) {
+        SCOPED_TRACE(rope_scaling_name(method));
+        RopeScaling sc;
+        sc.method = method, sc.factor = 3, sc.original_length = 4;
+        m->position->set_rope_scaling(sc);
+        auto got = m->forward(x, {}, {}, true).attention_logits[0];
+        ReferencePositions at;
+        auto theta = rope_frequencies(8, c.rope_base, sc);
+        at.rope_theta = std::vector<double>(theta.data_ptr<double>(), theta.data_ptr<double>() + 4);
+        at.logit_scale = rope_logit_scale(sc);
+        auto want = reference_logits(m, c, x, at);
+        EXPECT_TRUE(torch::allclose(got, want, 1e-10, 1e-10))
+            << "max |diff| " << (got - want).abs().max().item<double>();
+        EXPECT_GT((got - plain).abs().max().item<double>(), 1e-3);
+        if (method == RopeScaling::Method::kNtk) {
+            auto wider = c;
+            wider.rope_base = c.rope_base * std::pow(3.0, 8.0 / 6.0);
+            EXPECT_TRUE(torch::allclose(got, reference_logits(m, wider, x), 1e-10, 1e-10));
+        }
+    }
+    m->position->set_rope_scaling({});
+    EXPECT_TRUE(torch::equal(m->forward(x, {}, {}, true).attention_logits[0], plain));
+}
+
+TEST(RopeScaling, RefusedWhereItHasNoMeaning) {
+    RopeScaling pi;
+    pi.method = RopeScaling::Method::kInterpolation, pi.factor = 2;
+    BertModel alibi(zoo_config("alibi"));
+    EXPECT_THROW(alibi->position->set_rope_scaling(pi), std::invalid_argument);
+    EXPECT_NO_THROW(alibi->position->set_rope_scaling({}));
+    BertModel rope(zoo_config("rope"));
+    pi.factor = 0.5;
+    EXPECT_THROW(rope->position->set_rope_scaling(pi), std::invalid_argument);
+    RopeScaling yarn;
+    yarn.method = RopeScaling::Method::kYarn, yarn.factor = 2;  // no training length
+    EXPECT_THROW(rope->position->set_rope_scaling(yarn), std::invalid_argument);
+    RopeScaling ntk;
+    ntk.method = RopeScaling::Method::kNtk, ntk.factor = 2;
+    EXPECT_THROW(rope_frequencies(2, 1e4, ntk), std::invalid_argument);  // r / (r - 2)
+    EXPECT_EQ(parse_rope_scaling("yarn"), RopeScaling::Method::kYarn);
+    EXPECT_EQ(rope_scaling_name(RopeScaling::Method::kInterpolation), "pi");
+    EXPECT_THROW(parse_rope_scaling("linear"), std::invalid_argument);
 }

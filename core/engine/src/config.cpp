@@ -123,13 +123,11 @@ void TrainConfig::validate() const {
 
 const std::vector<std::string>& model_presets() {
     static const std::vector<std::string> names = {
-        "bert-a",        "bert-r",         "tupe-a",
-        "tupe-r",        "tupe-a-tie-cls", "bert-ad",
-        "sinusoidal",    "nope",           "t5",
-        "shaw",          "shaw-kq",        "rope",
-        "rope-cls",      "alibi",          "alibi-cls",
-        "deberta",       "modern-rope",    "modern-tupe-a",
-        "modern-tupe-r", "modern-alibi",   "modern-bert-a"};
+        "bert-a",        "bert-r",        "tupe-a",       "tupe-r",       "tupe-a-tie-cls",
+        "bert-ad",       "sinusoidal",    "nope",         "t5",           "shaw",
+        "shaw-kq",       "rope",          "rope-cls",     "alibi",        "alibi-cls",
+        "deberta",       "fire",          "kerple-log",   "kerple-power", "modern-rope",
+        "modern-tupe-a", "modern-tupe-r", "modern-alibi", "modern-bert-a"};
     return names;
 }
 
@@ -195,6 +193,14 @@ ModelConfig make_model_config(const std::string& preset, const std::string& size
     } else if (preset == "deberta") {  // He et al., DeBERTa, Eq. 3-4
         c.absolute_position = "none", c.relative_position = "deberta", c.shared_pos_term = false;
         c.attention_scale_factor = 3.0;
+    } else if (preset == "fire") {  // Li et al., FIRE, ICLR 2024, made two-sided
+        c.absolute_position = "none", c.relative_position = "fire", c.shared_pos_term = false;
+    } else if (preset == "kerple-log") {  // Chi et al., KERPLE, NeurIPS 2022
+        c.absolute_position = "none", c.relative_position = "kerple_log";
+        c.shared_pos_term = false;
+    } else if (preset == "kerple-power") {
+        c.absolute_position = "none", c.relative_position = "kerple_power";
+        c.shared_pos_term = false;
     } else if (preset == "modern-rope") {  // ModernBERT's positions: RoPE, 160k global, 10k local
         c.absolute_position = "none", c.relative_position = "rope";
         c.rope_base = 160000, c.rope_base_local = 10000;
@@ -275,6 +281,7 @@ void visit_model(ModelConfig& m, Visitor&& v) {
     v("model.rope_base", m.rope_base);
     v("model.position_offset", m.position_offset);
     v("model.untie_cls", m.untie_cls);
+    v("model.randomized_positions_max", m.randomized_positions_max);
     v("model.shared_pos_term", m.shared_pos_term);
     v("model.attention_scale_factor", m.attention_scale_factor);
     v("model.pre_layernorm", m.pre_layernorm);
@@ -399,12 +406,13 @@ const std::vector<std::string>& legacy_config_keys() {
 }
 
 const std::map<std::string, std::string>& config_keys_omitted_at_default() {
-    // The modern backbone's fields, at BERT's values (ModelConfig's defaults).
+    // The modern backbone's fields, at BERT's values (ModelConfig's defaults), and randomized
+    // positions, off.
     static const std::map<std::string, std::string> keys = {
-        {"model.norm", "layernorm"},   {"model.bias", "true"},
-        {"model.ffn", "gelu"},         {"model.skip_first_attention_norm", "false"},
-        {"model.local_window", "0"},   {"model.global_every", "3"},
-        {"model.rope_base_local", "0"}};
+        {"model.norm", "layernorm"},    {"model.bias", "true"},
+        {"model.ffn", "gelu"},          {"model.skip_first_attention_norm", "false"},
+        {"model.local_window", "0"},    {"model.global_every", "3"},
+        {"model.rope_base_local", "0"}, {"model.randomized_positions_max", "0"}};
     return keys;
 }
 

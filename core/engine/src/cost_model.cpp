@@ -29,6 +29,8 @@ StepFlops count_step_flops(const ModelConfig& c, int64_t B, int64_t T, int64_t M
         f.positional = groups * 2 * 2 * k2 * C * C + L * 2 * 2 * N * k2 * C;
     if (scheme.relative == "shaw" || scheme.relative == "shaw_key_query")  // q.r (and k.r)
         f.positional = L * (scheme.relative == "shaw" ? 1 : 2) * 2 * N * t * C;
+    if (scheme.relative == "fire")  // the MLP 1 -> 32 -> H at every (i, j), per group
+        f.positional = groups * t * t * 2 * 32 * (1 + static_cast<double>(c.num_attention_heads));
     f.head = 2 * static_cast<double>(M) * C * C + 2 * static_cast<double>(M) * C * V;
     return f;
 }

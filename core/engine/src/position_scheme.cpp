@@ -20,8 +20,9 @@ const std::vector<std::string>& absolute_schemes_list() {
 }
 
 const std::vector<std::string>& relative_schemes_list() {
-    static const std::vector<std::string> v = {"none", "t5",    "shaw",   "shaw_key_query",
-                                               "rope", "alibi", "deberta"};
+    static const std::vector<std::string> v = {
+        "none",  "t5",      "shaw", "shaw_key_query", "rope",
+        "alibi", "deberta", "fire", "kerple_log",     "kerple_power"};
     return v;
 }
 
@@ -70,6 +71,16 @@ PositionDescription describe_position(const ModelConfig& c) {
              std::to_string(c.max_relative_distance));
     if (c.position_offset < 0)
         fail("position_offset must be >= 0, got " + std::to_string(c.position_offset));
+    const bool learned_table =
+        d.absolute == "input" || d.absolute == "untied" || d.absolute == "decoupled";
+    if (c.randomized_positions_max < 0)
+        fail("randomized_positions_max must be >= 0 (0 = off), got " +
+             std::to_string(c.randomized_positions_max));
+    if (learned_table && c.position_offset + c.randomized_positions_max > c.max_position_embeddings)
+        fail("randomized_positions_max: position_offset + " +
+             std::to_string(c.randomized_positions_max) +
+             " exceeds max_position_embeddings = " + std::to_string(c.max_position_embeddings) +
+             ", the rows of the learned table (" + d.absolute + ")");
 
     d.input_slot = d.absolute == "input" || d.absolute == "sinusoidal";
     d.learned_input = d.absolute == "input";
@@ -78,9 +89,14 @@ PositionDescription describe_position(const ModelConfig& c) {
     d.rotary = d.relative == "rope";
     d.qk_slot = d.qk_offsets || d.rotary;
     d.untie_cls = c.untie_cls;
-    d.static_bias = d.untied || d.relative == "t5" || d.relative == "alibi" || c.untie_cls;
+    const bool kerple = d.relative == "kerple_log" || d.relative == "kerple_power";
+    d.static_bias = d.untied || d.relative == "t5" || d.relative == "alibi" ||
+                    d.relative == "fire" || kerple || c.untie_cls;
     d.content_bias = shaw || d.relative == "deberta";
     d.extrapolates = d.absolute == "sinusoidal" || d.absolute == "none";
+    // FIRE's normaliser reads the positions themselves, not only their difference (Li et al.
+    // 2024: the query's position; here the later of the query's and the key's).
+    d.shift_invariant = !d.input_slot && !d.untied && !d.qk_offsets && d.relative != "fire";
     d.order_blind = d.absolute == "none" && d.relative == "none" && !c.untie_cls;
     d.logit_terms = {"content"};
     if (d.relative == "rope") d.logit_terms.push_back("rotation");
@@ -100,8 +116,14 @@ PositionDescription describe_position(const ModelConfig& c) {
     if (d.relative == "rope") add("rotary q/k");
     if (d.relative == "alibi") add("ALiBi linear bias");
     if (d.relative == "deberta") add("DeBERTa c2p + p2c");
+    if (d.relative == "fire") add("FIRE bias (two-sided)");
+    if (d.relative == "kerple_log") add("KERPLE log kernel");
+    if (d.relative == "kerple_power") add("KERPLE power kernel");
     if (c.untie_cls) add("[CLS] reset");
     if (s.empty()) s = "no positional information (NoPE)";
+    if (c.randomized_positions_max > 0 && !d.order_blind)
+        s += ", randomized positions in training (< " + std::to_string(c.randomized_positions_max) +
+             ")";
     d.summary = s + ", scale " + fmt_factor(c.attention_scale_factor);
     return d;
 }

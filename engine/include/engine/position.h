@@ -7,10 +7,13 @@
 // The slots (ModelConfig::absolute_position x ModelConfig::relative_position):
 //   input       added to the word embeddings: learned table (BERT-A), sinusoidal table
 //   q/k         BERT-Ad's p'U^Q, p'U^K offsets; RoPE's rotation of q and k
-//   static bias (H, T, T), broadcast over the batch: TUPE's untied term, T5, ALiBi, [CLS] reset
+//   static bias (H, T, T), broadcast over the batch: TUPE's untied term, T5, ALiBi, FIRE,
+//               KERPLE, [CLS] reset
 //   content     (B, H, T, T) from q and k: Shaw's relative keys, DeBERTa's c2p and p2c
 //   scale       1/sqrt(d * attention_scale_factor): 1 BERT, 2 TUPE, 3 DeBERTa, 4 BERT-Ad
 //   window      a local layer's (T, T) mask (model.local_window; ModernBERT's local attention)
+// Modifiers of the positions themselves: randomized positions in training (Ruoss et al. 2023,
+// model.randomized_positions_max) and RoPE's frequencies scaled at evaluation (RopeScaling).
 // Sources are cited where each formula is computed (position.cpp).
 #pragma once
 
@@ -67,6 +70,48 @@ struct PositionAblation {
     int64_t head = -1;   ///< -1: every head
     uint64_t seed = 1;   ///< kShuffle's permutation
 };
+
+/// RoPE evaluated beyond its training length L at s = L_eval / L (PositionEncodingImpl::
+/// set_rope_scaling; `tupe extrapolate --rope-scaling`). theta_i = base^(-2i/r) becomes:
+///   kInterpolation  theta_i / s: positions squeezed into the trained range (Chen et al. 2023,
+///                   "Extending Context Window of LLMs via Positional Interpolation")
+///   kNtk            base' = base * s^(r / (r - 2)): the highest frequency kept, the lowest
+///                   one interpolated by s ("NTK-aware" scaling, bloc97 2023, as Peng et al.,
+///                   YaRN, ICLR 2024, sec. 3.1 write it)
+///   kYarn           per pair, by the rotations rho_i = L theta_i / (2 pi) it makes over L:
+///                   gamma = clamp((rho_i - 1) / (32 - 1), 0, 1), theta_i' = (1 - gamma) theta_i /
+///                   s
+///                   + gamma theta_i ("NTK-by-parts", alpha = 1, beta = 32, sec. 3.2), and the
+///                   logits times 1/t = (0.1 ln s + 1)^2 (sec. 3.4). HF's yarn rounds the ramp's
+///                   ends to whole dimensions; this is the paper's continuous ramp.
+/// At s = 1 each is plain RoPE.
+struct RopeScaling {
+    enum class Method { kNone, kInterpolation, kNtk, kYarn };
+    Method method = Method::kNone;
+    double factor = 1.0;          ///< s >= 1
+    int64_t original_length = 0;  ///< L, tokens; YaRN needs it (> 0)
+};
+
+/// "none" / "pi" / "ntk" / "yarn", and back; parse throws std::invalid_argument.
+std::string rope_scaling_name(RopeScaling::Method method);
+RopeScaling::Method parse_rope_scaling(const std::string& name);
+
+/// RoPE's frequencies theta_i, i = 0..r/2-1, (r/2) float64, for r = rope_dims rotated
+/// dimensions at `base`, under `scaling` (see RopeScaling). Throws std::invalid_argument for a
+/// factor < 1, YaRN without original_length, or NTK with r < 4 (its exponent r / (r - 2)).
+torch::Tensor rope_frequencies(int64_t rope_dims, double base, const RopeScaling& scaling);
+
+/// What the logits are multiplied by under `scaling`: YaRN's 1/t = (0.1 ln s + 1)^2, else 1.
+double rope_logit_scale(const RopeScaling& scaling);
+
+/// FIRE's MLP input made two-sided (Li et al., ICLR 2024, for an encoder), (T, T):
+/// x_ij = sign(p_i - p_j) psi(|p_i - p_j|) / (psi(max(L, p_i, p_j)) + 1e-6), psi(d) = ln(|c| d +
+/// 1). For keys left of the query (p_j <= p_i) it is the paper's input, normalised by the query's
+/// position; for keys to the right, the mirror image, normalised by the key's position (the
+/// later of the two in both cases), so |x| <= 1 at any length. c and L are 0-dim tensors (the
+/// dtype and device of the result); positions (T) long, >= 0.
+torch::Tensor fire_input(const torch::Tensor& positions, const torch::Tensor& c,
+                         const torch::Tensor& threshold);
 
 /// "zero" / "mean" / "shuffle" / "off", and back; parse throws std::invalid_argument.
 std::string ablation_mode_name(PositionAblation::Mode mode);
@@ -133,17 +178,42 @@ struct PositionProjectionImpl : torch::nn::Module {
 };
 TORCH_MODULE(PositionProjection);
 
+/// FIRE's parameters for one group of layers (Li et al., ICLR 2024, and their PyTorch
+/// listing): the MLP f: 1 -> 32 -> H with a ReLU (`mlp.0`, `mlp.2`), the log transform's c
+/// (init 0.1) and the threshold L = |L_multiplier| * init_threshold (multiplier init 1).
+struct FireBiasImpl : torch::nn::Module {
+    FireBiasImpl(int64_t num_heads, double init_threshold);
+    /// The bias (H, T, T) at positions (T); with cls_free, [CLS]'s row and column at x = 0.
+    torch::Tensor forward(const torch::Tensor& positions, bool cls_free);
+    /// L = |L_multiplier| * init_threshold, 0-dim.
+    torch::Tensor threshold() const;
+    torch::nn::Sequential mlp{nullptr};
+    torch::Tensor c, L_multiplier;
+    double init_threshold;
+};
+TORCH_MODULE(FireBias);
+
+/// FIRE's fixed part of the threshold: a quarter of max_position_embeddings (the paper's 512 at
+/// training length 2048), at least 1.
+double fire_init_threshold(const ModelConfig& config);
+
 /// The positional module. Parameter names (under bert.position_bias): TUPE's `pos`, `pos_ln`,
 /// `projections.N.pos_{q,k}_linear` (also BERT-Ad and DeBERTa), T5's `relative_attention_bias`,
 /// Shaw's `distance_embedding.N` (HF's attention.self.distance_embedding, mapped by export),
-/// DeBERTa's `rel_embeddings`, the [CLS] reset's `cls_theta`. The learned input
+/// DeBERTa's `rel_embeddings`, FIRE's `fire.N.{mlp.0,mlp.2,c,L_multiplier}`, KERPLE's
+/// `kerple_r1` and `kerple_r2`, the [CLS] reset's `cls_theta`. The learned input
 /// table keeps HF's name, bert.embeddings.position_embeddings: attach_input_table() hands it in.
 class PositionEncodingImpl : public torch::nn::Module {
   public:
     explicit PositionEncodingImpl(const ModelConfig& config);
 
     /// position_offset() + 0..T-1 on `device` (T times position_offset() with constant positions).
-    torch::Tensor positions(int64_t seq_len, const torch::Device& device) const;
+    /// With `randomize` (the model in training) and model.randomized_positions_max = M > 0:
+    /// position_offset() + a sorted uniform random subset of {0..M-1} of size T, drawn from
+    /// torch's generator (Ruoss et al., ACL 2023; one draw for the whole batch, as the
+    /// terms are shared by it). TORCH_CHECK names M when T > M.
+    torch::Tensor positions(int64_t seq_len, const torch::Device& device,
+                            bool randomize = false) const;
     /// Where token 0 sits: model.position_offset until set_position_offset changes it. The
     /// override exists for shift tests at run time (analysis/extrapolate.h): the same weights
     /// at other positions without building a second model. It leaves config() alone, so
@@ -163,6 +233,11 @@ class PositionEncodingImpl : public torch::nn::Module {
     /// set_position_offset. Throws std::invalid_argument for a layer or head out of range.
     void set_ablation(const PositionAblation& ablation);
     const PositionAblation& ablation() const { return ablation_; }
+    /// RoPE's frequencies (and YaRN's logit scale) under `scaling` in every forward() until
+    /// reset to a default RopeScaling. Runtime only, like set_position_offset. Throws
+    /// std::invalid_argument for a model without RoPE (unless kNone) or a bad scaling.
+    void set_rope_scaling(const RopeScaling& scaling);
+    const RopeScaling& rope_scaling() const { return rope_scaling_; }
     /// Everything positional for a sequence at these positions (T) long, computed once;
     /// tables without parameters (sinusoidal, ALiBi, RoPE's angles) come in `dtype` (the word
     /// embeddings'). Throws c10::Error naming max_position_embeddings when a learned table is
@@ -193,6 +268,10 @@ class PositionEncodingImpl : public torch::nn::Module {
     torch::nn::Embedding relative_attention_bias{nullptr};  ///< T5: (rel_pos_bins + 1, H)
     torch::nn::ModuleList distance_embedding{nullptr};      ///< Shaw: per layer (2k + 1, d)
     torch::nn::Embedding rel_embeddings{nullptr};           ///< DeBERTa: (2k, C), all layers
+    torch::nn::ModuleList fire{nullptr};                    ///< FIRE: a FireBias per group
+    /// KERPLE (G, H), G groups: r1 > 0 and r2 > 0 (power: r2 <= 2) of -r1 ln(1 + r2 |p_i - p_j|)
+    /// or -r1 |p_i - p_j|^r2.
+    torch::Tensor kerple_r1, kerple_r2;
     torch::Tensor cls_theta;  ///< (2, H): theta1 (row 0), theta2 (column 0) of the [CLS] reset
 
   private:
@@ -203,6 +282,8 @@ class PositionEncodingImpl : public torch::nn::Module {
     torch::Tensor untied_rows(const torch::Tensor& rows, int64_t group);
     torch::Tensor t5_bias(const torch::Tensor& positions);
     torch::Tensor cls_reset_bias(const torch::Tensor& bias, int64_t T);
+    torch::Tensor kerple_bias(const torch::Tensor& positions, int64_t group);
+    void project_kerple();
     int64_t layer_groups() const;
 
     ModelConfig config_;
@@ -212,6 +293,7 @@ class PositionEncodingImpl : public torch::nn::Module {
     int64_t position_offset_ = 0;
     bool constant_positions_ = false;
     PositionAblation ablation_;
+    RopeScaling rope_scaling_;
     int64_t forward_count_ = 0;
 };
 TORCH_MODULE(PositionEncoding);

@@ -37,7 +37,8 @@ struct ModelConfig {
     /// decoupled (BERT-Ad: all four word/position terms in attention), none.
     std::string absolute_position = "input";
     /// Relative or rotary positions: none, t5 (bias; BERT-R, TUPE-R), shaw and shaw_key_query
-    /// (HF relative_key / relative_key_query), rope, alibi, deberta (c2p + p2c).
+    /// (HF relative_key / relative_key_query), rope, alibi, deberta (c2p + p2c), fire (an MLP of
+    /// the normalised log distance, two-sided), kerple_log and kerple_power (learned kernels).
     std::string relative_position = "none";
     int64_t rel_pos_bins = 32;          ///< T5 buckets; the table has rel_pos_bins + 1 rows.
     int64_t max_rel_pos = 128;          ///< T5 max distance.
@@ -49,6 +50,12 @@ struct ModelConfig {
     bool shared_pos_term = true;        ///< One positional term for all layers (TUPE) or per layer.
     double attention_scale_factor = 1.0;  ///< Logits scaled by 1/sqrt(d * factor).
     bool pre_layernorm = false;           ///< Post-LN (BERT, reference) by default.
+    /// Randomized positions (Ruoss et al. 2023), a training modifier for every scheme that takes
+    /// positions: 0 = off; M > 0: in training the T positions are a sorted uniform random subset
+    /// of position_offset + {0, ..., M-1} (one draw per forward pass), at evaluation the plain
+    /// 0..T-1. A learned table needs position_offset + M <= max_position_embeddings; ignored
+    /// by NoPE, which has no positions.
+    int64_t randomized_positions_max = 0;
     /// The input slot's table (learned or sinusoidal) times 1/sqrt(hidden_size) before it is
     /// added to the words. Under the embedding LayerNorm this is fairseq's sqrt(d) word scale
     /// (Vaswani et al. 2017, sec. 3.4) and Cramming's scaled sinusoidal table at its init
@@ -91,9 +98,9 @@ struct ModelConfig {
 };
 
 /// Variant names: the paper's bert-a, bert-r, tupe-a, tupe-r, tupe-a-tie-cls, bert-ad, the
-/// zoo's sinusoidal, nope, t5, shaw, shaw-kq, rope, rope-cls, alibi, alibi-cls, deberta, and
-/// on the modern backbone modern-rope, modern-tupe-a, modern-tupe-r, modern-alibi,
-/// modern-bert-a.
+/// zoo's sinusoidal, nope, t5, shaw, shaw-kq, rope, rope-cls, alibi, alibi-cls, deberta, fire,
+/// kerple-log, kerple-power, and on the modern backbone modern-rope, modern-tupe-a, modern-tupe-r,
+/// modern-alibi, modern-bert-a.
 const std::vector<std::string>& model_presets();
 /// Size names: tiny, small, base.
 const std::vector<std::string>& model_sizes();

@@ -33,7 +33,10 @@ namespace engine {
 ///                 c2p and p2c logits against those rows 2*2*N*2k*C per layer
 ///                 (k = max_relative_distance, or max_position_embeddings - 1 when 0);
 ///               Shaw: q.r_(j-i) 2*N*T*C per layer; Shaw key-query adds k.r: 2*2*N*T*C;
-///               input tables (learned, sinusoidal), NoPE, T5 and ALiBi biases, RoPE: 0.
+///               FIRE: its MLP 1 -> 32 -> H at every query/key pair, 2*32*(1+H)*T*T per
+///                 group (computed once per step, not per sequence);
+///               input tables (learned, sinusoidal), NoPE, T5, ALiBi and KERPLE biases,
+///               RoPE: 0.
 ///   head        the MLM head at the M masked positions only (what the engine computes):
 ///               transform 2*M*C*C, decoder 2*M*C*V.
 /// A training step costs forward x 3: the backward pass computes two matmuls of the forward's

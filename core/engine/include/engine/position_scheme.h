@@ -13,8 +13,9 @@ namespace engine {
 
 /// What a scheme is, for analysis, export and the CLI (so nothing else switches on names).
 struct PositionDescription {
-    std::string absolute;        ///< learned, sinusoidal, untied, decoupled or none
-    std::string relative;        ///< none, t5, shaw, shaw_key_query, rope, alibi or deberta
+    std::string absolute;  ///< learned, sinusoidal, untied, decoupled or none
+    /// none, t5, shaw, shaw_key_query, rope, alibi, deberta, fire, kerple_log or kerple_power
+    std::string relative;
     bool input_slot = false;     ///< something is added to the word embeddings
     bool learned_input = false;  ///< ... a learned table (bert.embeddings.position_embeddings)
     bool qk_slot = false;        ///< q/k offsets (BERT-Ad) or rotation (RoPE)
@@ -25,7 +26,11 @@ struct PositionDescription {
     bool untied = false;         ///< TUPE's untied positional correlation (untied_correlation)
     bool untie_cls = false;      ///< [CLS] reset
     bool extrapolates = false;   ///< sequences longer than max_position_embeddings allowed
-    bool order_blind = false;    ///< no positional information at all (NoPE)
+    /// The logits depend on positions only through p_j - p_i: a shift of every position leaves
+    /// them (not the tables, TUPE, BERT-Ad, nor FIRE, whose normaliser reads the query's
+    /// position).
+    bool shift_invariant = false;
+    bool order_blind = false;  ///< no positional information at all (NoPE)
     /// The named terms LayerPosition::terms returns for this scheme.
     std::vector<std::string> logit_terms;
     /// One line for `tupe info`: e.g. "untied positions + [CLS] reset, scale 1/sqrt(2d)".
