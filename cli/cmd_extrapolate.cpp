@@ -1,10 +1,13 @@
 // `tupe extrapolate`: length extrapolation and position shift of pretrained encoders
 // (analysis/extrapolate.h). Every checkpoint reads the same corpus through its own vocabulary;
 // the masked set depends on --seed and the stream index only, so checkpoints that share a
-// vocabulary are scored on the very same tokens. One block (or JSON object, or CSV rows) per
-// checkpoint; --out DIR writes extrapolation.json and extrapolation.csv as well.
+// vocabulary are scored on the very same tokens. --rope-scaling pi,ntk,yarn adds, for RoPE
+// models, every length beyond L again with RoPE scaled (engine::RopeScaling). One block (or
+// JSON object, or CSV rows) per checkpoint; --out DIR writes extrapolation.json and
+// extrapolation.csv as well.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -45,6 +48,7 @@ nlohmann::json row_json(const analysis::ExtrapolationRow& r) {
                         {"length", r.length},
                         {"offset", r.offset},
                         {"available", r.available}};
+    if (!r.rope_scaling.empty()) j["rope_scaling"] = r.rope_scaling;
     if (!r.available) {
         j["note"] = r.note;
         return j;
@@ -68,9 +72,11 @@ std::string render_json(const std::vector<Evaluated>& results, const std::string
     nlohmann::json list = nlohmann::json::array();
     for (const auto& e : results) {
         const auto& r = e.report;
-        nlohmann::json lengths = nlohmann::json::array(), shifts = nlohmann::json::array();
+        nlohmann::json lengths = nlohmann::json::array(), shifts = nlohmann::json::array(),
+                       scaled = nlohmann::json::array();
         for (const auto& row : r.lengths) lengths.push_back(row_json(row));
         for (const auto& row : r.shifts) shifts.push_back(row_json(row));
+        for (const auto& row : r.scaled) scaled.push_back(row_json(row));
         nlohmann::json item = {{"checkpoint", e.path},
                                {"variant", e.variant},
                                {"positions", r.summary},
@@ -84,7 +90,8 @@ std::string render_json(const std::vector<Evaluated>& results, const std::string
                                {"mask_prob", r.mask_prob},
                                {"unigram_floor", number_or_null(r.unigram_floor)},
                                {"lengths", lengths},
-                               {"shifts", shifts}};
+                               {"shifts", shifts},
+                               {"rope_scaled", scaled}};
         list.push_back(item);
     }
     nlohmann::json j = {{"corpus", corpus}, {"checkpoints", list}};
@@ -95,7 +102,7 @@ std::string render_csv(const std::vector<Evaluated>& results) {
     std::ostringstream os;
     os << "variant,checkpoint,kind,factor,length,offset,available,loss,loss_within,loss_beyond,"
           "masked,masked_within,masked_beyond,windows,train_length,stream_tokens,unigram_floor,"
-          "mean_attention_distance,mean_attention_entropy,note\n";
+          "mean_attention_distance,mean_attention_entropy,note,rope_scaling\n";
     for (const auto& e : results) {
         auto emit = [&](const char* kind, const analysis::ExtrapolationRow& row) {
             os << csv_field(e.variant) << "," << csv_field(e.path) << "," << kind << ","
@@ -106,10 +113,11 @@ std::string render_csv(const std::vector<Evaluated>& results) {
                << row.windows << "," << e.report.train_length << "," << e.report.stream_tokens
                << "," << exact_number(e.report.unigram_floor) << ","
                << exact_number(row.mean_distance()) << "," << exact_number(row.mean_entropy())
-               << "," << csv_field(row.note) << "\n";
+               << "," << csv_field(row.note) << "," << csv_field(row.rope_scaling) << "\n";
         };
         for (const auto& row : e.report.lengths) emit("length", row);
         for (const auto& row : e.report.shifts) emit("shift", row);
+        for (const auto& row : e.report.scaled) emit("scaled", row);
     }
     return os.str();
 }
@@ -155,12 +163,18 @@ std::string render_table(const std::vector<Evaluated>& results) {
             rows.push_back(table_row(analysis::significant_number(row.factor, 6) + "x", row));
         for (const auto& row : r.shifts)
             rows.push_back(table_row("shift +" + std::to_string(row.offset), row));
+        for (const auto& row : r.scaled)
+            rows.push_back(table_row(
+                analysis::significant_number(row.factor, 6) + "x " + row.rope_scaling, row));
         os << format_table(rows);
         os << "floor: unigram " << fixed_or_dash(r.unigram_floor) << " nats on the same "
            << format_count(static_cast<double>(r.masked_tokens))
            << " masked targets (their own add-1/2 frequencies in the stream); attn dist / "
               "entropy: mean over layers, heads and queries of sum_j p_ij |i - j| (tokens) and "
               "-sum_j p_ij ln p_ij (nats)\n";
+        if (!r.scaled.empty())
+            os << "Fx pi / ntk / yarn: RoPE scaled by s = F (position interpolation, NTK-aware, "
+                  "YaRN with its logit temperature) on the same windows\n";
     }
     return os.str();
 }
@@ -191,6 +205,27 @@ void save_figure(const std::vector<Evaluated>& results, const fs::path& path) {
         }
         all.series.push_back(a);
         beyond.series.push_back(b);
+        // RoPE scaled at each extension: a line per scaling, from the plain row at L.
+        std::vector<std::string> methods;
+        for (const auto& row : e.report.scaled)
+            if (std::find(methods.begin(), methods.end(), row.rope_scaling) == methods.end())
+                methods.push_back(row.rope_scaling);
+        for (const auto& method : methods) {
+            plotting::Series sa, sb;
+            sa.name = sb.name = e.variant + " " + method;
+            sa.markers = sb.markers = true;
+            for (const auto& row : e.report.lengths)
+                if (row.available && row.length == e.report.train_length && std::isfinite(row.loss))
+                    sa.x.push_back(row.factor), sa.y.push_back(row.loss);
+            for (const auto& row : e.report.scaled) {
+                if (row.rope_scaling != method || !std::isfinite(row.loss)) continue;
+                sa.x.push_back(row.factor), sa.y.push_back(row.loss);
+                if (std::isfinite(row.loss_beyond))
+                    sb.x.push_back(row.factor), sb.y.push_back(row.loss_beyond);
+            }
+            all.series.push_back(sa);
+            beyond.series.push_back(sb);
+        }
     }
     if (!results.empty() && std::isfinite(results[0].report.unigram_floor) && fmax >= fmin) {
         plotting::Series floor;
@@ -227,6 +262,17 @@ int cmd_extrapolate(const Argv& argv) {
     if (seed < 0) throw UsageError("--seed must be >= 0");
     options.seed = static_cast<uint64_t>(seed);
     options.source = corpus;
+    if (args.has("rope-scaling")) {
+        std::istringstream list(args.get("rope-scaling"));
+        std::string item;
+        while (std::getline(list, item, ',')) {
+            try {
+                options.rope_scalings.push_back(engine::parse_rope_scaling(item));
+            } catch (const std::invalid_argument& e) {
+                throw UsageError(std::string("--rope-scaling: ") + e.what());
+            }
+        }
+    }
     require_corpus_file(corpus);
 
     std::vector<Evaluated> results;

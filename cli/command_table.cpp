@@ -185,6 +185,9 @@ std::vector<CommandSpec> make_table() {
           opt("lengths", "F,F,...", "1,1.5,2,4", "multiples of the training length"),
           opt("max-tokens", "N", "60000", "stream tokens read from --corpus"),
           opt("seed", "S", "1", "the masking seed (the same tokens are masked for every model)"),
+          opt("rope-scaling", "M,M,...", "",
+              "RoPE models: each length beyond L again with RoPE scaled by L_eval / L (pi: "
+              "position interpolation, ntk: NTK-aware, yarn: YaRN)"),
           opt("format", "FORMAT", "table", "output format", {"table", "json", "csv"}),
           opt("out", "DIR", "", "also write extrapolation.csv/.json/.png")},
          "",

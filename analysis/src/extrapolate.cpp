@@ -45,6 +45,20 @@ class OffsetGuard {
     int64_t saved_;
 };
 
+// Puts the RoPE scaling back (to none) when the scaled rows end, also when one throws.
+class RopeScalingGuard {
+  public:
+    explicit RopeScalingGuard(engine::PositionEncodingImpl& position)
+        : position_(position), saved_(position.rope_scaling()) {}
+    ~RopeScalingGuard() { position_.set_rope_scaling(saved_); }
+    RopeScalingGuard(const RopeScalingGuard&) = delete;
+    RopeScalingGuard& operator=(const RopeScalingGuard&) = delete;
+
+  private:
+    engine::PositionEncodingImpl& position_;
+    engine::RopeScaling saved_;
+};
+
 // A window of W stream tokens from `start`, scoring only the masked tokens at index >= `first`.
 struct Window {
     int64_t start, first;
@@ -289,6 +303,7 @@ ExtrapolationReport evaluate_extrapolation(engine::BertForMaskedLM& model,
     report.train_length = L;
     report.max_positions = config.max_position_embeddings;
     report.extrapolates = position.description().extrapolates;
+    report.rotary = position.description().rotary;
     report.summary = position.description().summary;
     report.base_offset = position.position_offset();
     report.seed = o.seed;
@@ -361,6 +376,24 @@ ExtrapolationReport evaluate_extrapolation(engine::BertForMaskedLM& model,
     };
     for (double f : o.factors)
         report.lengths.push_back(measure(f, window_length(f, L), report.base_offset));
+    if (report.rotary && !o.rope_scalings.empty()) {
+        // RoPE at its best known extension: each length beyond L again, with the frequencies
+        // scaled by s = L_eval / L (engine::RopeScaling), on the same windows and tokens.
+        RopeScalingGuard restore_scaling(position);
+        for (const auto& plain : std::vector<ExtrapolationRow>(report.lengths)) {
+            if (!plain.available || plain.length <= L) continue;
+            for (const auto method : o.rope_scalings) {
+                if (method == engine::RopeScaling::Method::kNone) continue;
+                engine::RopeScaling scaling;
+                scaling.method = method;
+                scaling.factor = static_cast<double>(plain.length) / static_cast<double>(L);
+                scaling.original_length = L;
+                position.set_rope_scaling(scaling);
+                report.scaled.push_back(measure(plain.factor, plain.length, report.base_offset));
+                report.scaled.back().rope_scaling = engine::rope_scaling_name(method);
+            }
+        }
+    }
     for (int64_t offset : {int64_t{0}, L / 2, L}) {
         // The length row at L and this offset, when there is one, is this row already.
         auto same = std::find_if(report.lengths.begin(), report.lengths.end(), [&](const auto& r) {

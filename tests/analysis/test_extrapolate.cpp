@@ -2,7 +2,8 @@
 // models with a hand-made vocabulary: NoPE and RoPE blind to a shift of every position, BERT-A
 // not, and refused (n/a, never truncated) where its table ends; one masked set for every length,
 // with masked positions beyond L only past f = 1; the unigram floor; the position offset put
-// back; and the errors (empty stream, bad --lengths, a corpus that is missing or empty).
+// back; RoPE scaled at each extension (PI, NTK, YaRN); and the errors (empty stream, bad
+// --lengths, a corpus that is missing or empty).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -185,6 +186,43 @@ TEST(Extrapolate, PositionOffsetAndTrainingFlagAreRestored) {
     EXPECT_NE(r.shifts[0].loss, r.lengths[0].loss);
     EXPECT_THROW(model->bert->position->set_position_offset(-1), std::invalid_argument);
     EXPECT_EQ(model->bert->position->position_offset(), 5);
+}
+
+// (f) A RoPE model at each length beyond L with each scaling, on the same windows and tokens as
+// its plain row; the scaling is put back; a model without RoPE gets no such rows.
+TEST(Extrapolate, RopeModelsAreReportedAtEachExtensionWithEveryScaling) {
+    using Method = engine::RopeScaling::Method;
+    auto options = test_options();
+    options.rope_scalings = {Method::kInterpolation, Method::kNtk, Method::kYarn};
+    auto model = test_model("rope");
+    const auto r =
+        analysis::evaluate_extrapolation(model, test_stream(), test_support::word_vocab(), options);
+    EXPECT_TRUE(r.rotary);
+    ASSERT_EQ(r.scaled.size(), 9u);  // 1.5x, 2x, 4x (1x is L itself) times pi, ntk, yarn
+    const std::vector<std::string> names = {"pi", "ntk", "yarn"};
+    for (size_t k = 0; k < r.scaled.size(); ++k) {
+        const auto& row = r.scaled[k];
+        const auto& plain = r.lengths[1 + k / 3];
+        SCOPED_TRACE(row.rope_scaling + " at " + std::to_string(row.length));
+        EXPECT_EQ(row.rope_scaling, names[k % 3]);
+        EXPECT_EQ(row.length, plain.length);
+        EXPECT_DOUBLE_EQ(row.factor, plain.factor);
+        ASSERT_TRUE(row.available) << row.note;
+        EXPECT_EQ(row.masked, plain.masked);
+        EXPECT_EQ(row.masked_beyond, plain.masked_beyond);
+        EXPECT_TRUE(std::isfinite(row.loss));
+        EXPECT_GT(std::abs(row.loss - plain.loss), 1e-6);  // another function of the positions
+    }
+    EXPECT_TRUE(r.lengths[0].rope_scaling.empty());
+    EXPECT_EQ(model->bert->position->rope_scaling().method, Method::kNone);
+    // The plain rows are the ones measured without the option.
+    const auto without = evaluate("rope");
+    EXPECT_DOUBLE_EQ(without.lengths[3].loss, r.lengths[3].loss);
+    EXPECT_TRUE(without.scaled.empty());
+    auto alibi = test_model("alibi");
+    EXPECT_TRUE(
+        analysis::evaluate_extrapolation(alibi, test_stream(), test_support::word_vocab(), options)
+            .scaled.empty());
 }
 
 // (e) The errors.

@@ -1,8 +1,10 @@
 // Length extrapolation and position shift of an MLM encoder (issue 15, sec. 2): the masked-token
 // loss of one held-out token stream cut into windows longer than the training length L, split
 // by where the token sits (position < L, seen in training, or >= L, never seen), and at L with
-// every position shifted (offsets 0, L/2, L). The masked set is a function of the stream index
-// alone, so every length and every shift scores the same tokens against the same floor.
+// every position shifted (offsets 0, L/2, L), and for a RoPE model at each length beyond L with
+// its frequencies scaled (position interpolation, NTK-aware, YaRN; engine::RopeScaling). The
+// masked set is a function of the stream index alone, so every length, shift and scaling scores
+// the same tokens against the same floor.
 // Shapes: L training length, L_eval evaluated length, both with [CLS] and [SEP] included.
 #pragma once
 
@@ -33,6 +35,9 @@ struct ExtrapolationOptions {
     /// windows come a few at a time (attention is B x H x L_eval x L_eval).
     int64_t batch_tokens = 4096;
     std::string source = "stream";  ///< where the stream came from, for errors (a corpus path)
+    /// RoPE scalings run at every length L_eval > L with s = L_eval / L, for a model with RoPE
+    /// (ignored for the others); kNone entries are skipped.
+    std::vector<engine::RopeScaling::Method> rope_scalings;
 };
 
 /// One evaluated length (or shift). Losses are mean cross-entropies in nats over the masked
@@ -41,6 +46,8 @@ struct ExtrapolationRow {
     double factor = 1.0;  ///< L_eval / L as asked for; 1 for the shift rows
     int64_t length = 0;   ///< L_eval, tokens per window
     int64_t offset = 0;   ///< position of [CLS] (position_offset during the row)
+    /// "" for plain rows; "pi", "ntk" or "yarn" for a row with RoPE scaled by s = factor.
+    std::string rope_scaling;
     bool available = true;
     std::string note;     ///< why not available: "n/a: table of N positions", ...
     int64_t windows = 0;  ///< sequences run: ceil(S / (L_eval - 2)), see evaluate_extrapolation
@@ -75,6 +82,10 @@ struct ExtrapolationReport {
     double unigram_floor = kNoLoss;
     std::vector<ExtrapolationRow> lengths;  ///< one per factor, in the order given
     std::vector<ExtrapolationRow> shifts;   ///< L_eval = L at offsets 0, L/2, L
+    bool rotary = false;                    ///< PositionDescription::rotary (RoPE)
+    /// With rope_scalings and RoPE: for each available length row with L_eval > L, in order,
+    /// one row per scaling (rope_scaling names it) on the same windows; empty otherwise.
+    std::vector<ExtrapolationRow> scaled;
 };
 
 /// "1,1.5,2,4" -> {1, 1.5, 2, 4}. Throws std::invalid_argument (message without the flag name)
@@ -96,17 +107,17 @@ std::vector<int64_t> read_token_stream(const std::string& path,
                                        const engine::WordPieceTokenizer& tokenizer,
                                        int64_t max_tokens);
 
-/// Runs the length rows and the shift rows on the first min(stream size, max_tokens) tokens in
-/// eval mode without gradients (the training flag and the position offset are restored, also
-/// when a forward pass throws). Each window is [CLS] + L_eval - 2 stream tokens + [SEP], masked
-/// tokens replaced by [MASK]; the windows tile the span, and a tail shorter than a window gets
-/// one more window aligned to the span's end that scores only the tail (so every window has
-/// length L_eval and every masked token is scored once at every length). A row the model cannot run
-/// is not available, never truncated: a learned table (PositionDescription::extrapolates false)
-/// shorter than offset + L_eval ("n/a: table of N positions"), or a span shorter than one window.
-/// Throws std::invalid_argument for bad options or a vocabulary that does not fit the model,
-/// engine::InputError(source, ...) for an empty stream, ids outside the vocabulary, or a span with
-/// no masked token.
+/// Runs the length rows, the shift rows and the scaled rows on the first min(stream size,
+/// max_tokens) tokens in eval mode without gradients (the training flag, the position offset and
+/// the RoPE scaling are restored, also when a forward pass throws). Each window is [CLS] + L_eval -
+/// 2 stream tokens + [SEP], masked tokens replaced by [MASK]; the windows tile the span, and a tail
+/// shorter than a window gets one more window aligned to the span's end that scores only the tail
+/// (so every window has length L_eval and every masked token is scored once at every length). A row
+/// the model cannot run is not available, never truncated: a learned table
+/// (PositionDescription::extrapolates false) shorter than offset + L_eval ("n/a: table of N
+/// positions"), or a span shorter than one window. Throws std::invalid_argument for bad options or
+/// a vocabulary that does not fit the model, engine::InputError(source, ...) for an empty stream,
+/// ids outside the vocabulary, or a span with no masked token.
 ExtrapolationReport evaluate_extrapolation(engine::BertForMaskedLM& model,
                                            const std::vector<int64_t>& stream,
                                            const engine::Vocab& vocab,
