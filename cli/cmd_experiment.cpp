@@ -31,6 +31,7 @@
 #include "experiments/report.h"
 #include "experiments/result_store.h"
 #include "experiments/runner.h"
+#include "experiments/slurm.h"
 #include "json_progress.h"
 #include "launcher.h"
 
@@ -83,10 +84,75 @@ void raise_at_step_from_env(experiments::RunnerOptions& options) {
 
 }  // namespace
 
+namespace {
+
+/// `tupe run FILE --executor slurm`: the plan submitted as Slurm jobs (experiments/slurm.h).
+int run_on_slurm(const Args& args, const experiments::ExperimentSpec& spec) {
+    for (const char* local : {"job", "jobs", "nproc-per-node", "job-store", "progress"})
+        if (args.has(local))
+            throw UsageError(std::string("--") + local +
+                             " is for local runs; with --executor slurm each job is a Slurm job "
+                             "(--ranks-per-node for data-parallel pretraining)");
+    experiments::SlurmOptions o;
+    o.self_exe = self_exe();
+    o.overrides = args.all("set");
+    o.new_runs = args.has("new-runs");
+    o.threads = args.get_int("threads");
+    o.nodes = args.get_int("nodes");
+    o.ranks_per_node = args.get_int("ranks-per-node");
+    o.gpus_per_job = args.get_int("gpus-per-job");
+    o.cpus_per_task = args.get_int("cpus-per-task");
+    o.partition = args.get("partition");
+    o.account = args.get("account");
+    o.time = args.get("time");
+    o.sbatch_args = args.all("sbatch-arg");
+    o.wait = args.has("wait");
+    o.max_attempts = args.get_int("max-attempts");
+    o.poll_seconds = static_cast<double>(args.get_int("poll"));
+    const bool quiet = args.has("quiet");
+    StopOnSignal stop_on_signal;
+    experiments::RunnerCallbacks cb;
+    cb.stop = stop_on_signal.flag();
+    cb.on_message = [&](const std::string& m) {
+        if (!quiet) std::cerr << m << "\n";
+    };
+    std::string last;
+    cb.on_progress = [&](const experiments::PlanProgress& p) {
+        const std::string line =
+            "[" + std::to_string(p.done) + "/" + std::to_string(p.total) + " stored] " + p.current;
+        if (!quiet && line != last) std::cerr << line << "\n";
+        last = line;
+    };
+    const auto summary = experiments::run_with_slurm(spec, o, cb);
+    if (!o.wait) return 0;
+    if (!quiet)
+        std::cerr << spec.name << ": " << summary.finished << " finished, " << summary.skipped
+                  << " already done, " << summary.failed << " failed"
+                  << (summary.blocked > 0 ? ", " + std::to_string(summary.blocked) + " blocked"
+                                          : std::string())
+                  << (summary.stopped ? "; stopped waiting (the Slurm jobs go on)" : "") << "\n";
+    if (summary.stopped) return 130;
+    return summary.failed + summary.blocked > 0 ? 1 : 0;
+}
+
+}  // namespace
+
 int cmd_run(const Argv& argv) {
     Args args(argv, command_spec("run"));
-    const auto spec =
-        experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
+    auto spec = experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
+    if (args.get("executor") == "slurm") return run_on_slurm(args, spec);
+    for (const char* slurm :
+         {"nodes", "ranks-per-node", "gpus-per-job", "cpus-per-task", "partition", "account",
+          "time", "sbatch-arg", "wait", "max-attempts", "poll"})
+        if (args.has(slurm))
+            throw UsageError(std::string("--") + slurm + " needs --executor slurm");
+    // A cluster job (the Slurm executor's): its own store in its job folder, marked done at
+    // the end so that `tupe gather` takes it (experiments/slurm.h).
+    const std::string job_store = args.get("job-store");
+    if (!job_store.empty()) {
+        if (!args.has("job")) throw UsageError("--job-store needs --job NAME");
+        spec.database = experiments::begin_job_store(job_store);
+    }
     experiments::RunnerOptions options;
     options.only_job = args.get("job");
     options.jobs = args.get_int("jobs");
@@ -100,6 +166,15 @@ int cmd_run(const Argv& argv) {
     if (const char* from = std::getenv(experiments::kClaimFromEnv)) options.claim_from = from;
     raise_at_step_from_env(options);
     const bool quiet = args.has("quiet");
+    if (!job_store.empty() && options.claim_from.empty() &&
+        experiments::ResultStore::holds_data(spec.database)) {
+        // A job store has one writer at a time (Slurm runs one attempt of a job): a claim
+        // left by an earlier attempt (killed, preempted, on another node) is taken over now.
+        auto store = experiments::ResultStore::open(spec.database);
+        if (const auto e = store.find_experiment(spec.name))
+            for (const auto& c : store.list_claims(e->id))
+                if (c.job == options.only_job && c.held()) options.claim_from = c.owner.text();
+    }
 
     // Data parallelism: `--nproc-per-node N` runs each job on N local workers (for one job,
     // this process is their launcher); a worker started by it, torchrun or srun joins its group.
@@ -220,6 +295,9 @@ int cmd_run(const Argv& argv) {
                                           : std::string())
                   << (summary.stopped ? "; stopped (run the same command to resume)" : "") << "\n";
     if (summary.stopped) return 130;
+    if (!job_store.empty())
+        experiments::finish_job_store(job_store, only->name, only->fingerprint,
+                                      summary.failed + summary.blocked > 0);
     return summary.failed > 0 ? 1 : 0;
 }
 
@@ -230,7 +308,29 @@ int cmd_status(const Argv& argv) {
     if (args.get("format") == "json")
         std::cout << experiments::experiment_status_json(spec, claim_timeout_from_env());
     else
-        std::cout << experiments::experiment_status(spec, claim_timeout_from_env());
+        std::cout << experiments::experiment_status(spec, claim_timeout_from_env())
+                  << experiments::slurm_status(spec);
+    return 0;
+}
+
+int cmd_gather(const Argv& argv) {
+    Args args(argv, command_spec("gather"));
+    const auto spec =
+        experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
+    const auto g = experiments::gather_study(spec);
+    for (const auto& line : g.refused) std::cerr << "tupe gather: not gathered: " << line << "\n";
+    std::cout << spec.name << ": " << g.ingested << " job" << (g.ingested == 1 ? "" : "s")
+              << " gathered into " << spec.database << ", " << g.already << " gathered before, "
+              << g.pending << " without a result yet\n";
+    return g.refused.empty() ? 0 : 1;
+}
+
+int cmd_cancel(const Argv& argv) {
+    Args args(argv, command_spec("cancel"));
+    const auto spec =
+        experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
+    const int64_t n = experiments::cancel_study(spec);
+    std::cout << spec.name << ": " << n << " Slurm job" << (n == 1 ? "" : "s") << " cancelled\n";
     return 0;
 }
 

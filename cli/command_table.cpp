@@ -242,7 +242,36 @@ std::vector<CommandSpec> make_table() {
               "bar: a progress bar on a terminal, plain lines otherwise; jsonl: one JSON object "
               "per line on stdout (the plan, each job start, progress at most 5 times a second and "
               "at least every 2 s, the summary)",
-              {"bar", "jsonl"})},
+              {"bar", "jsonl"}),
+          opt("executor", "KIND", "local",
+              "local: jobs run here; slurm: the plan is submitted as Slurm jobs (sbatch) and the "
+              "command returns (docs/cluster.md)",
+              {"local", "slurm"}),
+          at_least(1, opt("nodes", "N", "1", "slurm: nodes of each pretraining job")),
+          at_least(0, opt("ranks-per-node", "N", "0",
+                          "slurm: data-parallel ranks per node of a pretraining job (0 = one per "
+                          "GPU, else 1)")),
+          at_least(0, opt("gpus-per-job", "N", "0", "slurm: GPUs of each pretraining job")),
+          at_least(0, opt("cpus-per-task", "N", "0",
+                          "slurm: CPUs of each task (also its --threads); 0 = Slurm's default")),
+          opt("partition", "NAME", "", "slurm: sbatch --partition"),
+          opt("account", "NAME", "", "slurm: sbatch --account"),
+          opt("time", "LIMIT", "", "slurm: sbatch --time of each job, e.g. 04:00:00"),
+          [] {
+              OptionSpec o = opt("sbatch-arg", "ARG", "",
+                                 "slurm: one more sbatch option, verbatim (e.g. --qos=short); "
+                                 "repeatable");
+              o.repeatable = true;
+              return o;
+          }(),
+          flag("wait",
+               "slurm: stay until every job is stored, gathering results as jobs end and "
+               "submitting again a job that ended without one (killed, preempted)"),
+          at_least(1, opt("max-attempts", "N", "3", "slurm --wait: submissions of one job")),
+          at_least(1, opt("poll", "SECONDS", "10", "slurm --wait: seconds between looks")),
+          opt("job-store", "DIR", "",
+              "with --job: record into DIR/job.sqlite and write DIR/done.json when the job "
+              "ends (what the Slurm executor's jobs run; `tupe gather` reads them)")},
          "Several `tupe run` of one experiment share its plan: each claims the next job in the "
          "results store, and a dead runner's job is taken over (TUPE_CLAIM_TIMEOUT seconds "
          "without a heartbeat, default 60). A job is its config: a stored run counts as done "
@@ -252,8 +281,25 @@ std::vector<CommandSpec> make_table() {
     add({"status",
          cmd_status,
          "EXPERIMENT.yaml",
-         "jobs of an experiment and their state (running jobs with host:pid and heartbeat)",
+         "jobs of an experiment and their state (running jobs with host:pid and heartbeat; "
+         "Slurm's view of a study run with --executor slurm)",
          {sets(), opt("format", "FORMAT", "table", "output format", {"table", "json"})},
+         "",
+         "yaml"});
+    add({"gather",
+         cmd_gather,
+         "EXPERIMENT.yaml",
+         "store the results of a Slurm study's finished jobs (each job once; idempotent)",
+         {sets()},
+         "Each job of `tupe run --executor slurm` records into a store of its own in "
+         "RUNS_DIR/slurm/jobs/; this copies every finished one into the study's store, in one "
+         "transaction per job, once. Run it on the host that owns the study's store.",
+         "yaml"});
+    add({"cancel",
+         cmd_cancel,
+         "EXPERIMENT.yaml",
+         "cancel a Slurm study's pending and running jobs (scancel)",
+         {sets()},
          "",
          "yaml"});
     add({"report",

@@ -24,6 +24,8 @@ int cmd_bench(const Argv& args);   // cmd_bench.cpp
 int cmd_doctor(const Argv& args);  // cmd_doctor.cpp
 int cmd_run(const Argv& args);     // cmd_experiment.cpp
 int cmd_status(const Argv& args);
+int cmd_gather(const Argv& args);  // cmd_experiment.cpp
+int cmd_cancel(const Argv& args);
 int cmd_report(const Argv& args);
 int cmd_claims(const Argv& args);
 int cmd_rank(const Argv& args);

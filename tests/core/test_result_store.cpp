@@ -907,3 +907,52 @@ TEST(ResultStore, VersionTwoStoreGetsClaimsAndKeepsItsRuns) {
 }
 
 }  // namespace
+
+// `tupe gather`: a run copied whole from a cluster job's own store into the study's, in one
+// transaction, once per token; a later attempt (another token) replaces it, and a finetune
+// finds its parent by name in the target store.
+TEST(ResultStore, IngestRunCopiesARunWholeOncePerToken) {
+    TempDir dir;
+    auto job = ResultStore::open(dir.file("jobs/x/job.sqlite"));
+    const auto je = job.get_or_create_experiment("exp", "exp.yaml", "name: exp\n");
+    RunRecord ft = make_run(je, "tupe-a/step2/syn-cola/lr0.001/seed1", "finetune");
+    ft.status = "finished";
+    ft.out_dir = dir.file("runs/tupe-a/finetune/1");
+    const auto run_id = job.upsert_run(ft);
+    job.add_params(run_id, {{"lr", "0.001"}});
+    job.add_metrics(run_id, points("dev/mcc", 1, 3));
+    job.add_glue_result({0, run_id, "syn-cola", "dev", "mcc", 12.5, 2, 1e-3, 1});
+    job.set_predictions({run_id, "dev", {1, 0, 1}, {1, 1, 1}});
+    job.add_artifact({0, run_id, "model", dir.file("runs/tupe-a/finetune/1/model.pt"), 7, "h", ""});
+    const RunBundle bundle = job.read_run_bundle(run_id);
+
+    auto study = ResultStore::open(dir.file("results/study.sqlite"));
+    const auto se = study.get_or_create_experiment("exp", "exp.yaml", "name: exp\n");
+    const auto parent = study.upsert_run(make_run(se, "tupe-a"));
+    EXPECT_TRUE(study.ingest_run(se, ft.name, "17_0:abc", bundle, "tupe-a"));
+    EXPECT_FALSE(study.ingest_run(se, ft.name, "17_0:abc", bundle, "tupe-a"));  // once
+    EXPECT_TRUE(study.gathered(se, ft.name, "17_0:abc"));
+    const RunBundle stored = study.read_run_bundle(study.find_run(se, ft.name)->id);
+    EXPECT_EQ(stored.run.parent_run_id, parent);
+    EXPECT_EQ(stored.run.status, "finished");
+    EXPECT_EQ(stored.run.out_dir, ft.out_dir);  // absolute when read, wherever each store is
+    EXPECT_EQ(stored.params, bundle.params);
+    EXPECT_EQ(steps_of(stored.metrics), (std::vector<std::int64_t>{1, 2, 3}));
+    ASSERT_EQ(stored.glue.size(), 1u);
+    EXPECT_DOUBLE_EQ(stored.glue[0].value, 12.5);
+    ASSERT_EQ(stored.predictions.size(), 1u);
+    EXPECT_EQ(stored.predictions[0].predicted, (std::vector<double>{1, 1, 1}));
+    ASSERT_EQ(stored.artifacts.size(), 1u);
+    EXPECT_EQ(stored.artifacts[0].path, bundle.artifacts[0].path);
+
+    // A later attempt of the job replaces the run and everything it held.
+    RunBundle second = bundle;
+    second.metrics = points("dev/mcc", 1, 1);
+    second.glue[0].value = 30;
+    EXPECT_TRUE(study.ingest_run(se, ft.name, "18_0:def", second, "tupe-a"));
+    const RunBundle replaced = study.read_run_bundle(study.find_run(se, ft.name)->id);
+    EXPECT_EQ(steps_of(replaced.metrics), (std::vector<std::int64_t>{1}));
+    ASSERT_EQ(replaced.glue.size(), 1u);
+    EXPECT_DOUBLE_EQ(replaced.glue[0].value, 30);
+    EXPECT_EQ(study.list_runs(se).size(), 2u);
+}

@@ -151,6 +151,19 @@ ALTER TABLE runs ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN cell TEXT NOT NULL DEFAULT '';
 CREATE INDEX runs_fingerprint ON runs(experiment_id, fingerprint);
 )sql",
+        // Version 6: the cluster jobs gathered into this store (`tupe gather`): a job ran with
+        // a store of its own, and each of its finished attempts (token: the attempt's Slurm
+        // job id and the SHA-256 of its store) is ingested once, in the transaction that
+        // writes its run.
+        R"sql(
+CREATE TABLE gathered_jobs (
+    experiment_id INTEGER NOT NULL REFERENCES experiments(id) ON DELETE CASCADE,
+    job TEXT NOT NULL,
+    token TEXT NOT NULL,
+    gathered_at TEXT NOT NULL,
+    PRIMARY KEY (experiment_id, job, token)
+) WITHOUT ROWID;
+)sql",
     };
     return steps;
 }

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -372,7 +373,16 @@ struct ResultStore::Impl : Connection {
             Query query(*this, "PRAGMA journal_mode");
             if (query.step("read the journal mode")) journal = query.text(0);
         }
-        if (journal != "wal") {
+        // A cluster job's own store (TUPE_STORE_JOURNAL=delete, set by the Slurm executor's
+        // job scripts) lives on a filesystem every node sees, where WAL's shared-memory index
+        // does not work across hosts: it keeps SQLite's rollback journal.
+        const char* wanted = std::getenv("TUPE_STORE_JOURNAL");
+        if (wanted != nullptr && std::string(wanted) == "delete") {
+            if (journal != "delete") {
+                Query query(*this, "PRAGMA journal_mode = DELETE");
+                query.run("switch to the rollback journal");
+            }
+        } else if (journal != "wal") {
             Query query(*this, "PRAGMA journal_mode = WAL");
             query.run("switch to WAL mode");
         }

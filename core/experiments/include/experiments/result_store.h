@@ -156,6 +156,19 @@ struct ArtifactRecord {
     std::string description;
 };
 
+/// Everything a store holds of one run: what `tupe gather` copies from a cluster job's own
+/// store into the study's (ResultStore::read_run_bundle, ResultStore::ingest_run). Paths are
+/// absolute, as read.
+struct RunBundle {
+    RunRecord run;
+    std::map<std::string, std::string> params;
+    std::vector<MetricPoint> metrics;
+    std::vector<GlueResultRecord> glue;
+    std::vector<PredictionSet> predictions;
+    std::vector<CheckpointRecord> checkpoints;
+    std::vector<ArtifactRecord> artifacts;
+};
+
 /// A runner process, the holder of job claims: a host name and a pid on that host.
 struct ClaimOwner {
     std::string host;
@@ -315,6 +328,16 @@ class ResultStore {
     /// not (never claimed, released, or taken over).
     bool release_claim(std::int64_t experiment_id, const std::string& job, const ClaimOwner& owner);
 
+    /// Writes bundle.run into experiment `experiment_id` with everything it holds, in one
+    /// transaction, replacing the run of that name and all of its curves, scores,
+    /// predictions, checkpoints and artifacts; its parent is the run called `parent_name` in
+    /// this store (none when empty or absent). The job `job` is recorded as gathered with
+    /// `token` in the same transaction, and a token gathered before writes nothing: false.
+    bool ingest_run(std::int64_t experiment_id, const std::string& job, const std::string& token,
+                    const RunBundle& bundle, const std::string& parent_name);
+    /// Whether job `job` was gathered with `token` (ingest_run).
+    bool gathered(std::int64_t experiment_id, const std::string& job, const std::string& token);
+
     /// All experiments, oldest first.
     std::vector<ExperimentRecord> list_experiments();
     /// The experiment called `name`, if any.
@@ -343,6 +366,8 @@ class ResultStore {
     std::vector<CheckpointRecord> checkpoints(std::int64_t run_id);
     /// The run's artifacts in insertion order.
     std::vector<ArtifactRecord> artifacts(std::int64_t run_id);
+    /// Everything stored of run `run_id` (ingest_run writes it into another store).
+    RunBundle read_run_bundle(std::int64_t run_id);
     /// Every claim row of the experiment (held and released), by job name.
     std::vector<JobClaim> list_claims(std::int64_t experiment_id);
 

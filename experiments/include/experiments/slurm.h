@@ -1,0 +1,88 @@
+// A study on a Slurm cluster (`tupe run FILE --executor slurm`, `tupe gather`, `tupe cancel`).
+// The plan becomes Slurm jobs: each pretraining one job (its data-parallel ranks started by
+// srun), the fine-tuning jobs of each pretraining snapshot one array job that waits for that
+// pretraining (afterok). Nothing blocks the submitting host: sbatch --parsable, then return
+// (or, with SlurmOptions::wait, stay and gather until the study is done).
+//
+// Results reach the study's store without many writers on a shared filesystem: every job
+// runs with a store of its own in its job folder, RUNS_DIR/slurm/jobs/FINGERPRINT/job.sqlite
+// (SQLite's rollback journal: WAL's shared-memory index works on one host only), and when it
+// ends it writes done.json beside it (atomically: written, then renamed) with the SHA-256 of
+// that store. `tupe gather` (one process, on the host that owns the study's store) copies each
+// finished job's run into the study's store in one transaction that also records the job's
+// attempt as gathered, so a job is ingested exactly once and a half-written job folder never
+// (no done.json yet, or a store that no longer matches its hash). The app and `tupe report`
+// read the study's store as it fills.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "experiments/experiment.h"
+#include "experiments/runner.h"
+
+namespace experiments {
+
+/// How the study's jobs ask Slurm for resources (`tupe run --executor slurm` options).
+struct SlurmOptions {
+    std::string self_exe;                ///< The tupe the jobs run: a path every node sees.
+    std::vector<std::string> overrides;  ///< --set key=value, passed on to every job.
+    bool new_runs = false;               ///< --new-runs, passed on (and used to bind the plan).
+    int64_t threads = 0;  ///< --threads of each job; 0 = --cpus-per-task (or the CPUs).
+    int64_t nodes = 1;    ///< Nodes of each pretraining job.
+    /// Data-parallel ranks per node of a pretraining job (srun tasks); 0 = one per GPU
+    /// (--gpus-per-job / --nodes), or 1 without GPUs.
+    int64_t ranks_per_node = 0;
+    int64_t gpus_per_job = 0;              ///< GPUs of each job (sbatch --gpus), 0 = none asked.
+    int64_t cpus_per_task = 0;             ///< sbatch --cpus-per-task; 0 = Slurm's default.
+    std::string partition, account, time;  ///< sbatch --partition/--account/--time ("" = none)
+    std::vector<std::string> sbatch_args;  ///< Further sbatch options, verbatim.
+    /// Stay: gather as jobs end, submit again a job whose Slurm job ended without a result
+    /// (killed, preempted, node failure) up to max_attempts times, return when every job is
+    /// gathered, failed or blocked.
+    bool wait = false;
+    int64_t max_attempts = 3;
+    double poll_seconds = 10;  ///< Between looks at Slurm and the job folders (wait).
+};
+
+/// What `tupe gather` did.
+struct GatherSummary {
+    int64_t ingested = 0;  ///< Job attempts copied into the study's store now.
+    int64_t already = 0;   ///< Finished attempts gathered before.
+    int64_t pending = 0;   ///< Job folders without a done.json (running, or killed).
+    /// One line per job folder that was not ingested although it has a done.json (its store
+    /// does not match the hash, or cannot be read), naming the folder.
+    std::vector<std::string> refused;
+};
+
+/// Copies every finished job of the study from its job folder into the study's store, once
+/// (see the file comment). Pretraining runs first, so a fine-tuning run finds its parent.
+GatherSummary gather_study(const ExperimentSpec& spec);
+
+/// Submits every job of the plan that is neither finished in the study's store (after a
+/// gather) nor pending or running in Slurm, with its dependencies; with options.wait, stays
+/// until the study is done (see SlurmOptions::wait). Lines go to callbacks.on_message; the
+/// stop flag ends the wait (the Slurm jobs go on). Throws ConfigError/InputError/StoreError
+/// as bind_plan does, and std::runtime_error with sbatch's own line when it refuses a job.
+RunSummary run_with_slurm(const ExperimentSpec& spec, const SlurmOptions& options,
+                          const RunnerCallbacks& callbacks);
+
+/// Slurm's view of the study's jobs for `tupe status`: per job its latest Slurm job (pending,
+/// running with its node, failed with its exit code, preempted, ...; squeue, else sacct), and
+/// whether its result was gathered. "" when the study was never submitted to Slurm.
+std::string slurm_status(const ExperimentSpec& spec);
+
+/// Cancels (scancel) every pending or running Slurm job of the study; returns how many.
+int64_t cancel_study(const ExperimentSpec& spec);
+
+/// The job side: `tupe run FILE --job NAME --job-store DIR` runs with DIR/job.sqlite as its
+/// store; this prepares DIR for a new attempt (its old done.json removed, the rollback journal
+/// chosen) and returns the store's path.
+std::string begin_job_store(const std::string& dir);
+/// Writes DIR/done.json for the attempt that just ended: the job, its fingerprint, "finished"
+/// or "failed", the SHA-256 of DIR/job.sqlite (closed by now), the Slurm job and host.
+void finish_job_store(const std::string& dir, const std::string& job,
+                      const std::string& fingerprint, bool failed);
+
+}  // namespace experiments

@@ -1,0 +1,402 @@
+// The Slurm executor (experiments/slurm.h): the plan as sbatch jobs with dependencies, the
+// ledger of what was submitted, Slurm's view of it (squeue, else sacct), `tupe gather` and
+// `tupe cancel`, and the job side's store folder.
+//
+// RUNS_DIR/slurm/ holds everything: ledger.tsv (one line per submitted job: Slurm id, job,
+// fingerprint, time; written by the submitting process alone), scripts/ (each batch script,
+// and an array job's list of jobs), logs/ (Slurm's output files) and jobs/FINGERPRINT/ (a
+// job's own store and done.json). Every path in it must be on a filesystem all nodes see.
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "engine/errors.h"
+#include "experiments/result_store.h"
+#include "experiments/slurm.h"
+#include "slurm_internal.h"
+
+namespace experiments {
+
+namespace fs = std::filesystem;
+
+using namespace slurm_detail;
+
+// ---------------------------------------------------------------------------------------
+// Submission.
+
+namespace slurm_detail {
+
+struct Submitter {
+    const ExperimentSpec& spec;  // bound.spec
+    const SlurmOptions& options;
+    const RunnerCallbacks& callbacks;
+    const std::string file;  // the study file, absolute
+    int counter = 0;
+
+    void say(const std::string& line) const {
+        if (callbacks.on_message) callbacks.on_message(line);
+    }
+
+    int64_t threads() const {
+        return options.threads > 0 ? options.threads : options.cpus_per_task;
+    }
+
+    /// `tupe run FILE --job "$JOB" --job-store "$DIR" ...` as shell words.
+    std::string tupe_line(const std::string& job_word, const std::string& dir_word) const {
+        std::string line = shell_quote(options.self_exe) + " run " + shell_quote(file) + " --job " +
+                           job_word + " --job-store " + dir_word + " --quiet";
+        if (threads() > 0) line += " --threads " + std::to_string(threads());
+        for (const auto& o : options.overrides) line += " --set " + shell_quote(o);
+        if (options.new_runs) line += " --new-runs";
+        return line;
+    }
+
+    fs::path write_script(const std::string& label, const std::string& body) {
+        const fs::path dir = slurm_dir(spec) / "scripts";
+        fs::create_directories(dir);
+        fs::create_directories(slurm_dir(spec) / "logs");
+        const fs::path path = dir / (std::to_string(std::time(nullptr)) + "-" +
+                                     std::to_string(++counter) + "-" + label + ".sh");
+        std::ofstream out(path);
+        out << "#!/bin/bash\n"
+            << "# Written by `tupe run " << spec.path << " --executor slurm`.\n"
+            << "set -euo pipefail\n"
+            << "cd " << shell_quote(fs::current_path().string()) << "\n"
+            << "export TUPE_STORE_JOURNAL=delete\n"
+            << body;
+        out.flush();
+        if (!out) throw engine::InputError(path.string(), "cannot write the batch script");
+        fs::permissions(path, fs::perms::owner_all, fs::perm_options::add);
+        return path;
+    }
+
+    /// sbatch --parsable with the study's options; returns the job id.
+    std::string sbatch(const fs::path& script, const std::string& name, bool pretraining,
+                       const std::vector<std::string>& extra) {
+        std::vector<std::string> argv = {"sbatch", "--parsable", "--job-name=" + name,
+                                         "--kill-on-invalid-dep=yes", "--requeue"};
+        if (!options.partition.empty()) argv.push_back("--partition=" + options.partition);
+        if (!options.account.empty()) argv.push_back("--account=" + options.account);
+        if (!options.time.empty()) argv.push_back("--time=" + options.time);
+        if (options.cpus_per_task > 0)
+            argv.push_back("--cpus-per-task=" + std::to_string(options.cpus_per_task));
+        if (pretraining) {
+            argv.push_back("--nodes=" + std::to_string(options.nodes));
+            argv.push_back("--ntasks-per-node=" + std::to_string(ranks_per_node()));
+            if (options.gpus_per_job > 0)
+                argv.push_back("--gpus=" + std::to_string(options.gpus_per_job));
+        } else if (options.gpus_per_job > 0) {
+            argv.push_back("--gpus=1");  // a fine-tuning job is one process
+        }
+        for (const auto& a : options.sbatch_args) argv.push_back(a);
+        for (const auto& a : extra) argv.push_back(a);
+        argv.push_back(script.string());
+        const auto r = run_command(argv);
+        const std::string id = first_line(r.out).substr(0, first_line(r.out).find(';'));
+        if (r.status != 0 || id.empty() ||
+            !std::all_of(id.begin(), id.end(), [](char c) { return std::isdigit(c); }))
+            throw std::runtime_error("sbatch refused " + script.string() + ": " +
+                                     first_line(r.err.empty() ? r.out : r.err));
+        return id;
+    }
+
+    int64_t ranks_per_node() const {
+        if (options.ranks_per_node > 0) return options.ranks_per_node;
+        if (options.gpus_per_job > 0)
+            return std::max<int64_t>(1, options.gpus_per_job / options.nodes);
+        return 1;
+    }
+
+    std::string submit_pretraining(const Job& job) {
+        const std::string dir = shell_quote(job_folder(spec, job).string());
+        const std::string line = tupe_line(shell_quote(job.name), dir);
+        std::string body;
+        if (options.nodes * ranks_per_node() > 1) {
+            // Each srun task is one rank; Slurm's variables mapped onto torchrun's.
+            // The batch script runs on the allocation's first node: rank 0's host.
+            body =
+                "export MASTER_ADDR=$(hostname)\n"
+                "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))\n"
+                "srun bash -c 'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS "
+                "LOCAL_RANK=$SLURM_LOCALID LOCAL_WORLD_SIZE=$SLURM_NTASKS_PER_NODE exec \"$@\"' "
+                "tupe-rank " +
+                line + "\n";
+        } else {
+            body = "exec " + line + "\n";
+        }
+        const fs::path script = write_script("pretrain", body);
+        const std::string id =
+            sbatch(script, "tupe:" + spec.name + ":" + job.name, true,
+                   {"--output=" + (slurm_dir(spec) / "logs" / "%j.out").string()});
+        append_ledger(spec, {{id, job.name, job.fingerprint, now()}});
+        return id;
+    }
+
+    /// One array job for `jobs` (fine-tuning of one snapshot), after `after` when not empty.
+    void submit_array(const std::vector<const Job*>& jobs, const std::string& label,
+                      const std::string& after) {
+        const fs::path list = slurm_dir(spec) / "scripts" /
+                              (std::to_string(std::time(nullptr)) + "-" +
+                               std::to_string(++counter) + "-" + label + ".list");
+        fs::create_directories(list.parent_path());
+        {
+            std::ofstream out(list);
+            for (const Job* j : jobs)
+                out << job_folder(spec, *j).string() << '\t' << j->name << '\n';
+            if (!out) throw engine::InputError(list.string(), "cannot write the array's job list");
+        }
+        const std::string body = "entry=$(sed -n \"$((SLURM_ARRAY_TASK_ID + 1))p\" " +
+                                 shell_quote(list.string()) +
+                                 ")\ndir=${entry%%$'\\t'*}\njob=${entry#*$'\\t'}\nexec " +
+                                 tupe_line("\"$job\"", "\"$dir\"") + "\n";
+        const fs::path script = write_script(label, body);
+        std::vector<std::string> extra = {
+            "--array=0-" + std::to_string(jobs.size() - 1),
+            "--output=" + (slurm_dir(spec) / "logs" / "%A_%a.out").string()};
+        if (!after.empty()) extra.push_back("--dependency=afterok:" + after);
+        const std::string id = sbatch(script, "tupe:" + spec.name + ":" + label, false, extra);
+        std::vector<LedgerEntry> entries;
+        for (size_t i = 0; i < jobs.size(); ++i)
+            entries.push_back(
+                {id + "_" + std::to_string(i), jobs[i]->name, jobs[i]->fingerprint, now()});
+        append_ledger(spec, entries);
+    }
+
+    static double now() {
+        return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    }
+};
+
+/// Where one job stands for the executor.
+enum class Standing { kFinished, kFailed, kLive, kBlocked, kToSubmit, kGaveUp };
+
+}  // namespace slurm_detail
+
+RunSummary run_with_slurm(const ExperimentSpec& spec_in, const SlurmOptions& options,
+                          const RunnerCallbacks& callbacks) {
+    const BoundPlan bound =
+        bind_plan(spec_in, options.new_runs ? ChangedJobs::kRunBeside : ChangedJobs::kRefuse);
+    const ExperimentSpec& spec = bound.spec;
+    if (options.self_exe.empty())
+        throw std::invalid_argument("the Slurm executor needs the path of tupe");
+    // The built-in tasks are written once, here, before any fine-tuning job reads them.
+    if (spec.glue.data == "builtin") prepare_builtin_tasks(spec);
+    fs::create_directories(slurm_dir(spec));
+    Submitter submitter{spec, options, callbacks, fs::absolute(spec.path).string()};
+    const double session_start = Submitter::now();
+    std::map<std::string, int64_t> submissions;  // this session's, per job
+    RunSummary summary;
+    bool first = true;
+    std::set<std::string> finished_before;
+    while (true) {
+        const GatherSummary gathered = gather_study(spec_in);
+        for (const auto& line : gathered.refused) submitter.say("not gathered: " + line);
+        if (gathered.ingested > 0)
+            submitter.say("gathered " + std::to_string(gathered.ingested) + " finished job" +
+                          (gathered.ingested == 1 ? "" : "s") + " into " + spec.database);
+        std::map<std::string, RunRecord> runs;
+        {
+            auto store = ResultStore::open(spec.database);
+            const int64_t id = store.get_or_create_experiment(
+                spec.name, fs::absolute(spec.path).string(), spec.yaml_text);
+            for (auto& r : store.list_runs(id)) runs.emplace(r.name, r);
+        }
+        const auto latest = latest_entries(read_ledger(spec));
+        std::set<std::string> ids;
+        for (const auto& [job, entry] : latest) ids.insert(entry.slurm_id);
+        const auto views = query_slurm(ids);
+
+        std::map<std::string, Standing> standing;
+        std::map<std::string, std::string> live_id;  // pretraining job -> its Slurm id
+        for (const Job& job : bound.jobs) {
+            const auto run = runs.find(job.name);
+            const bool finished =
+                run != runs.end() && run->second.status == "finished" &&
+                (run->second.fingerprint.empty() || run->second.fingerprint == job.fingerprint);
+            if (finished) {
+                if (first) finished_before.insert(job.name);
+                standing[job.name] = Standing::kFinished;
+                continue;
+            }
+            if (const auto e = latest.find(job.name); e != latest.end()) {
+                const auto v = views.find(e->second.slurm_id);
+                if (v != views.end() && live_state(v->second.state)) {
+                    standing[job.name] = Standing::kLive;
+                    live_id[job.name] = e->second.slurm_id;
+                    continue;
+                }
+            }
+            const auto done = read_done(job_folder(spec, job));
+            if (done && done->status == "failed" && done->ended >= session_start) {
+                standing[job.name] = Standing::kFailed;
+                continue;
+            }
+            if (submissions[job.name] >= options.max_attempts) {
+                standing[job.name] = Standing::kGaveUp;
+                continue;
+            }
+            standing[job.name] = Standing::kToSubmit;
+        }
+        // Fine-tuning whose pretraining failed (or was given up) in this session: blocked.
+        for (const Job& job : bound.jobs)
+            if (job.kind == Job::Kind::kFinetune && standing[job.name] == Standing::kToSubmit) {
+                const Standing p = standing[job.variant];
+                if (p == Standing::kFailed || p == Standing::kGaveUp)
+                    standing[job.name] = Standing::kBlocked;
+            }
+
+        int64_t submitted = 0;
+        for (const Job& job : bound.jobs)
+            if (job.kind == Job::Kind::kPretrain && standing[job.name] == Standing::kToSubmit) {
+                live_id[job.name] = submitter.submit_pretraining(job);
+                ++submissions[job.name];
+                ++submitted;
+                submitter.say("submitted " + job.name + " as Slurm job " + live_id[job.name]);
+            }
+        std::map<std::pair<std::string, int64_t>, std::vector<const Job*>> arrays;
+        for (const Job& job : bound.jobs)
+            if (job.kind == Job::Kind::kFinetune && standing[job.name] == Standing::kToSubmit)
+                arrays[{job.variant, job.checkpoint_step}].push_back(&job);
+        for (const auto& [key, jobs] : arrays) {
+            const std::string after =
+                standing[key.first] == Standing::kFinished ? "" : live_id[key.first];
+            const std::string label = key.first + "-step" + std::to_string(key.second);
+            std::string safe = label;
+            for (char& c : safe)
+                if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') c = '_';
+            submitter.submit_array(jobs, safe, after);
+            for (const Job* j : jobs) ++submissions[j->name];
+            submitted += static_cast<int64_t>(jobs.size());
+            submitter.say("submitted " + std::to_string(jobs.size()) + " fine-tuning job" +
+                          (jobs.size() == 1 ? "" : "s") + " of " + label + " as an array" +
+                          (after.empty() ? "" : " after Slurm job " + after));
+        }
+        first = false;
+
+        int64_t open = submitted;
+        summary = RunSummary{};
+        for (const auto& [job, s] : standing) {
+            switch (s) {
+                case Standing::kFinished:
+                    (finished_before.count(job) ? summary.skipped : summary.finished)++;
+                    break;
+                case Standing::kFailed:
+                case Standing::kGaveUp: ++summary.failed; break;
+                case Standing::kBlocked: ++summary.blocked; break;
+                case Standing::kLive: ++open; break;
+                case Standing::kToSubmit: break;
+            }
+        }
+        if (!options.wait) {
+            submitter.say(std::to_string(open) + " job" + (open == 1 ? "" : "s") +
+                          " in Slurm; `tupe status " + spec.path + "` follows them, `tupe gather " +
+                          spec.path + "` stores their results");
+            summary.stopped = open > 0;
+            return summary;
+        }
+        if (open == 0) return summary;
+        if (callbacks.on_progress) {
+            PlanProgress p;
+            p.total = static_cast<int64_t>(bound.jobs.size());
+            p.done = summary.finished + summary.skipped;
+            p.current = "waiting for Slurm: " + std::to_string(open) + " jobs pending or running";
+            callbacks.on_progress(p);
+        }
+        const auto until =
+            std::chrono::steady_clock::now() +
+            std::chrono::milliseconds(static_cast<int64_t>(options.poll_seconds * 1000));
+        while (std::chrono::steady_clock::now() < until) {
+            if (callbacks.stop && callbacks.stop->load()) {
+                summary.stopped = true;
+                submitter.say("stopped waiting; the Slurm jobs go on (`tupe cancel " + spec.path +
+                              "` cancels them)");
+                return summary;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Status and cancel.
+
+std::string slurm_status(const ExperimentSpec& spec) {
+    const auto ledger = read_ledger(spec);
+    if (ledger.empty()) return "";
+    const auto latest = latest_entries(ledger);
+    std::set<std::string> ids;
+    for (const auto& [job, e] : latest) ids.insert(e.slurm_id);
+    std::map<std::string, SlurmView> views;
+    std::string trouble;
+    try {
+        views = query_slurm(ids);
+    } catch (const std::exception& e) {
+        trouble = e.what();
+    }
+    std::map<std::string, int64_t> counts;
+    std::ostringstream lines;
+    for (const auto& [job, e] : latest) {
+        const auto v = views.find(e.slurm_id);
+        std::string state = v == views.end() ? "UNKNOWN" : v->second.state;
+        const fs::path folder = slurm_dir(spec) / "jobs" / e.fingerprint;
+        const auto done = read_done(folder);
+        std::string detail;
+        if (v != views.end()) {
+            if (!v->second.node.empty() && state != "PENDING") detail = " on " + v->second.node;
+            if (state == "PENDING" && v->second.reason != "None")
+                detail = " (" + v->second.reason + ")";
+            if (state == "FAILED" || state == "NODE_FAIL" || state == "OUT_OF_MEMORY" ||
+                state == "TIMEOUT")
+                detail += ", exit code " + std::to_string(v->second.exit_code) +
+                          (v->second.signal ? ", signal " + std::to_string(v->second.signal) : "");
+        }
+        if (done) detail += ", result " + done->status;
+        ++counts[state];
+        if (state != "COMPLETED" || !done)
+            lines << "  " << job << "  slurm " << e.slurm_id << "  " << state << detail << "\n";
+    }
+    std::ostringstream out;
+    out << "\nSlurm (" << latest.size() << " jobs submitted, newest attempt each):";
+    for (const auto& [state, n] : counts) out << " " << state << " " << n;
+    out << "\n";
+    if (!trouble.empty()) out << "  (cannot ask Slurm: " << trouble << ")\n";
+    out << lines.str();
+    const auto g = [&] {
+        GatherSummary s;
+        for (const auto& [job, e] : latest) {
+            const fs::path folder = slurm_dir(spec) / "jobs" / e.fingerprint;
+            if (fs::exists(folder / "done.json")) ++s.already;
+        }
+        return s;
+    }();
+    out << "  " << g.already << " job folders hold a result (`tupe gather " << spec.path
+        << "` stores what is not stored yet)\n";
+    return out.str();
+}
+
+int64_t cancel_study(const ExperimentSpec& spec) {
+    const auto latest = latest_entries(read_ledger(spec));
+    std::set<std::string> ids;
+    for (const auto& [job, e] : latest) ids.insert(e.slurm_id);
+    const auto views = query_slurm(ids);
+    std::set<std::string> live;
+    for (const auto& [id, v] : views)
+        if (live_state(v.state)) live.insert(id);
+    if (live.empty()) return 0;
+    std::vector<std::string> argv = {"scancel"};
+    argv.insert(argv.end(), live.begin(), live.end());
+    const auto r = run_command(argv);
+    if (r.status != 0) throw std::runtime_error("scancel failed: " + first_line(r.err));
+    return static_cast<int64_t>(live.size());
+}
+
+}  // namespace experiments
