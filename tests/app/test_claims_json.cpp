@@ -8,6 +8,7 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QThread>
+#include <algorithm>
 #include <fstream>
 #include <optional>
 
@@ -169,4 +170,7 @@ TEST(ClaimsService, RealCliSaysNotRunForAnExperimentWithoutRuns) {
         notRun += verdictKind(c.verdict) == VerdictKind::kNotRun;
     }
     EXPECT_GE(notRun, 5);
+    // The view walks the CLI's table: a claim added there is a row here without code of its own.
+    EXPECT_TRUE(std::any_of(got->claims.begin(), got->claims.end(),
+                            [](const ClaimItem& c) { return c.id == "8"; }));
 }

@@ -445,6 +445,9 @@ TEST_F(EvidenceTest, ClaimsOfAnLrGridAreJudgedAtEveryLrAndAtEachVariantsBestLr) 
         plain.pretrain("bert-a", s + 1, 6.0 + 0.02 * s);
     }
     EXPECT_TRUE(claim(evaluate_claims(plain.store, "hand"), "1").by_lr.empty());
+    // Claim 8 is judged per lr too: without its variants, at none.
+    EXPECT_EQ(claim(claims, "8").lr_summary, "not run at any lr");
+    EXPECT_EQ(claim(claims, "8").by_lr.size(), 3u);
 }
 
 TEST_F(EvidenceTest, ClaimsInconclusiveOnMixedOrSingleSeeds) {
@@ -480,6 +483,121 @@ TEST_F(EvidenceTest, ClaimsInconclusiveOnMixedOrSingleSeeds) {
     one.store.upsert_run(bare);
     claims = evaluate_claims(one.store, "hand");
     EXPECT_NE(claim(claims, "3a").evidence.find("tupe-a"), std::string::npos);
+}
+
+// Claim 8 on the modern backbone: modern-tupe-a against modern-rope and modern-bert-a, each
+// pair by the loss test of claim 1 and the task-average interval of claim 3b.
+TEST_F(EvidenceTest, ClaimsModernBackboneSupportedWhenTupeLeadsBothOnLossAndTasks) {
+    HandStore h(dir_ / "db.sqlite");
+    const std::map<std::string, std::pair<std::vector<double>, int>> runs = {
+        {"modern-tupe-a", {{5.28, 5.25, 5.32}, 330}},
+        {"modern-rope", {{5.34, 5.30, 5.39}, 300}},
+        {"modern-bert-a", {{6.27, 6.15, 6.40}, 240}}};
+    for (const auto& [variant, finals_correct] : runs)
+        for (int s = 0; s < 3; ++s)
+            h.finetune(variant + "@seed" + std::to_string(s + 1),
+                       h.pretrain(variant, s + 1, finals_correct.first[static_cast<size_t>(s)]), 1,
+                       400, finals_correct.second);
+    const auto claims = evaluate_claims(h.store, "hand");
+    const Claim& c = claim(claims, "8");
+    EXPECT_EQ(c.verdict, Verdict::kSupported) << c.evidence;
+    EXPECT_EQ(c.evidence.rfind("modern-tupe-a - modern-rope at step 1000: mean -0.060 nats over 3 "
+                               "seed(s)",
+                               0),
+              0u)
+        << c.evidence;
+    EXPECT_NE(c.evidence.find("modern-tupe-a - modern-bert-a at step 1000"), std::string::npos);
+    EXPECT_NE(c.evidence.find("on Avg: 82.50 vs 75.00, difference 7.50"), std::string::npos)
+        << c.evidence;
+    // Per pair: the loss, the average and the average task by task.
+    ASSERT_EQ(c.details.size(), 6u);
+    EXPECT_EQ(c.details[0].rfind("supported: modern-tupe-a - modern-rope at step 1000", 0), 0u);
+    EXPECT_EQ(c.details[1].rfind("supported: modern-tupe-a @ 1000 - modern-rope @ 1000 on Avg", 0),
+              0u)
+        << c.details[1];
+    EXPECT_EQ(c.details[2].rfind("per task, modern-tupe-a - modern-rope: above 0 on 1 of 1", 0), 0u)
+        << c.details[2];
+    EXPECT_EQ(c.view, AppView::kCurves);
+    EXPECT_EQ(c.runs.size(), 9u);
+    // The paper's claims have nothing to read; claim 8 is reported after them, whatever order
+    // they are judged in.
+    EXPECT_EQ(claim(claims, "1").verdict, Verdict::kNotRun);
+    EXPECT_EQ(claims.back().id, "8");
+    const auto json = nlohmann::json::parse(render_claims("hand", claims, ClaimsFormat::kJson));
+    EXPECT_EQ(json["claims"].back()["id"], "8");
+    EXPECT_EQ(json["claims"].back()["verdict"], "supported");
+    EXPECT_EQ(json["claims"].back()["view"], "curves");
+}
+
+TEST_F(EvidenceTest, ClaimsModernBackboneContradictedByEitherPairAndInconclusiveOnATie) {
+    // modern-tupe-a clearly behind modern-rope on the loss, clearly ahead of modern-bert-a: one
+    // pair decided against it contradicts the claim.
+    HandStore h(dir_ / "db.sqlite");
+    const double tupe[] = {5.40, 5.45, 5.41}, rope[] = {5.20, 5.22, 5.19}, bert[] = {6.3, 6.2, 6.4};
+    for (int s = 0; s < 3; ++s) {
+        h.pretrain("modern-tupe-a", s + 1, tupe[s]);
+        h.pretrain("modern-rope", s + 1, rope[s]);
+        h.pretrain("modern-bert-a", s + 1, bert[s]);
+    }
+    const Claim against = claim(evaluate_claims(h.store, "hand"), "8");
+    EXPECT_EQ(against.verdict, Verdict::kContradicted) << against.evidence;
+    ASSERT_EQ(against.details.size(), 2u);  // no fine-tuning: the losses only
+    EXPECT_EQ(against.details[0].rfind("contradicted: ", 0), 0u);
+    EXPECT_EQ(against.details[1].rfind("supported: ", 0), 0u);
+
+    // Ahead of both on the loss in every seed, level on the tasks: the task average is a test
+    // of the claim too, and a tie leaves it undecided. The study has tasks but modern-bert-a has
+    // no results on them: said, not dropped silently.
+    HandStore tie(dir_ / "tie.sqlite");
+    for (int s = 0; s < 3; ++s) {
+        const std::string seed = "@seed" + std::to_string(s + 1);
+        tie.finetune("modern-tupe-a" + seed, tie.pretrain("modern-tupe-a", s + 1, 5.0 + 0.01 * s),
+                     1, 400, 300);
+        tie.finetune("modern-rope" + seed, tie.pretrain("modern-rope", s + 1, 5.5 + 0.02 * s), 1,
+                     400, 300);
+        tie.pretrain("modern-bert-a", s + 1, 6.0 + 0.03 * s);
+    }
+    const Claim level = claim(evaluate_claims(tie.store, "hand"), "8");
+    EXPECT_EQ(level.verdict, Verdict::kInconclusive) << level.evidence;
+    EXPECT_NE(level.evidence.find("difference 0.00"), std::string::npos) << level.evidence;
+    EXPECT_NE(std::find(level.details.begin(), level.details.end(),
+                        "no task average: modern-bert-a has no fine-tuning results"),
+              level.details.end());
+
+    // Seeds that disagree: no test decides.
+    HandStore mixed(dir_ / "mixed.sqlite");
+    const double m_tupe[] = {5.2, 5.6}, m_rope[] = {5.4, 5.4};
+    for (int s = 0; s < 2; ++s) {
+        mixed.pretrain("modern-tupe-a", s + 1, m_tupe[s]);
+        mixed.pretrain("modern-rope", s + 1, m_rope[s]);
+    }
+    const Claim undecided = claim(evaluate_claims(mixed.store, "hand"), "8");
+    EXPECT_EQ(undecided.verdict, Verdict::kInconclusive) << undecided.evidence;
+}
+
+TEST_F(EvidenceTest, ClaimsModernBackboneNotRunWithoutItsVariantsAndPartlyTestedWithOnePair) {
+    // The paper's variants on BERT's backbone say nothing about the modern one.
+    HandStore h(dir_ / "db.sqlite");
+    for (int s = 0; s < 2; ++s) {
+        h.pretrain("tupe-a", s + 1, 5.0 + 0.01 * s);
+        h.pretrain("bert-a", s + 1, 6.0 + 0.02 * s);
+        h.pretrain("modern-rope", s + 1, 5.5 + 0.02 * s);
+    }
+    const Claim none = claim(evaluate_claims(h.store, "hand"), "8");
+    EXPECT_EQ(none.verdict, Verdict::kNotRun);
+    EXPECT_EQ(none.evidence,
+              "needs modern-tupe-a and modern-rope or modern-bert-a; missing: modern-tupe-a, "
+              "modern-bert-a");
+    EXPECT_TRUE(none.runs.size() == 2u && none.runs[0].rfind("modern-rope", 0) == 0);
+    // With modern-tupe-a, one pair is run: agreement on it is not the whole claim.
+    for (int s = 0; s < 2; ++s) h.pretrain("modern-tupe-a", s + 1, 5.0 + 0.01 * s);
+    const Claim one = claim(evaluate_claims(h.store, "hand"), "8");
+    EXPECT_EQ(one.verdict, Verdict::kPartlyTested) << one.evidence;
+    EXPECT_EQ(one.evidence.rfind("1 of 2 pairs (modern-bert-a not run); modern-tupe-a - "
+                                 "modern-rope",
+                                 0),
+              0u)
+        << one.evidence;
 }
 
 TEST_F(EvidenceTest, ClaimsWithoutExperimentJudgeEveryExperiment) {

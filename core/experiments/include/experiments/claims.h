@@ -1,7 +1,8 @@
 // The paper's claims as functions of stored results (`tupe claims`): each returns supported /
 // contradicted / inconclusive / not run, with the numbers, the seeds and the test behind the
 // verdict. Ke, He, Liu, "Rethinking Positional Encoding in Language Pre-training" (ICLR 2021):
-// Table 1, Fig. 2, Fig. 5, Fig. 6 and Sec. 3.3. Decision rules are fixed here, before any
+// Table 1, Fig. 2, Fig. 5, Fig. 6 and Sec. 3.3; claim 8 asks whether claims 1 and 3b carry
+// over to ModernBERT's backbone (Warner et al. 2024). Decision rules are fixed here, before any
 // result is looked at, and stated in each claim's `test`.
 #pragma once
 
@@ -28,7 +29,7 @@ enum class AppView { kNone, kCurves, kGlue, kMaps };
 std::string to_string(AppView view);
 
 struct Claim {
-    std::string id;     ///< "1", "2", "2b", "3a", "3b", "4", "5", "6", "7".
+    std::string id;     ///< "1", "2", "2b", "3a", "3b", "4", "5", "6", "7", "8".
     std::string title;  ///< What the paper says, in one line.
     Verdict verdict = Verdict::kNotRun;
     std::string evidence;              ///< The numbers behind the verdict, one line.
@@ -36,7 +37,7 @@ struct Claim {
     std::vector<std::string> details;  ///< One line per pair, seed or head.
     AppView view = AppView::kNone;     ///< Where the app shows it.
     std::vector<std::string> runs;     ///< Pretrain run names the claim reads.
-    /// With an lr grid (variants "<preset>,lr=<x>" at two or more lrs), claims 1-4 are judged
+    /// With an lr grid (variants "<preset>,lr=<x>" at two or more lrs), claims 1-4 and 8 are judged
     /// at every lr too: one entry per lr in numeric order, and lr_summary says whether the
     /// verdict (judged at each variant's best lr) holds at every lr, only at the best lrs, or
     /// depends on the lr. Empty otherwise.
