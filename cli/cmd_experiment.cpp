@@ -305,9 +305,26 @@ int cmd_status(const Argv& argv) {
     Args args(argv, command_spec("status"));
     const auto spec =
         experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
-    if (args.get("format") == "json")
-        std::cout << experiments::experiment_status_json(spec, claim_timeout_from_env());
-    else
+    if (args.get("format") == "json") {
+        auto j = nlohmann::json::parse(
+            experiments::experiment_status_json(spec, claim_timeout_from_env()));
+        // A Slurm study: Slurm's view of each job's newest submission beside the store's.
+        const auto slurm = experiments::slurm_job_statuses(spec);
+        if (slurm.submitted) {
+            j["slurm"] = nlohmann::json::array();
+            for (const auto& s : slurm.jobs)
+                j["slurm"].push_back({{"job", s.job},
+                                      {"slurm_id", s.slurm_id},
+                                      {"state", s.state},
+                                      {"node", s.node},
+                                      {"reason", s.reason},
+                                      {"exit_code", s.exit_code},
+                                      {"signal", s.signal},
+                                      {"result", s.result}});
+            if (!slurm.trouble.empty()) j["slurm_error"] = slurm.trouble;
+        }
+        std::cout << j.dump(2) << "\n";
+    } else
         std::cout << experiments::experiment_status(spec, claim_timeout_from_env())
                   << experiments::slurm_status(spec);
     return 0;

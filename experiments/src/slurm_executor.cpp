@@ -329,57 +329,69 @@ RunSummary run_with_slurm(const ExperimentSpec& spec_in, const SlurmOptions& opt
 // ---------------------------------------------------------------------------------------
 // Status and cancel.
 
-std::string slurm_status(const ExperimentSpec& spec) {
+SlurmStudyStatus slurm_job_statuses(const ExperimentSpec& spec) {
+    SlurmStudyStatus out;
     const auto ledger = read_ledger(spec);
-    if (ledger.empty()) return "";
+    out.submitted = !ledger.empty();
     const auto latest = latest_entries(ledger);
     std::set<std::string> ids;
     for (const auto& [job, e] : latest) ids.insert(e.slurm_id);
     std::map<std::string, SlurmView> views;
-    std::string trouble;
     try {
         views = query_slurm(ids);
     } catch (const std::exception& e) {
-        trouble = e.what();
+        out.trouble = e.what();
     }
+    for (const auto& [job, e] : latest) {
+        SlurmJobStatus js;
+        js.job = job;
+        js.slurm_id = e.slurm_id;
+        js.state = "UNKNOWN";
+        if (const auto v = views.find(e.slurm_id); v != views.end()) {
+            js.state = v->second.state;
+            js.node = v->second.node;
+            js.reason = v->second.reason;
+            js.exit_code = v->second.exit_code;
+            js.signal = v->second.signal;
+        }
+        if (const auto done = read_done(slurm_dir(spec) / "jobs" / e.fingerprint))
+            js.result = done->status;
+        out.jobs.push_back(js);
+    }
+    return out;
+}
+
+std::string slurm_status(const ExperimentSpec& spec) {
+    const SlurmStudyStatus status = slurm_job_statuses(spec);
+    if (!status.submitted) return "";
     std::map<std::string, int64_t> counts;
     std::ostringstream lines;
-    for (const auto& [job, e] : latest) {
-        const auto v = views.find(e.slurm_id);
-        std::string state = v == views.end() ? "UNKNOWN" : v->second.state;
-        const fs::path folder = slurm_dir(spec) / "jobs" / e.fingerprint;
-        const auto done = read_done(folder);
+    int64_t with_result = 0;
+    for (const auto& js : status.jobs) {
         std::string detail;
-        if (v != views.end()) {
-            if (!v->second.node.empty() && state != "PENDING") detail = " on " + v->second.node;
-            if (state == "PENDING" && v->second.reason != "None")
-                detail = " (" + v->second.reason + ")";
-            if (state == "FAILED" || state == "NODE_FAIL" || state == "OUT_OF_MEMORY" ||
-                state == "TIMEOUT")
-                detail += ", exit code " + std::to_string(v->second.exit_code) +
-                          (v->second.signal ? ", signal " + std::to_string(v->second.signal) : "");
+        if (!js.node.empty() && js.state != "PENDING") detail = " on " + js.node;
+        if (js.state == "PENDING" && !js.reason.empty() && js.reason != "None")
+            detail = " (" + js.reason + ")";
+        if (js.state == "FAILED" || js.state == "NODE_FAIL" || js.state == "OUT_OF_MEMORY" ||
+            js.state == "TIMEOUT")
+            detail += ", exit code " + std::to_string(js.exit_code) +
+                      (js.signal ? ", signal " + std::to_string(js.signal) : "");
+        if (!js.result.empty()) {
+            detail += ", result " + js.result;
+            ++with_result;
         }
-        if (done) detail += ", result " + done->status;
-        ++counts[state];
-        if (state != "COMPLETED" || !done)
-            lines << "  " << job << "  slurm " << e.slurm_id << "  " << state << detail << "\n";
+        ++counts[js.state];
+        if (js.state != "COMPLETED" || js.result.empty())
+            lines << "  " << js.job << "  slurm " << js.slurm_id << "  " << js.state << detail
+                  << "\n";
     }
     std::ostringstream out;
-    out << "\nSlurm (" << latest.size() << " jobs submitted, newest attempt each):";
+    out << "\nSlurm (" << status.jobs.size() << " jobs submitted, newest attempt each):";
     for (const auto& [state, n] : counts) out << " " << state << " " << n;
     out << "\n";
-    if (!trouble.empty()) out << "  (cannot ask Slurm: " << trouble << ")\n";
-    out << lines.str();
-    const auto g = [&] {
-        GatherSummary s;
-        for (const auto& [job, e] : latest) {
-            const fs::path folder = slurm_dir(spec) / "jobs" / e.fingerprint;
-            if (fs::exists(folder / "done.json")) ++s.already;
-        }
-        return s;
-    }();
-    out << "  " << g.already << " job folders hold a result (`tupe gather " << spec.path
-        << "` stores what is not stored yet)\n";
+    if (!status.trouble.empty()) out << "  (cannot ask Slurm: " << status.trouble << ")\n";
+    out << lines.str() << "  " << with_result << " job folders hold a result (`tupe gather "
+        << spec.path << "` stores what is not stored yet)\n";
     return out.str();
 }
 

@@ -731,7 +731,8 @@ TEST_F(EvidenceTest, AStoreOfTheOldSchemaIsMigratedForReading) {
         h.pretrain("bert-a", 1, 6.0);
     }
     {
-        // Back to schema 1: the predictions and job_claims tables did not exist then.
+        // Back to schema 1: the predictions, job_claims and gathered_jobs tables did not exist
+        // then.
         auto rw = ResultStore::open(path);
         (void)rw;
     }
@@ -739,7 +740,8 @@ TEST_F(EvidenceTest, AStoreOfTheOldSchemaIsMigratedForReading) {
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
     ASSERT_EQ(
         sqlite3_exec(db,
-                     "DROP TABLE predictions; DROP TABLE job_claims; DROP INDEX runs_fingerprint; "
+                     "DROP TABLE predictions; DROP TABLE job_claims; DROP TABLE gathered_jobs; "
+                     "DROP INDEX runs_fingerprint; "
                      "ALTER TABLE runs DROP COLUMN identity; ALTER TABLE runs DROP COLUMN "
                      "fingerprint; ALTER TABLE runs DROP COLUMN cell; PRAGMA user_version = 1;",
                      nullptr, nullptr, nullptr),

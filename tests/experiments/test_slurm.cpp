@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -182,6 +183,14 @@ TEST_F(SlurmTest, StudyThroughSlurmStoresWhatALocalRunStoresEachJobOnce) {
     EXPECT_TRUE(has(status.out, "finished 14")) << status.out;
     EXPECT_TRUE(has(status.out, "Slurm (14 jobs submitted, newest attempt each): COMPLETED 14"))
         << status.out;
+    const auto json =
+        nlohmann::json::parse(tupe("status " + quote(cluster.string()) + " --format json").out);
+    ASSERT_EQ(json.at("slurm").size(), kStudyJobs);
+    for (const auto& job : json.at("slurm")) {
+        EXPECT_EQ(job.at("state"), "COMPLETED") << job;
+        EXPECT_EQ(job.at("node"), "tupe-node1") << job;
+        EXPECT_EQ(job.at("result"), "finished") << job;
+    }
 }
 
 TEST_F(SlurmTest, KilledPretrainingIsSubmittedAgainAndTheStudyEndsWithEveryJobOnce) {

@@ -68,9 +68,26 @@ GatherSummary gather_study(const ExperimentSpec& spec);
 RunSummary run_with_slurm(const ExperimentSpec& spec, const SlurmOptions& options,
                           const RunnerCallbacks& callbacks);
 
-/// Slurm's view of the study's jobs for `tupe status`: per job its latest Slurm job (pending,
-/// running with its node, failed with its exit code, preempted, ...; squeue, else sacct), and
-/// whether its result was gathered. "" when the study was never submitted to Slurm.
+/// Slurm's view of one job's newest submission.
+struct SlurmJobStatus {
+    std::string job, slurm_id;  ///< slurm_id "123", or "124_3" for an array's task
+    /// PENDING, RUNNING, COMPLETED, FAILED, PREEMPTED, CANCELLED, TIMEOUT, ... (squeue, else
+    /// sacct); UNKNOWN when neither knows it any more.
+    std::string state;
+    std::string node, reason;  ///< Where it runs or ran; why it is pending.
+    int exit_code = -1;        ///< The batch script's exit status (-1 unknown); with `signal`.
+    int signal = 0;
+    std::string result;  ///< Its job folder's done.json: "finished", "failed" or "" (none).
+};
+struct SlurmStudyStatus {
+    bool submitted = false;  ///< The study has a ledger (was ever submitted to Slurm).
+    std::string trouble;     ///< Why Slurm could not be asked ("" = it answered).
+    std::vector<SlurmJobStatus> jobs;
+};
+/// Every submitted job of the study with Slurm's view of its newest submission.
+SlurmStudyStatus slurm_job_statuses(const ExperimentSpec& spec);
+/// The same as `tupe status` prints it below the store's table: counts per state, then each
+/// job not completed with a result. "" when the study was never submitted to Slurm.
 std::string slurm_status(const ExperimentSpec& spec);
 
 /// Cancels (scancel) every pending or running Slurm job of the study; returns how many.
