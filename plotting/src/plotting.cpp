@@ -181,7 +181,13 @@ std::unique_ptr<QCustomPlot> build_line_plot(const LinePlot& p, int width, int h
     size_t color_index = 0;
     for (size_t i = 0; i < p.series.size(); ++i) {
         const Series& s = p.series[i];
-        const QColor color = s.dashed ? QColor(90, 90, 90) : series_color(color_index++, colored);
+        QColor color = s.dashed ? QColor(90, 90, 90) : series_color(color_index, colored);
+        if (!s.dashed && p.sequential_colors)
+            color = heatmap_gradient(false).color(
+                colored > 1 ? static_cast<double>(color_index) / static_cast<double>(colored - 1)
+                            : 0.0,
+                QCPRange(0, 1));
+        if (!s.dashed) ++color_index;
         if (!s.band_lo.empty()) {
             // The band: a filled channel between two pen-less graphs, out of the legend.
             QCPGraph* low = plot.addGraph();
@@ -211,6 +217,11 @@ std::unique_ptr<QCustomPlot> build_line_plot(const LinePlot& p, int width, int h
             pen.setStyle(s.dotted ? Qt::DotLine : s.dash_dot ? Qt::DashDotLine : Qt::DashLine);
         g->setPen(pen);
         if (s.markers) g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 6));
+        if (s.scatter) {
+            // QCPGraph sorts its points by x; without a line that order draws nothing wrong.
+            g->setLineStyle(QCPGraph::lsNone);
+            g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, color, color, 7));
+        }
         g->setName(qs(s.name));
         if (!s.name.empty()) ++named;
         for (size_t k = 0; k < s.x.size(); ++k) {
@@ -225,6 +236,11 @@ std::unique_ptr<QCustomPlot> build_line_plot(const LinePlot& p, int width, int h
     hi = std::isfinite(p.y_max) ? p.y_max : hi + pad;
     if (!(lo < hi)) hi = lo + 1;
     if (xlo == xhi) xlo -= 0.5, xhi += 0.5;
+    // Points drawn as discs would be cut at the edge: a scatter gets the y axis' margin in x.
+    if (std::any_of(p.series.begin(), p.series.end(), [](const Series& s) { return s.scatter; })) {
+        const double xpad = 0.05 * (xhi - xlo);
+        xlo -= xpad, xhi += xpad;
+    }
     plot.xAxis->setRange(xlo, xhi);
     plot.yAxis->setRange(lo, hi);
     if (!p.x_tick_labels.empty()) {

@@ -55,6 +55,8 @@ struct Series {
     bool dotted = false;    ///< With dashed: dotted instead (a second reference line)
     bool dash_dot = false;  ///< With dashed: dash-dot instead (a third reference line)
     bool markers = false;   ///< A circle at each point (few points: one point alone shows)
+    /// Points only, no line: a scatter (the points need not be in x order, e.g. a PCA path).
+    bool scatter = false;
 };
 
 /// Curves on shared axes; a legend appears when there is more than one named series.
@@ -66,6 +68,9 @@ struct LinePlot {
     std::vector<std::string> x_tick_labels;
     double y_min = std::numeric_limits<double>::quiet_NaN();  ///< NaN = from the data
     double y_max = std::numeric_limits<double>::quiet_NaN();
+    /// Colour the series in order along the sequential (viridis) scale instead of distinct
+    /// hues: for series that are steps of one quantity (e.g. bins of positions).
+    bool sequential_colors = false;
 };
 
 /// Makes rendering possible in a process without a GUI (CLI, tests). When no Qt application
