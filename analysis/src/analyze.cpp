@@ -305,6 +305,43 @@ void probe_stream(engine::BertForMaskedLM& model, const engine::WordPieceTokeniz
     }
 }
 
+// The logit lens on options.lens_stream, or on the sentences as one stream, in windows of the
+// asked length (0: the properties' length), shortened to the stream when it is shorter.
+void run_logit_lens(engine::BertForMaskedLM& model, const engine::WordPieceTokenizer& tokenizer,
+                    const std::vector<std::string>& sentences, const AnalyzeOptions& options,
+                    AnalysisOutput& out) {
+    const engine::ModelConfig& config = model->config();
+    LogitLensOptions lo = options.lens_options;
+    const int64_t asked = options.property_options.length;
+    int64_t T = lo.length > 0 ? lo.length
+                : asked > 0   ? asked
+                              : std::min<int64_t>(128, config.max_position_embeddings);
+    const bool own = !options.lens_stream.empty();
+    const auto stream =
+        own ? options.lens_stream : sentences_stream(sentences, tokenizer, lo.windows * (T - 2));
+    if (!own) lo.source = options.source;
+    const auto S = static_cast<int64_t>(stream.size());
+    if (S + 2 < T) {
+        if (S + 2 < 4) {
+            out.skipped.push_back({"logit lens", "the text holds " + std::to_string(S) +
+                                                     " tokens; the lens needs windows of at "
+                                                     "least 4 tokens"});
+            return;
+        }
+        out.notes.push_back("the logit lens' text holds " + std::to_string(S) +
+                            " tokens, fewer than one window of " + std::to_string(T) +
+                            ": it uses one window of " + std::to_string(S + 2) + " tokens");
+        T = S + 2;
+    }
+    lo.length = T;
+    try {
+        out.lens = logit_lens(model, stream, tokenizer.vocab(), lo);
+    } catch (const engine::InputError& e) {
+        // Short texts may hold no masked token at 15%: the rest of the analysis stands.
+        out.skipped.push_back({"logit lens", e.what()});
+    }
+}
+
 }  // namespace
 
 AnalysisOutput analyze_model(engine::BertForMaskedLM& model,
@@ -391,6 +428,7 @@ AnalysisOutput analyze_model(engine::BertForMaskedLM& model,
     TermAccumulator term_acc;
     SchemeTermAccumulator scheme_acc;
     ClsAccumulator cls_acc;
+    FlowAccumulator flow_acc(options.flow_sentences);
     for (int64_t b0 = 0; b0 < N; b0 += options.batch_size) {
         const int64_t b1 = std::min(N, b0 + options.batch_size);
         auto ids = out.input_ids.slice(0, b0, b1);        // (B, T)
@@ -399,10 +437,17 @@ AnalysisOutput analyze_model(engine::BertForMaskedLM& model,
         // the maps of every layer that the pass below keeps.
         scheme_acc.add(first_layer_named_terms(model->bert, ids.to(device)), mask);
         // One forward pass per batch, maps on: the [CLS] maps of every layer and the layer-0
-        // logits against which the decomposition is exact.
-        engine::EncoderOutput encoded =
-            model->bert->forward(ids.to(device), mask.to(device), {}, /*output_attentions=*/true);
+        // logits against which the decomposition is exact; traced (every layer's input kept)
+        // for the value-weighted norms.
+        EncoderTrace trace;
+        if (options.flow)
+            trace = trace_encoder(model->bert, ids.to(device), mask.to(device));
+        else
+            trace.encoded = model->bert->forward(ids.to(device), mask.to(device), {},
+                                                 /*output_attentions=*/true);
+        const engine::EncoderOutput& encoded = trace.encoded;
         ++out.forward_passes;
+        if (options.flow) flow_acc.add(model->bert, trace, mask);
         if (with_terms) term_acc.add(decompose_first_layer(model->bert, ids, mask, encoded));
         ClsAttention cls = cls_attention(encoded.attention_probs, mask, options.cls_k);
         cls_acc.add(cls, static_cast<double>(b1 - b0));
@@ -410,6 +455,12 @@ AnalysisOutput analyze_model(engine::BertForMaskedLM& model,
     if (with_terms) out.terms = term_acc.finish(has_bias);
     out.scheme_terms = scheme_acc.finish(scheme);
     out.cls = cls_acc.finish();
+    if (options.flow) out.flow = flow_acc.finish();
+    out.position_vectors = position_vectors(
+        model->bert, std::min(options.position_rows, config.max_position_embeddings));
+    if (!out.position_vectors)
+        out.skipped.push_back({"positions (cosine similarity and PCA of the position vectors)",
+                               "no learned absolute position table: " + scheme.summary});
 
     if (scheme.untied) {
         TupeMaps tupe;
@@ -436,6 +487,7 @@ AnalysisOutput analyze_model(engine::BertForMaskedLM& model,
     }
     if (options.properties || options.order_probe)
         probe_stream(model, tokenizer, sentences, options, out);
+    if (options.logit_lens) run_logit_lens(model, tokenizer, sentences, options, out);
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return out;
 }

@@ -415,6 +415,154 @@ void write_order_probe(Writer& w, const OrderProbeReport& r) {
     w.text("properties/order_probe.csv", csv.str(), e);
 }
 
+void write_flow(Writer& w, const FlowMaps& flow) {
+    const int64_t L = flow.rollout.size(0), H = flow.norm_head.size(1);
+    const std::string mean = ", mean over the sentences with a token at both the query and the key";
+    const std::string cls_mean = ", mean over the sentences with a token at the key";
+    w.array("flow/rollout", flow.rollout,
+            describe("rollout",
+                     "attention rollout (Abnar & Zuidema 2020) through each layer, (L, T, T): "
+                     "R_l = A_hat_l R_{l-1}, A_hat = 0.5 (head-mean attention) + 0.5 I; R_l[i, j] "
+                     "= share of layer l's output i that comes from input token j" +
+                         mean));
+    for (int64_t l = 0; l < L; ++l)
+        w.matrix("flow/rollout_l" + std::to_string(l), flow.rollout[l],
+                 describe("rollout",
+                          "attention rollout through this layer: rows = output position, "
+                          "columns = input position" +
+                              mean,
+                          l));
+    w.matrix(
+        "flow/cls_rollout", flow.rollout.select(1, 0),
+        describe("cls_rollout",
+                 "the [CLS] row of the rollout: rows = layers, columns = input position" + mean));
+    IndexEntry flow_entry =
+        describe("cls_flow",
+                 "attention flow (Abnar & Zuidema 2020) into [CLS] after each layer: "
+                 "max-flow from input token j to [CLS] in the layered graph of "
+                 "A_hat, each sentence's row normalised to sum 1; rows = layers, "
+                 "columns = input position; the first " +
+                     std::to_string(flow.flow_sentences) + " sentences" + cls_mean);
+    flow_entry.statistics = {{"sentences", static_cast<double>(flow.flow_sentences)}};
+    w.matrix("flow/cls_flow", flow.flow_cls, flow_entry);
+    w.matrix("flow/cls_attention", flow.cls_attention,
+             describe("cls_attention",
+                      "attention from [CLS], mean over heads, each sentence's row over its "
+                      "tokens; rows = layers, columns = key position" +
+                          cls_mean));
+    w.matrix("flow/cls_value_norm", flow.cls_norm_share,
+             describe("cls_value_norm",
+                      "share of ||sum_h alpha^h_0j f_h(x_j)|| (Kobayashi et al. 2020) over the "
+                      "keys of the [CLS] row, each sentence's row normalised to sum 1; rows = "
+                      "layers, columns = key position" +
+                          cls_mean));
+
+    std::ostringstream csv;
+    csv << "measure,layer,head,cls,words,sep,sentences\n";
+    for (const ClsSources& s : flow.sources) {
+        csv << s.measure << "," << s.layer << "," << (s.head < 0 ? "" : std::to_string(s.head))
+            << "," << csv_number(s.cls) << "," << csv_number(s.words) << "," << csv_number(s.sep)
+            << "," << s.sentences << "\n";
+    }
+    w.text("flow/cls_sources.csv", csv.str(),
+           describe("cls_sources",
+                    "where the [CLS] row's mass lies, per measure (attention, value_norm, "
+                    "rollout, flow), layer and head (empty: the layer): share on [CLS] itself, on "
+                    "the words between [CLS] and [SEP], on [SEP]; each sentence's row "
+                    "normalised over its tokens, mean over sentences of >= 3 tokens"));
+    for (const ClsSources& s : flow.sources) {
+        IndexEntry e = describe("cls_sources",
+                                "[CLS] row shares of " + s.measure +
+                                    (s.head < 0 ? std::string(" (layer)") : std::string()),
+                                s.layer, s.head);
+        e.file = "flow/cls_sources.csv";
+        e.statistics = {{"cls", s.cls},
+                        {"words", s.words},
+                        {"sep", s.sep},
+                        {"sentences", static_cast<double>(s.sentences)}};
+        e.label = s.measure;
+        w.entries.push_back(std::move(e));
+    }
+
+    const std::string kob = " (Kobayashi et al. 2020; f_h(x) = (x W^V_h + b^V_h) W^O_h)";
+    for (int64_t l = 0; l < L; ++l) {
+        const std::string ls = std::to_string(l);
+        w.matrix("value_norms/layer_l" + ls, flow.norm_layer[l],
+                 describe("value_norm_layer",
+                          "||sum_h alpha^h_ij f_h(x_j)||" + kob +
+                              ": rows = query position, columns = key position" + mean,
+                          l));
+        w.array("value_norms/heads_l" + ls, flow.norm_head[l],
+                describe("value_norm_head",
+                         "alpha^h_ij ||f_h(x_j)|| per head, (H, T, T)" + kob + mean, l));
+    }
+    w.array("value_norms/value_norm", flow.value_norm,
+            describe("value_norm", "||f_h(x_j)||, what token j sends through head h, (L, H, T)" +
+                                       kob + ", mean over the sentences with a token at j"));
+    w.array("value_norms/cls_heads", flow.cls_norm_share_head,
+            describe("cls_value_norm_head",
+                     "per head, share of alpha^h_0j ||f_h(x_j)|| over the keys of the [CLS] row, "
+                     "(L, H, T), each sentence's row normalised to sum 1" +
+                         cls_mean));
+    w.array("value_norms/cls_attention_heads", flow.cls_attention_head,
+            describe("cls_attention_head",
+                     "per head, the attention alpha^h_0j of the [CLS] row over the sentence's "
+                     "keys, (L, H, T), for comparison with cls_heads" +
+                         cls_mean));
+    for (int64_t h = 0; h < H; ++h)
+        w.matrix("value_norms/cls_h" + std::to_string(h), flow.cls_norm_share_head.select(1, h),
+                 describe("cls_value_norm_head",
+                          "share of alpha^h_0j ||f_h(x_j)|| over the [CLS] row's keys for one "
+                          "head: rows = layers, columns = key position" +
+                              cls_mean,
+                          -1, h));
+}
+
+void write_position_vectors(Writer& w, const PositionVectors& p) {
+    const std::string wang = " (as Wang et al. 2021 show them for BERT)";
+    w.array("positions/vectors", p.vectors,
+            describe("position_vectors", "position vectors (P, C): " + p.source));
+    w.matrix("positions/cosine", p.cosine,
+             describe("position_cosine",
+                      "cosine similarity of the position vectors, rows and columns = "
+                      "position" +
+                          wang + "; " + p.source));
+    IndexEntry pca = describe("position_pca",
+                              "the centred position vectors on their first two principal axes: "
+                              "rows = positions, columns = PC1, PC2" +
+                                  wang + "; " + p.source);
+    pca.statistics = {{"explained_pc1", p.explained[0]}, {"explained_pc2", p.explained[1]}};
+    w.matrix("positions/pca", p.pca, pca);
+}
+
+void write_logit_lens(Writer& w, const LogitLensReport& r) {
+    std::ostringstream csv;
+    csv << "layer,loss,accuracy\n";
+    for (const auto& row : r.rows)
+        csv << row.layer << "," << csv_number(row.loss) << "," << csv_number(row.accuracy) << "\n";
+    IndexEntry e = describe(
+        "logit_lens",
+        "logit lens at [MASK]: the MLM head on each layer's hidden state (layer -1 = the "
+        "embeddings' output, layer l = layer l's output, the last = the model's own prediction" +
+            std::string(r.final_norm ? ", every state through the final norm" : "") +
+            "), mean cross-entropy (nats) and accuracy over " + std::to_string(r.masked) +
+            " masked tokens in " + std::to_string(r.windows) + " window(s) x " +
+            std::to_string(r.length) + " tokens of " + r.source +
+            "; context-free floors on the same targets: unigram_loss (each target at its "
+            "frequency in the whole text) and majority_accuracy (always the text's most frequent "
+            "token)");
+    e.statistics = {{"masked", static_cast<double>(r.masked)},
+                    {"unigram_loss", r.unigram_loss},
+                    {"majority_accuracy", r.majority_accuracy}};
+    for (const auto& row : r.rows) {
+        const std::string at =
+            row.layer < 0 ? std::string("_embeddings") : "_layer" + std::to_string(row.layer);
+        e.statistics.emplace_back("loss" + at, row.loss);
+        e.statistics.emplace_back("accuracy" + at, row.accuracy);
+    }
+    w.text("logit_lens/logit_lens.csv", csv.str(), e);
+}
+
 }  // namespace
 
 std::vector<IndexEntry> write_analysis(const AnalysisOutput& output, const std::string& dir) {
@@ -442,6 +590,9 @@ std::vector<IndexEntry> write_analysis(const AnalysisOutput& output, const std::
     write_cls(w, output.cls);
     if (output.properties) write_properties(w, *output.properties);
     if (output.order) write_order_probe(w, *output.order);
+    if (output.flow) write_flow(w, *output.flow);
+    if (output.position_vectors) write_position_vectors(w, *output.position_vectors);
+    if (output.lens) write_logit_lens(w, *output.lens);
     write_analysis_index(output, dir, w.entries);
     return w.entries;
 }

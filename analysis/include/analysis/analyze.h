@@ -1,8 +1,10 @@
 // `tupe analyze`'s data side: sentences through one model and every map the paper's figures
 // need: layer 0's four terms averaged over the batch with their uniformity (Ke, He, Liu, ICLR
 // 2021, Fig. 2), TUPE's positional correlation and head taxonomy (Fig. 6), [CLS] attention per
-// layer and head, and their export (.npy/.csv + index.json). Plain tensors, no Qt. Shapes: N
-// sentences, B batch, L layers, H heads, T tokens (0 = [CLS]), padded to the longest sentence.
+// layer and head, attention rollout/flow and value-weighted norms (attention_flow.h), the
+// position vectors and the logit lens (representations.h), and their export (.npy/.csv +
+// index.json). Plain tensors, no Qt. Shapes: N sentences, B batch, L layers, H heads, T tokens
+// (0 = [CLS]), padded to the longest sentence.
 #pragma once
 
 #include <torch/torch.h>
@@ -13,8 +15,10 @@
 #include <vector>
 
 #include "analysis/attention_analysis.h"
+#include "analysis/attention_flow.h"
 #include "analysis/order_probe.h"
 #include "analysis/properties.h"
+#include "analysis/representations.h"
 #include "engine/bert.h"
 #include "engine/tokenizer.h"
 
@@ -40,6 +44,21 @@ struct AnalyzeOptions {
     /// The order probe (order_probe.h) on the same stream, at the properties' length.
     bool order_probe = false;
     OrderProbeOptions order_options;
+    /// Rollout, attention flow and value-weighted norms (attention_flow.h), from the same pass
+    /// per batch (one that keeps every layer's input: trace_encoder). Off: not computed.
+    bool flow = true;
+    /// Sentences, the first ones, whose attention flow is computed (L max-flows per token each).
+    int64_t flow_sentences = 16;
+    /// The logit lens (representations.h) on lens_stream, or on the sentences as one stream
+    /// when it is empty (lens_options.source names the text). lens_options.length 0: the
+    /// properties' length (shortened, with a note, when the stream holds less). Off: not run.
+    /// Token positions whose vectors positions/ describes (the cosine matrix and the PCA): 0 =
+    /// the whole table; `tupe analyze` passes a checkpoint's training length, beyond which the
+    /// rows were never trained.
+    int64_t position_rows = 0;
+    bool logit_lens = true;
+    LogitLensOptions lens_options{0};
+    std::vector<int64_t> lens_stream;
 };
 
 /// A map that was not computed, and why.
@@ -95,9 +114,12 @@ struct AnalysisOutput {
     std::optional<TupeMaps> tupe;   ///< untied (TUPE) models only
     SchemeTerms scheme_terms;       ///< every scheme
     ClsAttention cls;
-    std::optional<PropertiesReport> properties;  ///< AnalyzeOptions::properties
-    std::optional<OrderProbeReport> order;       ///< AnalyzeOptions::order_probe
-    double seconds = 0;                          ///< wall time of analyze_model
+    std::optional<PropertiesReport> properties;       ///< AnalyzeOptions::properties
+    std::optional<OrderProbeReport> order;            ///< AnalyzeOptions::order_probe
+    std::optional<FlowMaps> flow;                     ///< AnalyzeOptions::flow
+    std::optional<PositionVectors> position_vectors;  ///< models with a learned absolute table
+    std::optional<LogitLensReport> lens;              ///< AnalyzeOptions::logit_lens
+    double seconds = 0;                               ///< wall time of analyze_model
 };
 
 /// The first `n` non-empty lines of a text file (n <= 0: all), whitespace-trimmed. Throws
@@ -106,12 +128,13 @@ std::vector<std::string> read_sentences(const std::string& path, int64_t n);
 
 /// Runs `sentences` through `model` in batches of options.batch_size ([CLS] s [SEP], padded to
 /// the longest) and computes every map that fits the variant; the rest go to `skipped` with the
-/// reason. Per batch: one forward pass with attention maps on, which gives the [CLS] maps of
-/// every layer and, for input/decoupled positions, the logits that decompose_first_layer's
-/// terms add up to (no second pass); and layer 0's q and k once more (embeddings and one
-/// projection, not a model pass) for the scheme's named terms. Eval mode without gradients;
-/// the training flag is restored. Throws std::invalid_argument for no sentences and
-/// engine::InputError(options.source, ...) for a sentence that is too long when
+/// reason. Per batch: one forward pass with attention maps on (trace_encoder, which also keeps
+/// every layer's input, when options.flow), which gives the [CLS] maps of every layer, rollout,
+/// flow and value-weighted norms and, for input/decoupled positions, the logits that
+/// decompose_first_layer's terms add up to (no second pass); and layer 0's q and k once more
+/// (embeddings and one projection, not a model pass) for the scheme's named terms. Eval mode
+/// without gradients; the training flag is restored. Throws std::invalid_argument for no sentences
+/// and engine::InputError(options.source, ...) for a sentence that is too long when
 /// options.truncate is false.
 AnalysisOutput analyze_model(engine::BertForMaskedLM& model,
                              const engine::WordPieceTokenizer& tokenizer,
@@ -131,9 +154,9 @@ struct IndexEntry {
 };
 
 /// Writes every matrix of `output` under `dir` (created): input/, terms/, scheme_terms/, tupe/,
-/// cls/; per-head matrices as .npy and .csv, stacked arrays as .npy; then dir/index.json (see
-/// write_analysis_index). Returns the entries written. Throws engine::InputError naming the
-/// file on I/O failure.
+/// cls/, flow/, value_norms/, positions/, logit_lens/, properties/; per-head matrices as .npy and
+/// .csv, stacked arrays as .npy; then dir/index.json (see write_analysis_index). Returns the
+/// entries written. Throws engine::InputError naming the file on I/O failure.
 std::vector<IndexEntry> write_analysis(const AnalysisOutput& output, const std::string& dir);
 
 /// Writes dir/index.json: the model, its variant, the sentences, notes, skipped maps with
