@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "command_table.h"
+#include "engine/corpus.h"
 #include "engine/errors.h"
 
 namespace cli {
@@ -274,6 +275,19 @@ engine::WordPieceTokenizer checkpoint_tokenizer(const std::string& vocab_flag,
                                            " tokens but the checkpoint's model has " +
                                            std::to_string(config.model.vocab_size));
     return tokenizer;
+}
+
+std::vector<int64_t> validation_stream(const engine::PretrainConfig& config,
+                                       const engine::WordPieceTokenizer& tokenizer) {
+    const auto corpus =
+        engine::load_or_build_corpus(config.data.corpus, tokenizer, config.data.cache_dir);
+    const auto blocks = engine::make_blocks(corpus, tokenizer.vocab(), config.data);
+    std::vector<int64_t> stream;
+    for (const auto& b : blocks.validation)
+        for (int64_t id : b.ids)
+            if (!tokenizer.vocab().is_special(id)) stream.push_back(id);
+    if (stream.empty()) throw engine::InputError(config.data.corpus, "no validation documents");
+    return stream;
 }
 
 }  // namespace cli

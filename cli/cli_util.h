@@ -110,4 +110,11 @@ engine::WordPieceTokenizer checkpoint_tokenizer(const std::string& vocab_flag,
                                                 const std::string& checkpoint,
                                                 const engine::PretrainConfig& config);
 
+/// The held-out documents of a checkpoint's own corpus (make_blocks' validation split, as the
+/// trainer draws it) as one token stream without special tokens: the text `tupe ablate` and
+/// `tupe analyze`'s logit lens score. Throws engine::InputError naming the corpus when it has
+/// no validation document.
+std::vector<int64_t> validation_stream(const engine::PretrainConfig& config,
+                                       const engine::WordPieceTokenizer& tokenizer);
+
 }  // namespace cli

@@ -179,22 +179,6 @@ std::string render_table(const std::vector<Ablated>& results) {
     return os.str();
 }
 
-// The held-out documents of the checkpoint's own corpus (make_blocks' validation split) as one
-// token stream without special tokens.
-std::vector<int64_t> validation_stream(const engine::PretrainConfig& config,
-                                       const engine::WordPieceTokenizer& tokenizer) {
-    const auto corpus =
-        engine::load_or_build_corpus(config.data.corpus, tokenizer, config.data.cache_dir);
-    const auto blocks = engine::make_blocks(corpus, tokenizer.vocab(), config.data);
-    std::vector<int64_t> stream;
-    for (const auto& b : blocks.validation)
-        for (int64_t id : b.ids)
-            if (!tokenizer.vocab().is_special(id)) stream.push_back(id);
-    if (stream.empty())
-        throw engine::InputError(config.data.corpus, "no validation documents to ablate on");
-    return stream;
-}
-
 }  // namespace
 
 int cmd_ablate(const Argv& argv) {

@@ -52,6 +52,7 @@ struct LoadedModel {
     std::string name;
     int64_t train_length = 0;        ///< data.max_seq_len of a pretraining checkpoint, else 0
     std::vector<std::string> notes;  ///< what the HF import did (e.g. no MLM head)
+    std::optional<engine::PretrainConfig> config;  ///< a pretraining checkpoint's run config
 };
 
 engine::Vocab load_vocab_checked(const std::string& path, int64_t model_vocab) {
@@ -106,6 +107,7 @@ LoadedModel load_model(const std::string& spec, const std::string& vocab_flag, b
                                                        : ckpt.config.data.vocab;
     out.model = ckpt.model;
     out.train_length = ckpt.config.data.max_seq_len;
+    out.config = ckpt.config;
     out.tokenizer = std::make_unique<engine::WordPieceTokenizer>(
         load_vocab_checked(vocab, ckpt.config.model.vocab_size),
         ckpt.config.data.lower_case && !cased);
@@ -408,11 +410,159 @@ void cls_figures(const analysis::AnalysisOutput& out, Figures& figs) {
              "position, first-k mass");
 }
 
+/// Rollout, flow and value-weighted norms: the [CLS] row under each measure, and the maps.
+void flow_figures(const analysis::AnalysisOutput& out, Figures& figs) {
+    const analysis::FlowMaps& flow = *out.flow;
+    const int64_t L = flow.rollout.size(0), H = flow.norm_head.size(1);
+    const int64_t T = shown_positions(out);
+    const int panel_h = static_cast<int>(std::clamp<int64_t>(140 + 26 * L, 240, 640));
+    const int panel_w = static_cast<int>(std::clamp<int64_t>(300 + 8 * T, 860, 1100));
+    // The colour scale is set by the positions after [CLS]: rollout and flow put 0.25-0.65 on
+    // [CLS] itself (the residual), which would leave every word the same colour. [CLS]'s own
+    // share is printed and in flow/cls_sources.csv.
+    auto share = [&](const torch::Tensor& m, const std::string& title) {
+        plt::Heatmap h = layer_map(out, m, title, "input / key");
+        h.value_label = "share";
+        if (T > 1) {
+            h.range_min = 0;
+            h.range_max = m.slice(-1, 1, T).max().item<double>();
+        }
+        return h;
+    };
+    plt::save_heatmap_grid_png(
+        {share(flow.cls_attention, "attention from [CLS] (mean over heads)"),
+         share(flow.cls_norm_share,
+               "value-weighted: share of \u2016\u03a3_h \u03b1_0j f_h(x_j)\u2016 (Kobayashi "
+               "et al. 2020)"),
+         share(flow.rollout.select(1, 0), "attention rollout into [CLS] (Abnar & Zuidema 2020)"),
+         share(flow.flow_cls, "attention flow into [CLS], first " +
+                                  std::to_string(flow.flow_sentences) + " sentences")},
+        1, figs.path("cls_flow.png"), panel_w, panel_h,
+        model_title(out) + "\nwhere what [CLS] gathers comes from, " + sentences_phrase(out) +
+            "\ncolour scales from the positions after [CLS]" + shown_phrase(out));
+    figs.add("cls_flow.png",
+             "the [CLS] row per layer x position under four measures: raw attention, "
+             "value-weighted norm share, rollout, flow");
+
+    std::vector<plt::Heatmap> rollouts, norms;
+    for (int64_t l = 0; l < L; ++l) {
+        rollouts.push_back(square_map(
+            out, flow.rollout[l], "rollout through layer " + std::to_string(l), false, "share", T));
+        norms.push_back(
+            square_map(out, flow.norm_layer[l],
+                       "layer " + std::to_string(l) + ": \u2016\u03a3_h \u03b1_ij f_h(x_j)\u2016",
+                       false, "norm", T));
+    }
+    const int cols = static_cast<int>(std::min<int64_t>(L, 4));
+    plt::save_heatmap_grid_png(
+        rollouts, cols, figs.path("rollout.png"), kCellW, kCellH,
+        model_title(out) + ": attention rollout, " + sentences_phrase(out) + shown_phrase(out));
+    figs.add("rollout.png", "attention rollout through each layer (output x input position)");
+    plt::save_heatmap_grid_png(norms, cols, figs.path("value_norms.png"), kCellW, kCellH,
+                               model_title(out) + ": value-weighted attention norms per layer, " +
+                                   sentences_phrase(out) + shown_phrase(out));
+    figs.add("value_norms.png", "value-weighted attention norm of each layer (query x key)");
+
+    std::vector<plt::Heatmap> heads;
+    for (int64_t h = 0; h < H; ++h) {
+        heads.push_back(share(flow.cls_attention_head.select(1, h),
+                              "head " + std::to_string(h) + ": attention from [CLS]"));
+        heads.push_back(
+            share(flow.cls_norm_share_head.select(1, h),
+                  "head " + std::to_string(h) + ": share of \u03b1_0j \u2016f_h(x_j)\u2016"));
+    }
+    plt::save_heatmap_grid_png(heads, 2, figs.path("cls_value_norms_heads.png"), panel_w, panel_h,
+                               model_title(out) +
+                                   ": [CLS] row per head, attention (left) and value-weighted "
+                                   "(right)" +
+                                   shown_phrase(out));
+    figs.add("cls_value_norms_heads.png",
+             "the [CLS] row per head and layer: attention (left) against its value-weighted "
+             "share (right)");
+}
+
+/// The position vectors' cosine similarity and their PCA path, coloured by position.
+void position_figures(const analysis::AnalysisOutput& out, Figures& figs) {
+    const analysis::PositionVectors& p = *out.position_vectors;
+    const int64_t P = p.cosine.size(0);
+    plt::Heatmap cos = heatmap(p.cosine, "cosine similarity of the position vectors", true);
+    cos.x_label = cos.y_label = "position";
+    cos.value_label = "cosine";
+    cos.range_min = -1;
+    cos.range_max = 1;
+    const std::string title = model_title(out) + "\n" + p.source;  // long: two lines
+    plt::save_heatmap_grid_png({cos}, 1, figs.path("position_cosine.png"), 860, 760, title);
+    figs.add("position_cosine.png", "cosine similarity of the position vectors (P x P)");
+
+    // Coloured by position: bins of consecutive positions, each a series; more than ten get
+    // hues in order around the colour wheel (plotting's series colours).
+    const int64_t bins = std::min<int64_t>(P, 16), per = (P + bins - 1) / bins;
+    plt::LinePlot plot;
+    plot.title = "PCA of the position vectors: PC1 " + fmt(100 * p.explained[0], 2) + "%, PC2 " +
+                 fmt(100 * p.explained[1], 2) + "% of the variance";
+    plot.x_label = "PC1";
+    plot.y_label = "PC2";
+    plot.sequential_colors = true;
+    for (int64_t b0 = 0; b0 < P; b0 += per) {
+        const int64_t b1 = std::min(P, b0 + per);
+        plt::Series s;
+        s.name = "positions " + std::to_string(b0) + "-" + std::to_string(b1 - 1);
+        s.scatter = true;
+        s.x = to_values(p.pca.slice(0, b0, b1).select(1, 0));
+        s.y = to_values(p.pca.slice(0, b0, b1).select(1, 1));
+        plot.series.push_back(std::move(s));
+    }
+    plt::save_line_plot_grid_png({plot}, 1, figs.path("position_pca.png"), 860, 700, title);
+    figs.add("position_pca.png",
+             "the position vectors projected on their first two principal axes, coloured by "
+             "position");
+}
+
+/// Loss and accuracy of the MLM head on each layer's hidden state, with their floors.
+void lens_figure(const analysis::AnalysisOutput& out, Figures& figs) {
+    const analysis::LogitLensReport& r = *out.lens;
+    std::vector<std::string> ticks;
+    plt::Series loss, accuracy, entropy, majority;
+    for (const auto& row : r.rows) {
+        const auto x = static_cast<double>(row.layer + 1);
+        ticks.push_back(row.layer < 0 ? "emb." : "L" + std::to_string(row.layer));
+        loss.x.push_back(x), loss.y.push_back(row.loss);
+        accuracy.x.push_back(x), accuracy.y.push_back(row.accuracy);
+        entropy.x.push_back(x), entropy.y.push_back(r.unigram_loss);
+        majority.x.push_back(x), majority.y.push_back(r.majority_accuracy);
+    }
+    loss.name = "loss";
+    accuracy.name = "accuracy";
+    loss.markers = accuracy.markers = true;
+    entropy.name = "unigram frequencies of the text";
+    majority.name = "always its most frequent token";
+    entropy.dashed = majority.dashed = true;
+    plt::LinePlot a, b;
+    a.title = "MLM loss at [MASK]";
+    a.y_label = "nats";
+    a.series = {loss, entropy};
+    b.title = "accuracy at [MASK]";
+    b.y_label = "accuracy";
+    b.y_min = 0;
+    b.series = {accuracy, majority};
+    a.x_tick_labels = b.x_tick_labels = ticks;
+    a.x_label = b.x_label = "hidden state after the embeddings (emb.) or layer l (Ll)";
+    plt::save_line_plot_grid_png({a, b}, 2, figs.path("logit_lens.png"), 520, 380,
+                                 model_title(out) + "\nlogit lens, " + std::to_string(r.masked) +
+                                     " masked tokens of " + r.source);
+    figs.add("logit_lens.png",
+             "logit lens: loss and accuracy of the MLM head on each layer's hidden state at the "
+             "masked tokens, with the context-free floors (unigram loss, majority accuracy)");
+}
+
 Figures model_figures(const analysis::AnalysisOutput& out, const fs::path& dir, int64_t head) {
     Figures figs{dir, {}};
     if (out.terms) term_figures(out, head, figs);
     if (out.tupe) tupe_figures(out, figs);
     cls_figures(out, figs);
+    if (out.flow) flow_figures(out, figs);
+    if (out.position_vectors) position_figures(out, figs);
+    if (out.lens) lens_figure(out, figs);
     return figs;
 }
 
@@ -467,8 +617,24 @@ analysis::AnalysisOutput analyze_one(const std::string& spec, const Args& args,
     if (own.property_options.length == 0 && m.train_length > 0)
         own.property_options.length =
             std::min<int64_t>(m.train_length, m.model->config().max_position_embeddings);
+    // Position vectors up to the training length: later rows of a learned table were never
+    // trained.
+    if (m.train_length >= 2) own.position_rows = m.train_length;
+    // The logit lens scores held-out text: a checkpoint's own validation documents (as `tupe
+    // ablate`) when its corpus is at hand, else the sentences.
+    std::vector<std::string> lens_notes;
+    if (own.logit_lens && m.config) {
+        if (fs::is_regular_file(m.config->data.corpus)) {
+            own.lens_stream = validation_stream(*m.config, *m.tokenizer);
+            own.lens_options.source = m.config->data.corpus + " (held-out documents)";
+        } else {
+            lens_notes.push_back("logit lens: the checkpoint's corpus " + m.config->data.corpus +
+                                 " is not here; it scores the sentences instead (not held out)");
+        }
+    }
     analysis::AnalysisOutput out = analysis::analyze_model(m.model, *m.tokenizer, sentences, own);
     out.notes.insert(out.notes.begin(), m.notes.begin(), m.notes.end());
+    out.notes.insert(out.notes.end(), lens_notes.begin(), lens_notes.end());
     out.model_name = m.name;
     timing.analysis += seconds_since(t0);
     // Checked before anything is written: the head of the single-head Fig. 2 figure.
@@ -531,6 +697,41 @@ void print_order_probe(const analysis::OrderProbeReport& r) {
     std::cout << "\n";
 }
 
+/// Per layer, where the [CLS] row's mass lies under each measure (the per-head rows are in
+/// flow/cls_sources.csv).
+void print_cls_sources(const analysis::FlowMaps& flow) {
+    std::cout << "[CLS] row: share on [CLS] / words / [SEP] (mean over sentences; flow over the "
+                 "first "
+              << flow.flow_sentences << "; per head in flow/cls_sources.csv):\n";
+    std::cout << "  layer  attention           value-weighted      rollout             flow\n";
+    std::map<int64_t, std::map<std::string, const analysis::ClsSources*>> rows;
+    for (const auto& s : flow.sources)
+        if (s.head < 0) rows[s.layer][s.measure] = &s;
+    for (const auto& [layer, measures] : rows) {
+        std::cout << "  " << std::setw(5) << layer;
+        for (const char* m : {"attention", "value_norm", "rollout", "flow"}) {
+            const auto it = measures.find(m);
+            std::string c = "-";
+            if (it != measures.end())
+                c = cell(it->second->cls, 2) + " / " + cell(it->second->words, 2) + " / " +
+                    cell(it->second->sep, 2);
+            std::cout << "  " << std::left << std::setw(18) << c << std::right;
+        }
+        std::cout << "\n";
+    }
+}
+
+void print_lens(const analysis::LogitLensReport& r) {
+    std::cout << "logit lens (" << r.masked << " masked tokens, " << r.windows << " window(s) x "
+              << r.length << " of " << r.source << "; floors: unigram " << cell(r.unigram_loss, 3)
+              << " nats, majority " << cell(r.majority_accuracy, 3) << "):\n ";
+    for (const auto& row : r.rows)
+        std::cout << " "
+                  << (row.layer < 0 ? std::string("embeddings") : "L" + std::to_string(row.layer))
+                  << " " << cell(row.loss, 3) << " nats / " << cell(row.accuracy, 3) << ";";
+    std::cout << "\n";
+}
+
 void print_summary(const analysis::AnalysisOutput& out, const fs::path& dir,
                    const std::vector<analysis::IndexEntry>& entries) {
     size_t figures = 0;
@@ -544,6 +745,8 @@ void print_summary(const analysis::AnalysisOutput& out, const fs::path& dir,
         std::cout << "  skipped " << s.what << ": " << s.reason << "\n";
     if (out.properties) print_properties(*out.properties);
     if (out.order) print_order_probe(*out.order);
+    if (out.flow) print_cls_sources(*out.flow);
+    if (out.lens) print_lens(*out.lens);
 }
 
 }  // namespace
@@ -585,6 +788,12 @@ int cmd_analyze(const Argv& argv) {
     options.property_options.windows = args.get_int("probe-windows");
     if (options.property_options.windows < 1) throw UsageError("--probe-windows must be >= 1");
     options.order_options.windows = options.property_options.windows;
+    options.flow = !args.has("no-flow");
+    options.flow_sentences = args.get_int("flow-sentences");
+    if (options.flow_sentences < 0) throw UsageError("--flow-sentences must be >= 0");
+    options.logit_lens = !args.has("no-lens");
+    options.lens_options.windows = args.get_int("lens-windows");
+    if (options.lens_options.windows < 1) throw UsageError("--lens-windows must be >= 1");
     std::vector<std::string> sentences;
     if (args.has("text")) {
         sentences = {args.get("text")};

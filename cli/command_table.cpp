@@ -146,7 +146,8 @@ std::vector<CommandSpec> make_table() {
     add({"analyze",
          cmd_analyze,
          "CHECKPOINT",
-         "the paper's attention maps and figures (Fig. 2 terms, TUPE Fig. 6, [CLS]) and the "
+         "the paper's attention maps and figures (Fig. 2 terms, TUPE Fig. 6, [CLS]), attention "
+         "rollout/flow and value-weighted norms, position vectors, the logit lens and the "
          "positional properties of every scheme, as .npy/.csv/.png",
          {opt("text", "TEXT", "", "one sentence (this or --corpus)"),
           opt("corpus", "FILE", "", "sentences, one per line (this or --text)"),
@@ -160,12 +161,20 @@ std::vector<CommandSpec> make_table() {
           opt("head", "H", "0", "the head drawn in the per-head figures"),
           opt("batch", "B", "32", "sentences per forward pass"),
           opt("threads", "N", "0", "intra-op threads (0 = the CPUs available)"),
-          flag("cased", "do not lower-case"), flag("no-figures", "write data files only"),
+          flag("cased", "do not lower-case"),
+          flag("no-figures", "write data files only"),
           flag("no-properties", "skip the positional properties"),
           flag("order-probe", "add the MLM loss change under n-gram shuffles and adjacent swaps"),
           noted("probe-length", "T", "the training length, else 128",
                 "window length of the properties and order probe"),
           opt("probe-windows", "N", "16", "windows of the stream the properties average over"),
+          flag("no-flow", "skip attention rollout, attention flow and value-weighted norms"),
+          opt("flow-sentences", "N", "16",
+              "sentences (the first) whose exact attention flow is computed"),
+          flag("no-lens", "skip the logit lens"),
+          opt("lens-windows", "N", "256",
+              "windows of held-out text (the checkpoint's validation documents, else the "
+              "sentences) the logit lens scores"),
           opt("db", "FILE", "", "record the files as artifacts in this results store"),
           opt("experiment", "NAME", "", "the experiment of the run to record under (with --db)"),
           opt("run", "NAME", "", "the run to record under (with --db)")},
