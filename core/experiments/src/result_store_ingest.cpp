@@ -60,20 +60,7 @@ bool ResultStore::ingest_run(std::int64_t experiment_id, const std::string& job,
         }
         // The run row: its id is kept when it exists (a finetune's parent link stays valid);
         // everything it held before goes (a redone job's curves start afresh).
-        Query upsert(
-            *impl_,
-            "INSERT INTO runs (experiment_id, kind, name, variant, parent_run_id, config_text, "
-            "seed, status, start_time, end_time, host, torch_version, git_commit, error_message, "
-            "out_dir, step, identity, fingerprint, cell) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
-            "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) "
-            "ON CONFLICT (experiment_id, name) DO UPDATE SET kind = excluded.kind, "
-            "variant = excluded.variant, parent_run_id = excluded.parent_run_id, "
-            "config_text = excluded.config_text, seed = excluded.seed, status = excluded.status, "
-            "start_time = excluded.start_time, end_time = excluded.end_time, "
-            "host = excluded.host, torch_version = excluded.torch_version, "
-            "git_commit = excluded.git_commit, error_message = excluded.error_message, "
-            "out_dir = excluded.out_dir, step = excluded.step, identity = excluded.identity, "
-            "fingerprint = excluded.fingerprint, cell = excluded.cell");
+        Query upsert(*impl_, kUpsertRunSql);
         upsert.bind(1, experiment_id).bind(2, r.kind).bind(3, r.name).bind(4, r.variant);
         upsert.bind(5, parent).bind(6, r.config_text).bind(7, r.seed).bind(8, r.status);
         upsert.bind(9, r.start_time).bind(10, r.end_time).bind(11, r.host);

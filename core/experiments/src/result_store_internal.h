@@ -37,6 +37,22 @@ inline const std::vector<std::string> kRunKinds = {"pretrain", "finetune"};
 inline const std::vector<std::string> kRunStatuses = {"pending", "running", "finished",
                                                       "failed",  "stopped", "blocked"};
 
+// A run row inserted, or every column updated for the same (experiment_id, name): ?1-?19 in
+// RunRecord's order (upsert_run, ingest_run).
+inline constexpr const char* kUpsertRunSql =
+    "INSERT INTO runs (experiment_id, kind, name, variant, parent_run_id, config_text, "
+    "seed, status, start_time, end_time, host, torch_version, git_commit, error_message, "
+    "out_dir, step, identity, fingerprint, cell) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+    "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) "
+    "ON CONFLICT (experiment_id, name) DO UPDATE SET kind = excluded.kind, "
+    "variant = excluded.variant, parent_run_id = excluded.parent_run_id, "
+    "config_text = excluded.config_text, seed = excluded.seed, status = excluded.status, "
+    "start_time = excluded.start_time, end_time = excluded.end_time, "
+    "host = excluded.host, torch_version = excluded.torch_version, "
+    "git_commit = excluded.git_commit, error_message = excluded.error_message, "
+    "out_dir = excluded.out_dir, step = excluded.step, identity = excluded.identity, "
+    "fingerprint = excluded.fingerprint, cell = excluded.cell";
+
 inline std::string one_line(std::string text) {
     std::replace(text.begin(), text.end(), '\n', ' ');
     std::replace(text.begin(), text.end(), '\r', ' ');

@@ -39,20 +39,7 @@ std::int64_t ResultStore::upsert_run(const RunRecord& run) {
         throw StoreError(impl_->path, "unknown run status '" + run.status + "' (expected one of " +
                                           join(kRunStatuses, ", ") + ")");
     return impl_->write(what, [&] {
-        Query upsert(
-            *impl_,
-            "INSERT INTO runs (experiment_id, kind, name, variant, parent_run_id, config_text, "
-            "seed, status, start_time, end_time, host, torch_version, git_commit, error_message, "
-            "out_dir, step, identity, fingerprint, cell) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
-            "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) "
-            "ON CONFLICT (experiment_id, name) DO UPDATE SET kind = excluded.kind, "
-            "variant = excluded.variant, parent_run_id = excluded.parent_run_id, "
-            "config_text = excluded.config_text, seed = excluded.seed, status = excluded.status, "
-            "start_time = excluded.start_time, end_time = excluded.end_time, "
-            "host = excluded.host, torch_version = excluded.torch_version, "
-            "git_commit = excluded.git_commit, error_message = excluded.error_message, "
-            "out_dir = excluded.out_dir, step = excluded.step, identity = excluded.identity, "
-            "fingerprint = excluded.fingerprint, cell = excluded.cell");
+        Query upsert(*impl_, kUpsertRunSql);
         upsert.bind(1, run.experiment_id).bind(2, run.kind).bind(3, run.name).bind(4, run.variant);
         upsert.bind(5, run.parent_run_id).bind(6, run.config_text).bind(7, run.seed);
         upsert.bind(8, run.status).bind(9, run.start_time).bind(10, run.end_time);
