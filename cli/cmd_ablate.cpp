@@ -36,6 +36,7 @@ namespace {
 
 struct Ablated {
     std::string path, variant, text;
+    std::string patch_from;               ///< the --patch-from checkpoint, or empty
     double unigram_floor = std::nan("");  ///< floor.txt beside the checkpoint, when present
     analysis::AblationReport report;
 };
@@ -61,11 +62,14 @@ std::string render_json(const std::vector<Ablated>& results) {
                             {"ci_lo", row.ci_lo},
                             {"ci_hi", row.ci_hi},
                             {"positional_share", number_or_null(row.positional_share)}});
+        const nlohmann::json patch =
+            e.patch_from.empty() ? nlohmann::json() : nlohmann::json(e.patch_from);
         list.push_back({{"checkpoint", e.path},
                         {"variant", e.variant},
                         {"text", e.text},
                         {"positions", r.summary},
                         {"mode", r.mode},
+                        {"patch_from", patch},
                         {"scope", r.scope},
                         {"length", r.length},
                         {"windows", r.windows},
@@ -147,7 +151,8 @@ std::string render_table(const std::vector<Ablated>& results) {
         const auto& r = e.report;
         if (k) os << "\n";
         os << e.variant << "  " << e.path << "\n"
-           << "positions: " << r.summary << "; ablated: " << r.scope << "; mode " << r.mode << "\n"
+           << "positions: " << r.summary << "; ablated: " << r.scope << "; mode " << r.mode
+           << (e.patch_from.empty() ? std::string() : " (from " + e.patch_from + ")") << "\n"
            << "text: " << e.text << ", " << r.windows << " window(s) x " << r.length << " tokens, "
            << r.masked << " masked tokens; loss with nothing removed " << fixed_or_dash(r.loss)
            << " nats";
@@ -194,6 +199,15 @@ int cmd_ablate(const Argv& argv) {
     }
     if (options.mode == engine::PositionAblation::Mode::kOff)
         throw UsageError("--mode must be zero, mean or shuffle");
+    // --patch-from: each head's positional term from another run of the same scheme and shape.
+    const std::string patch_from = args.get("patch-from");
+    engine::LoadedCheckpoint donor;
+    if (!patch_from.empty()) {
+        if (args.has("mode")) throw UsageError("--patch-from replaces --mode: give one");
+        options.mode = engine::PositionAblation::Mode::kPatch;
+        donor = engine::load_checkpoint(patch_from);
+        options.patch_source = donor.model->bert->position.ptr();
+    }
     options.windows = args.get_int("windows");
     options.length = args.get_int("length", 0);
     options.batch_size = args.get_int("batch");
@@ -230,12 +244,22 @@ int cmd_ablate(const Argv& argv) {
             e.text = corpus;
         }
         options.source = corpus.empty() ? ckpt.config.data.corpus : corpus;
+        if (options.patch_source) {  // one line naming what differs, before any work
+            try {
+                ckpt.model->bert->position->set_patch_source(options.patch_source);
+            } catch (const std::invalid_argument& err) {
+                throw engine::InputError(patch_from, std::string(err.what()) + " of " + path);
+            }
+            ckpt.model->bert->position->set_patch_source(nullptr);
+            e.patch_from = patch_from;
+        }
         analysis::AblationOptions own = options;
         if (own.length == 0)
             own.length = std::min<int64_t>(ckpt.config.data.max_seq_len,
                                            ckpt.config.model.max_position_embeddings);
         std::cerr << "ablate [" << (k + 1) << "/" << checkpoints.size() << "] " << e.variant << " "
-                  << path << ": T = " << own.length << ", mode " << args.get("mode") << std::endl;
+                  << path << ": T = " << own.length << ", mode "
+                  << engine::ablation_mode_name(options.mode) << std::endl;
         try {
             e.report = analysis::positional_ablation(ckpt.model, stream, tokenizer.vocab(), own);
         } catch (const std::invalid_argument& err) {

@@ -214,6 +214,9 @@ std::vector<CommandSpec> make_table() {
                 "the vocabulary"),
           opt("mode", "MODE", "zero", "what replaces the positional contribution",
               {"zero", "mean", "shuffle"}),
+          opt("patch-from", "CHECKPOINT", "",
+              "replace each head's positional contribution by this checkpoint's (same scheme "
+              "and shape; instead of --mode)"),
           at_least(1, opt("windows", "N", "256", "windows of the text scored")),
           at_least(4, noted("length", "T", "the training length",
                             "tokens per window, [CLS] and [SEP] included")),

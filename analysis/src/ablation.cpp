@@ -31,7 +31,11 @@ class AblationGuard {
   public:
     explicit AblationGuard(engine::PositionEncodingImpl& position)
         : position_(position), saved_(position.ablation()) {}
-    ~AblationGuard() { position_.set_ablation(saved_); }
+    ~AblationGuard() {
+        position_.set_ablation(saved_);
+        if (saved_.mode != engine::PositionAblation::Mode::kPatch)
+            position_.set_patch_source(nullptr);
+    }
     AblationGuard(const AblationGuard&) = delete;
     AblationGuard& operator=(const AblationGuard&) = delete;
 
@@ -177,6 +181,10 @@ AblationReport positional_ablation(engine::BertForMaskedLM& model,
     torch::NoGradGuard no_grad;
     const auto device = model->bert->embeddings->word_embeddings->weight.device();
     position.set_ablation({});
+    if (options.mode == engine::PositionAblation::Mode::kPatch) {
+        require(options.patch_source != nullptr, "ablation: mode patch needs a patch_source");
+        position.set_patch_source(options.patch_source);
+    }
 
     AblationReport report;
     report.summary = position.description().summary;

@@ -10,6 +10,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -558,13 +559,15 @@ std::string ablation_mode_name(PositionAblation::Mode mode) {
         case PositionAblation::Mode::kZero: return "zero";
         case PositionAblation::Mode::kMean: return "mean";
         case PositionAblation::Mode::kShuffle: return "shuffle";
+        case PositionAblation::Mode::kPatch: return "patch";
     }
     return "off";
 }
 
 PositionAblation::Mode parse_ablation_mode(const std::string& name) {
     for (auto m : {PositionAblation::Mode::kZero, PositionAblation::Mode::kMean,
-                   PositionAblation::Mode::kShuffle, PositionAblation::Mode::kOff})
+                   PositionAblation::Mode::kShuffle, PositionAblation::Mode::kPatch,
+                   PositionAblation::Mode::kOff})
         if (ablation_mode_name(m) == name) return m;
     throw std::invalid_argument("unknown ablation mode '" + name + "' (zero, mean or shuffle)");
 }
@@ -578,7 +581,51 @@ void PositionEncodingImpl::set_ablation(const PositionAblation& ablation) {
         throw std::invalid_argument("ablation: head " + std::to_string(ablation.head) +
                                     " outside 0.." +
                                     std::to_string(config_.num_attention_heads - 1) + " (or -1)");
+    if (ablation.mode == PositionAblation::Mode::kPatch && !patch_source_)
+        throw std::invalid_argument("ablation: mode patch needs a patch source (set_patch_source)");
     ablation_ = ablation;
+}
+
+void PositionEncodingImpl::set_patch_source(std::shared_ptr<PositionEncodingImpl> donor) {
+    if (!donor) {
+        patch_source_ = nullptr;
+        return;
+    }
+    auto differ = [](const std::string& what, const std::string& ours, const std::string& theirs) {
+        throw std::invalid_argument("patch source: " + what + " " + theirs + ", not " + ours);
+    };
+    const ModelConfig& o = donor->config_;
+    if (donor->description_.summary != description_.summary)
+        differ("positions", description_.summary, donor->description_.summary);
+    auto same = [&](const char* what, int64_t ours, int64_t theirs) {
+        if (ours != theirs) differ(what, std::to_string(ours), std::to_string(theirs));
+    };
+    same("num_hidden_layers", config_.num_hidden_layers, o.num_hidden_layers);
+    same("num_attention_heads", config_.num_attention_heads, o.num_attention_heads);
+    same("hidden_size", config_.hidden_size, o.hidden_size);
+    same("max_position_embeddings", config_.max_position_embeddings, o.max_position_embeddings);
+    auto shape = [](const torch::Tensor& t) {
+        std::ostringstream os;
+        os << t.sizes();
+        return os.str();
+    };
+    const auto ours = named_parameters(), theirs = donor->named_parameters();
+    if (ours.size() != theirs.size())
+        differ("positional parameters", std::to_string(ours.size()), std::to_string(theirs.size()));
+    for (const auto& p : ours) {
+        const torch::Tensor* q = theirs.find(p.key());
+        if (!q) differ("has no parameter", p.key(), "");
+        if (!q->sizes().equals(p.value().sizes()))
+            differ(p.key() + " of shape", shape(p.value()), shape(*q));
+    }
+    if (input_table_.is_empty() != donor->input_table_.is_empty())
+        differ("an input table", input_table_.is_empty() ? "none" : "one",
+               donor->input_table_.is_empty() ? "none" : "one");
+    if (!input_table_.is_empty() &&
+        !input_table_->weight.sizes().equals(donor->input_table_->weight.sizes()))
+        differ("input table of shape", shape(input_table_->weight),
+               shape(donor->input_table_->weight));
+    patch_source_ = std::move(donor);
 }
 
 PositionTerms PositionEncodingImpl::ablate(PositionTerms terms, const torch::Tensor& positions,
@@ -597,6 +644,9 @@ PositionTerms PositionEncodingImpl::ablate(PositionTerms terms, const torch::Ten
         if (T > 2) std::shuffle(order.begin() + 1, order.end(), rng);
         auto index = torch::tensor(order, torch::kLong).to(positions.device());
         alt = compute(positions.index_select(0, index), dtype);
+    } else if (ablation_.mode == Mode::kPatch) {
+        TORCH_CHECK(patch_source_, "ablation mode patch without a patch source (set_patch_source)");
+        alt = patch_source_->compute(positions, dtype);
     } else {
         for (size_t i = 0; i < terms.layers.size(); ++i) {
             const LayerPosition& lp = terms.layers[i];

@@ -189,3 +189,76 @@ TEST(PositionAblation, ShortStreamIsAnInputErrorNamingTheSource) {
         EXPECT_NE(std::string(e.what()).find("short.txt"), std::string::npos) << e.what();
     }
 }
+
+namespace {
+
+analysis::AblationReport patch(engine::BertForMaskedLM& model, engine::BertForMaskedLM& donor) {
+    analysis::AblationOptions o;
+    o.length = kAblationLength;
+    o.windows = 6;
+    o.batch_size = 4;
+    o.mode = Mode::kPatch;
+    o.patch_source = donor->bert->position.ptr();
+    o.resamples = 200;
+    o.with_share = false;
+    o.source = "test-stream";
+    return analysis::positional_ablation(model, ablation_stream(), test_support::word_vocab(), o);
+}
+
+}  // namespace
+
+TEST(PositionPatching, FromAnIdenticalCopyChangesNothing) {
+    for (const std::string preset : {"tupe-a", "t5", "rope", "bert-r", "bert-a"}) {
+        SCOPED_TRACE(preset);
+        auto model = ablation_model(preset), copy = ablation_model(preset);
+        const auto r = patch(model, copy);
+        EXPECT_EQ(r.mode, "patch");
+        ASSERT_FALSE(r.rows.empty());
+        for (const auto& row : r.rows)
+            EXPECT_EQ(row.delta_loss, 0.0) << row.layer << "/" << row.head;
+        // The model's own switch is restored and holds no donor.
+        EXPECT_EQ(model->bert->position->ablation().mode, Mode::kOff);
+    }
+}
+
+TEST(PositionPatching, FromACopyWithZeroPositionalParametersIsTheZeroAblation) {
+    for (const std::string preset : {"tupe-a", "t5", "tupe-r"}) {
+        SCOPED_TRACE(preset);
+        auto model = ablation_model(preset), zeroed = ablation_model(preset);
+        {
+            torch::NoGradGuard no_grad;
+            for (auto& p : zeroed->bert->position->parameters()) p.zero_();
+        }
+        const auto patched = patch(model, zeroed);
+        const auto zero = ablate(model, Mode::kZero);
+        ASSERT_EQ(patched.rows.size(), zero.rows.size());
+        for (size_t k = 0; k < zero.rows.size(); ++k) {
+            EXPECT_NEAR(patched.rows[k].loss, zero.rows[k].loss, 1e-12)
+                << zero.rows[k].layer << "/" << zero.rows[k].head;
+            EXPECT_NE(zero.rows[k].delta_loss, 0.0);  // the ablation does something
+        }
+    }
+}
+
+TEST(PositionPatching, ADifferentSchemeOrShapeIsRefusedNamingWhatDiffers) {
+    auto model = ablation_model("t5");
+    auto alibi = ablation_model("alibi");
+    auto shorter = test_support::randomized_word_model("t5", kAblationPositions / 2, 5);
+    auto& position = *model->bert->position;
+    try {
+        position.set_patch_source(alibi->bert->position.ptr());
+        ADD_FAILURE() << "expected a refusal";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("positions"), std::string::npos) << e.what();
+    }
+    try {
+        position.set_patch_source(shorter->bert->position.ptr());
+        ADD_FAILURE() << "expected a refusal";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("max_position_embeddings"), std::string::npos)
+            << e.what();
+    }
+    engine::PositionAblation a;
+    a.mode = Mode::kPatch;
+    EXPECT_THROW(position.set_ablation(a), std::invalid_argument);  // no donor
+}

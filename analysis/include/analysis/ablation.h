@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct AblationOptions {
     int64_t windows = 256;   ///< at most this many windows from the stream's start
     int64_t batch_size = 8;  ///< windows per forward pass
     engine::PositionAblation::Mode mode = engine::PositionAblation::Mode::kZero;
+    /// kPatch's donor: another model's position module of the same scheme and shape (its
+    /// terms replace the ablated head's; PositionEncodingImpl::set_patch_source checks the fit
+    /// and throws std::invalid_argument naming what differs).
+    std::shared_ptr<engine::PositionEncodingImpl> patch_source;
     uint64_t seed = 1;  ///< of the masked set, the shuffles and the bootstrap
     double mask_prob = 0.15;
     int64_t resamples = 2000;  ///< bootstrap resamples of the windows

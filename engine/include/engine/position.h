@@ -61,10 +61,15 @@ torch::Tensor sinusoidal_table(const torch::Tensor& positions, int64_t hidden_si
 ///             softmax ignores: for every other slot mean and zero are the same ablation);
 ///   kShuffle  every positional slot computed at shuffled positions: [CLS]'s position kept,
 ///             positions 1..T-1 permuted (one permutation per length, drawn from `seed`).
+///   kPatch    every positional slot taken from another model of the same scheme and shape
+///             (set_patch_source; `tupe ablate --patch-from`): the donor's terms at the same
+///             positions, so patching a model from itself changes nothing and from a copy
+///             whose positional parameters are zero is kZero for the schemes whose slots are
+///             all parameters (TUPE, T5, FIRE, KERPLE, Shaw, DeBERTa's relative table).
 /// An input table (learned, sinusoidal) has no per-head contribution: it is ablated (removed,
 /// its mean row, its rows shuffled) only when both layer and head are -1.
 struct PositionAblation {
-    enum class Mode { kOff, kZero, kMean, kShuffle };
+    enum class Mode { kOff, kZero, kMean, kShuffle, kPatch };
     Mode mode = Mode::kOff;
     int64_t layer = -1;  ///< -1: every layer
     int64_t head = -1;   ///< -1: every head
@@ -233,6 +238,11 @@ class PositionEncodingImpl : public torch::nn::Module {
     /// set_position_offset. Throws std::invalid_argument for a layer or head out of range.
     void set_ablation(const PositionAblation& ablation);
     const PositionAblation& ablation() const { return ablation_; }
+    /// The donor of PositionAblation::Mode::kPatch (null: none). Throws std::invalid_argument,
+    /// one line naming what differs, unless `donor` has the same scheme (PositionDescription
+    /// summary), layers, heads, hidden size and positions, and parameters (and input table) of
+    /// the same names and shapes. Runtime only, like set_ablation.
+    void set_patch_source(std::shared_ptr<PositionEncodingImpl> donor);
     /// RoPE's frequencies (and YaRN's logit scale) under `scaling` in every forward() until
     /// reset to a default RopeScaling. Runtime only, like set_position_offset. Throws
     /// std::invalid_argument for a model without RoPE (unless kNone) or a bad scaling.
@@ -293,6 +303,7 @@ class PositionEncodingImpl : public torch::nn::Module {
     int64_t position_offset_ = 0;
     bool constant_positions_ = false;
     PositionAblation ablation_;
+    std::shared_ptr<PositionEncodingImpl> patch_source_;
     RopeScaling rope_scaling_;
     int64_t forward_count_ = 0;
 };
