@@ -108,6 +108,13 @@ int cmd_pretrain(const Argv& argv) {
     ProgressBar bar(config.train.steps, std::max<int64_t>(1, config.train.log_interval));
     engine::TrainCallbacks cb;
     cb.stop = stop_on_signal.flag();
+    // --keep-every N: checkpoint-STEP.pt at step 0 (the initialised model), N, 2N, ... and the
+    // last step, for `tupe heads` and `tupe analyze` over training.
+    if (const long long every = args.get_int("keep-every"); every > 0) {
+        for (int64_t step = 0; step < config.train.steps; step += every)
+            cb.snapshot_steps.push_back(step);
+        cb.snapshot_steps.push_back(config.train.steps);
+    }
     if (main_rank) {
         cb.on_message = [&](const std::string& msg) { std::cerr << msg << "\n"; };
         cb.on_step = [&](const engine::StepReport& r) {

@@ -96,7 +96,10 @@ std::vector<CommandSpec> make_table() {
          "workers)",
          {req("config", "FILE", "a pretraining YAML (a run folder's config.yaml works too)"),
           sets(), noted("out", "DIR", "the config's out_dir", "the run folder"),
-          opt("nproc-per-node", "N", "1", "data-parallel workers on this machine (c10d)")},
+          opt("nproc-per-node", "N", "1", "data-parallel workers on this machine (c10d)"),
+          at_least(0, opt("keep-every", "N", "0",
+                          "also keep DIR/checkpoint-STEP.pt at step 0, every N steps and the "
+                          "last (0 = none; `tupe heads DIR` reads them)"))},
          "",
          ""});
     add({"curves",
@@ -232,8 +235,36 @@ std::vector<CommandSpec> make_table() {
          "their mean over positions (for terms added to the logits the softmax makes mean and "
          "zero the same); shuffle computes the terms at permuted positions ([CLS] kept). An "
          "input table (BERT-A, sinusoidal) has no per-head contribution: only the whole-model "
-         "row.",
+         "row. --patch-from puts another checkpoint's terms in those slots: the same scheme and "
+         "shape, else a one-line error naming what differs.",
          "pt"});
+    add({"heads",
+         cmd_heads,
+         "RUN_DIR|CHECKPOINT [...]",
+         "head types (previous, next, [CLS]/[SEP] sink, duplicate, local, broad) from each "
+         "head's attention on held-out text, at every stored checkpoint of a run: when each type "
+         "appears during pretraining",
+         {opt("corpus", "FILE", "",
+              "held-out text, one document or sentence per line (default: the checkpoint's own "
+              "validation documents)"),
+          noted("vocab", "FILE", "vocab.txt beside the checkpoint, else the config's data.vocab",
+                "the vocabulary"),
+          at_least(1, opt("windows", "N", "32", "windows of the text scanned")),
+          at_least(3, noted("length", "T", "the training length",
+                            "tokens per window, [CLS] and [SEP] included")),
+          at_least(1, opt("batch", "B", "8", "windows per forward pass")),
+          at_least(1, opt("max-tokens", "N", "60000", "stream tokens read from --corpus")),
+          opt("threads", "N", "0", "intra-op threads (0 = the CPUs available)"),
+          opt("format", "FORMAT", "table", "output format", {"table", "json", "csv"}),
+          opt("out", "DIR", "",
+              "also write heads.json, heads.csv and figures/head_types.png, "
+              "head_types_by_head.png"),
+          flag("no-figures", "with --out: the data files only")},
+         "A RUN_DIR stands for its checkpoint-STEP.pt snapshots and its checkpoint.pt, in step "
+         "order (`tupe pretrain --keep-every N` keeps snapshots; a study keeps them at "
+         "`checkpoints:` and `analysis.checkpoints:`). One primary type per head, the first rule "
+         "that holds (docs/microscope.md), and its score for every type.",
+         ""});
     add({"run",
          cmd_run,
          "EXPERIMENT.yaml",
