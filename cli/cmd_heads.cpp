@@ -184,7 +184,7 @@ std::string heads_table(const std::vector<ScannedRun>& runs, const std::string& 
 std::vector<std::string> heads_figures(const std::vector<ScannedRun>& runs, const fs::path& dir) {
     namespace plt = plotting;
     fs::create_directories(dir);
-    std::vector<plt::LinePlot> counts;
+    std::vector<plt::LinePlot> counts, scores;
     std::vector<plt::Heatmap> maps;
     std::string legend;
     for (size_t k = 0; k < analysis::head_types().size(); ++k)
@@ -213,6 +213,44 @@ std::vector<std::string> heads_figures(const std::vector<ScannedRun>& runs, cons
             if (any) plot.series.push_back(std::move(s));
         }
         counts.push_back(std::move(plot));
+
+        // The strongest head's score for each type (the lowest entropy for broad): how close
+        // the run comes to each rule, also where no head crosses its threshold.
+        plt::LinePlot best;
+        best.title = run.name;
+        best.x_label = "pretraining step";
+        best.y_label = "strongest head's score";
+        best.y_min = 0;
+        best.y_max = 1;
+        struct Pick {
+            const char* name;
+            double analysis::HeadTypeScores::*field;
+            bool lowest;
+        };
+        const Pick picks[] = {{"cls_sink", &analysis::HeadTypeScores::cls_sink, false},
+                              {"sep_sink", &analysis::HeadTypeScores::sep_sink, false},
+                              {"previous", &analysis::HeadTypeScores::previous, false},
+                              {"next", &analysis::HeadTypeScores::next, false},
+                              {"duplicate", &analysis::HeadTypeScores::duplicate, false},
+                              {"local", &analysis::HeadTypeScores::local, false},
+                              {"entropy (lowest)", &analysis::HeadTypeScores::entropy, true}};
+        for (const Pick& pick : picks) {
+            plt::Series s;
+            s.name = pick.name;
+            s.markers = true;
+            for (const auto& c : run.checkpoints) {
+                double v = std::nan("");
+                for (const auto& row : c.scan.rows) {
+                    const double x = row.scores.*pick.field;
+                    if (std::isfinite(x) && (!std::isfinite(v) || (pick.lowest ? x < v : x > v)))
+                        v = x;
+                }
+                s.x.push_back(static_cast<double>(c.step));
+                s.y.push_back(v);
+            }
+            best.series.push_back(std::move(s));
+        }
+        scores.push_back(std::move(best));
 
         plt::Heatmap map;
         map.title = run.name;
@@ -244,8 +282,11 @@ std::vector<std::string> heads_figures(const std::vector<ScannedRun>& runs, cons
     plt::save_line_plot_grid_png(counts, columns, (dir / "head_types.png").string(), 520, 360,
                                  "heads of each type over pretraining");
     plt::save_heatmap_grid_png(maps, columns, (dir / "head_types_by_head.png").string(), 480, 420,
-                               "primary type of every head: " + legend);
-    return {(dir / "head_types.png").string(), (dir / "head_types_by_head.png").string()};
+                               "primary type of every head\n" + legend);
+    plt::save_line_plot_grid_png(scores, columns, (dir / "head_type_scores.png").string(), 520, 360,
+                                 "the strongest head's score for each type over pretraining");
+    return {(dir / "head_types.png").string(), (dir / "head_types_by_head.png").string(),
+            (dir / "head_type_scores.png").string()};
 }
 #endif
 

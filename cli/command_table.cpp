@@ -258,7 +258,7 @@ std::vector<CommandSpec> make_table() {
           opt("format", "FORMAT", "table", "output format", {"table", "json", "csv"}),
           opt("out", "DIR", "",
               "also write heads.json, heads.csv and figures/head_types.png, "
-              "head_types_by_head.png"),
+              "head_types_by_head.png, head_type_scores.png"),
           flag("no-figures", "with --out: the data files only")},
          "A RUN_DIR stands for its checkpoint-STEP.pt snapshots and its checkpoint.pt, in step "
          "order (`tupe pretrain --keep-every N` keeps snapshots; a study keeps them at "
