@@ -293,6 +293,58 @@ TEST_F(CliTest, AblateReportsEveryHeadAndTheWholeModel) {
                           "/nonexistent/corpus.txt");
 }
 
+// `tupe pretrain --keep-every 1` keeps a snapshot per step; `tupe heads RUN_DIR` reads them in
+// step order (a row per step, layer and head), writes its files under --out; `tupe ablate
+// --patch-from` the run's own checkpoint changes nothing and does not mix with --mode.
+TEST_F(CliTest, HeadsReadEverySnapshotAndPatchingFromItselfChangesNothing) {
+    auto r = tupe("pretrain --config " + quote((dir_ / "tiny.yaml").string()) + " --out " +
+                  quote((dir_ / "run").string()) + " --keep-every 1");
+    ASSERT_EQ(r.status, 0) << r.err;
+    for (const char* f :
+         {"checkpoint-0.pt", "checkpoint-1.pt", "checkpoint-2.pt", "checkpoint-3.pt"})
+        EXPECT_TRUE(fs::exists(dir_ / "run" / f)) << f;
+    const std::string run = quote((dir_ / "run").string());
+    auto heads = tupe("heads " + run + " --windows 2 --out " + quote((dir_ / "heads").string()));
+    ASSERT_EQ(heads.status, 0) << heads.err;
+    EXPECT_NE(heads.out.find("heads per type:"), std::string::npos) << heads.out;
+    std::istringstream lines(read_file(dir_ / "heads" / "heads.csv"));
+    std::vector<std::string> rows;
+    for (std::string line; std::getline(lines, line);) rows.push_back(line);
+    // A header, then steps 0..3 (checkpoint.pt is step 3 again: read once) x 2 layers x 2 heads.
+    ASSERT_EQ(rows.size(), 1u + 4 * 4) << read_file(dir_ / "heads" / "heads.csv");
+    EXPECT_EQ(rows[0].rfind("run,checkpoint,step,layer,head,type,", 0), 0u) << rows[0];
+    EXPECT_NE(rows[1].find(",0,0,0,"), std::string::npos) << rows[1];    // step 0 first
+    EXPECT_NE(rows[16].find(",3,1,1,"), std::string::npos) << rows[16];  // step 3 last
+    EXPECT_NE(read_file(dir_ / "heads" / "heads.json").find("\"rule\""), std::string::npos);
+#if TUPE_WITH_QT
+    EXPECT_TRUE(fs::exists(dir_ / "heads" / "figures" / "head_types.png"));
+#endif
+    expect_one_line_error(tupe("heads " + quote((dir_ / "nothing").string())),
+                          (dir_ / "nothing").string());
+
+    const std::string ckpt = quote((dir_ / "run" / "checkpoint.pt").string());
+    auto patched = tupe("ablate " + ckpt + " --windows 4 --no-share --format csv --patch-from " +
+                        quote((dir_ / "run" / "checkpoint-3.pt").string()));
+    ASSERT_EQ(patched.status, 0) << patched.err;
+    std::istringstream prows(patched.out);
+    std::string line;
+    std::getline(prows, line);  // header
+    int n = 0;
+    for (; std::getline(prows, line); ++n) {
+        // variant,checkpoint,mode,layer,head,loss,delta_loss,...
+        std::vector<std::string> f;
+        std::istringstream cells(line);
+        for (std::string c; std::getline(cells, c, ',');) f.push_back(c);
+        ASSERT_GT(f.size(), 6u) << line;
+        EXPECT_EQ(f[2], "patch") << line;
+        EXPECT_EQ(std::stod(f[6]), 0.0) << line;
+    }
+    EXPECT_EQ(n, 5);  // 4 heads and the whole model
+    auto both = tupe("ablate " + ckpt + " --mode zero --patch-from " + ckpt);
+    EXPECT_EQ(both.status, 2);
+    expect_one_line_error(both, "--patch-from");
+}
+
 // `tupe curves --format csv|json` prints every row of metrics.tsv as written; `tupe inspect
 // --bertviz` writes bertviz's layout beside the .npy files and refuses other extensions.
 TEST_F(CliTest, CurvesPrintRawPointsAndInspectWritesBertviz) {
