@@ -19,6 +19,7 @@ int cmd_analyze(const Argv& args);      // cmd_analyze.cpp
 int cmd_extrapolate(const Argv& args);  // cmd_extrapolate.cpp
 int cmd_ablate(const Argv& args);       // cmd_ablate.cpp
 int cmd_heads(const Argv& args);        // cmd_heads.cpp
+int cmd_lengthgen(const Argv& args);    // cmd_lengthgen.cpp
 int cmd_pretrain(const Argv& args);     // cmd_pretrain.cpp
 int cmd_curves(const Argv& args);
 int cmd_bench(const Argv& args);   // cmd_bench.cpp

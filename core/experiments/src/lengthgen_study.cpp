@@ -1,0 +1,400 @@
+// The length-generalisation study file, its result lines and its summary
+// (experiments/lengthgen_study.h).
+#include "experiments/lengthgen_study.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+#include "analysis/chomsky_tasks.h"
+#include "analysis/evidence.h"
+#include "engine/errors.h"
+#include "engine/position_scheme.h"
+#include "experiments/config_loader.h"
+
+namespace experiments {
+
+namespace {
+
+// Every key of the study file, for the unknown-key hint.
+const std::vector<std::string>& lengthgen_study_keys() {
+    static const std::vector<std::string> keys = {
+        "name",  "tasks",         "presets",      "randomized",    "randomized_positions_max",
+        "seeds", "train_lengths", "test_lengths", "test_examples", "model",
+        "train"};
+    return keys;
+}
+const std::vector<std::string>& lengthgen_train_keys() {
+    static const std::vector<std::string> keys = {
+        "examples", "batch_size", "lr", "warmup_ratio", "weight_decay", "dropout", "threads"};
+    return keys;
+}
+
+// Reads one study file; every error names the file, line, column and key.
+class LengthgenStudyReader {
+  public:
+    explicit LengthgenStudyReader(std::string file) : file_(std::move(file)) {}
+
+    [[noreturn]] void fail(const YAML::Node& node, const std::string& key,
+                           const std::string& message) const {
+        const auto mark = node.Mark();
+        throw ConfigError(file_, mark.line >= 0 ? mark.line + 1 : 0,
+                          mark.column >= 0 ? mark.column + 1 : 0, key, message);
+    }
+
+    template <class T>
+    T scalar(const YAML::Node& node, const std::string& key, const char* what) const {
+        if (!node.IsScalar()) fail(node, key, std::string("expected ") + what);
+        try {
+            return node.as<T>();
+        } catch (const YAML::Exception&) {
+            fail(node, key, std::string("expected ") + what + ", got '" + node.Scalar() + "'");
+        }
+    }
+
+    template <class T>
+    std::vector<T> list(const YAML::Node& node, const std::string& key, const char* what) const {
+        if (!node.IsSequence() || node.size() == 0)
+            fail(node, key, std::string("expected a non-empty list of ") + what);
+        std::vector<T> out;
+        for (const auto& item : node) out.push_back(scalar<T>(item, key, what));
+        return out;
+    }
+
+    int64_t positive(const YAML::Node& node, const std::string& key) const {
+        const auto v = scalar<int64_t>(node, key, "an integer");
+        if (v < 1) fail(node, key, "must be >= 1, got " + std::to_string(v));
+        return v;
+    }
+
+    const std::string& file() const { return file_; }
+
+  private:
+    std::string file_;
+};
+
+std::string unknown_study_key(const std::string& key, const std::vector<std::string>& candidates) {
+    const std::string near = nearest_key(key, candidates);
+    return "unknown key" + (near.empty() ? std::string() : ", did you mean '" + near + "'?");
+}
+
+LengthgenStudy parse_lengthgen_study(const YAML::Node& root, const std::string& file) {
+    LengthgenStudyReader r(file);
+    LengthgenStudy s;
+    if (!root.IsMap()) r.fail(root, "", "expected a mapping of study keys");
+    std::map<std::string, YAML::Node> nodes;
+    for (const auto& kv : root) {
+        const std::string key = kv.first.as<std::string>();
+        if (std::find(lengthgen_study_keys().begin(), lengthgen_study_keys().end(), key) ==
+            lengthgen_study_keys().end())
+            r.fail(kv.first, key, unknown_study_key(key, lengthgen_study_keys()));
+        nodes[key] = kv.second;
+    }
+    auto has = [&](const char* k) { return nodes.count(k) > 0; };
+    if (has("name")) s.name = r.scalar<std::string>(nodes["name"], "name", "a string");
+    if (has("tasks")) {
+        s.tasks = r.list<std::string>(nodes["tasks"], "tasks", "task names");
+        for (size_t i = 0; i < s.tasks.size(); ++i) try {
+                analysis::chomsky_task(s.tasks[i]);
+            } catch (const std::invalid_argument& e) {
+                r.fail(nodes["tasks"][i], "tasks", e.what());
+            }
+    }
+    if (has("presets")) {
+        s.presets = r.list<std::string>(nodes["presets"], "presets", "preset names");
+        for (size_t i = 0; i < s.presets.size(); ++i) try {
+                engine::make_model_config(s.presets[i], "tiny");
+            } catch (const std::invalid_argument& e) {
+                r.fail(nodes["presets"][i], "presets", e.what());
+            }
+    }
+    if (has("randomized"))
+        s.randomized = r.list<bool>(nodes["randomized"], "randomized", "booleans");
+    if (has("randomized_positions_max"))
+        s.randomized_positions_max =
+            r.positive(nodes["randomized_positions_max"], "randomized_positions_max");
+    if (has("seeds")) {
+        s.seeds.clear();
+        for (const auto& item : nodes["seeds"].IsSequence() ? nodes["seeds"] : YAML::Node())
+            s.seeds.push_back(static_cast<uint64_t>(r.positive(item, "seeds")));
+        if (s.seeds.empty()) r.fail(nodes["seeds"], "seeds", "expected a non-empty list of seeds");
+    }
+    if (has("train_lengths")) {
+        const auto& n = nodes["train_lengths"];
+        if (!n.IsSequence() || n.size() != 2)
+            r.fail(n, "train_lengths", "expected [min, max], e.g. [1, 40]");
+        s.train_min_length = r.positive(n[0], "train_lengths");
+        s.train_max_length = r.positive(n[1], "train_lengths");
+        if (s.train_max_length < s.train_min_length)
+            r.fail(n, "train_lengths", "max must be >= min");
+    }
+    if (has("test_lengths")) {
+        s.test_lengths.clear();
+        const auto& n = nodes["test_lengths"];
+        if (!n.IsSequence() || n.size() == 0)
+            r.fail(n, "test_lengths", "expected a non-empty list of lengths");
+        for (const auto& item : n) s.test_lengths.push_back(r.positive(item, "test_lengths"));
+    }
+    if (has("test_examples")) s.test_examples = r.positive(nodes["test_examples"], "test_examples");
+    if (has("train")) {
+        const auto& t = nodes["train"];
+        if (!t.IsMap()) r.fail(t, "train", "expected a mapping");
+        for (const auto& kv : t) {
+            const std::string k = kv.first.as<std::string>(), key = "train." + k;
+            const auto& v = kv.second;
+            if (k == "examples")
+                s.train_examples = r.positive(v, key);
+            else if (k == "batch_size")
+                s.batch_size = r.positive(v, key);
+            else if (k == "threads")
+                s.threads = r.positive(v, key);
+            else if (k == "lr" || k == "warmup_ratio" || k == "weight_decay" || k == "dropout") {
+                const double d = r.scalar<double>(v, key, "a number");
+                if (!(d >= 0) || (k != "lr" && d > 1) || (k == "lr" && d <= 0))
+                    r.fail(v, key, "out of range: " + v.Scalar());
+                (k == "lr"             ? s.lr
+                 : k == "warmup_ratio" ? s.warmup_ratio
+                 : k == "weight_decay" ? s.weight_decay
+                                       : s.dropout) = d;
+            } else {
+                r.fail(kv.first, key, unknown_study_key(k, lengthgen_train_keys()));
+            }
+        }
+    }
+    if (has("model")) {
+        const auto& m = nodes["model"];
+        if (!m.IsMap()) r.fail(m, "model", "expected a mapping of model.* keys");
+        for (const auto& kv : m) {
+            const std::string k = kv.first.as<std::string>();
+            if (k == "preset" || k == "randomized_positions_max" || k == "vocab_size")
+                r.fail(kv.first, "model." + k,
+                       "set by the study (presets, randomized, the task "
+                       "vocabulary), not here");
+            s.model.emplace_back(k, r.scalar<std::string>(kv.second, "model." + k, "a scalar"));
+            // Each key on its own first, so an error points at its line.
+            try {
+                engine::PretrainConfig probe;
+                engine::set_config_value(probe, "model." + k, s.model.back().second);
+            } catch (const std::exception& e) {
+                r.fail(kv.first, "model." + k, e.what());
+            }
+        }
+    }
+    // The lengths against the model: every test input ([CLS] + symbols + [SEP]) fits the
+    // position table, and randomized positions cover every test position.
+    const int64_t longest =
+        std::max(*std::max_element(s.test_lengths.begin(), s.test_lengths.end()),
+                 s.train_max_length) +
+        2;
+    if (std::find(s.randomized.begin(), s.randomized.end(), true) != s.randomized.end() &&
+        s.randomized_positions_max < longest)
+        r.fail(has("randomized_positions_max") ? nodes["randomized_positions_max"] : root,
+               "randomized_positions_max",
+               "must cover the longest input (" + std::to_string(longest) +
+                   " tokens with [CLS] and [SEP]), got " +
+                   std::to_string(s.randomized_positions_max));
+    for (const auto& preset : s.presets)
+        for (bool rand : s.randomized) {
+            try {
+                const auto config = lengthgen_model_config(s, preset, rand);
+                if (config.max_position_embeddings < longest)
+                    throw std::invalid_argument("max_position_embeddings = " +
+                                                std::to_string(config.max_position_embeddings) +
+                                                " is shorter than the longest input (" +
+                                                std::to_string(longest) +
+                                                " tokens with [CLS] and [SEP])");
+            } catch (const std::exception& e) {
+                r.fail(has("model") ? nodes["model"] : root, "model",
+                       preset + (rand ? " randomized" : "") + ": " + e.what());
+            }
+        }
+    return s;
+}
+
+double lengthgen_mean(const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return v.empty() ? 0 : sum / static_cast<double>(v.size());
+}
+
+}  // namespace
+
+const std::vector<std::string>& lengthgen_vocab() {
+    static const std::vector<std::string> vocab = [] {
+        std::vector<std::string> v = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+        for (const auto& task : analysis::chomsky_tasks())
+            for (const auto& sym : task.symbols)
+                if (std::find(v.begin(), v.end(), sym) == v.end()) v.push_back(sym);
+        return v;
+    }();
+    return vocab;
+}
+
+bool lengthgen_takes_positions(const std::string& preset) {
+    return !engine::describe_position(engine::make_model_config(preset, "tiny")).order_blind;
+}
+
+engine::ModelConfig lengthgen_model_config(const LengthgenStudy& study, const std::string& preset,
+                                           bool randomized) {
+    engine::PretrainConfig c;
+    c.model = engine::make_model_config(preset, "tiny");
+    for (const auto& [k, v] : study.model) engine::set_config_value(c, "model." + k, v);
+    c.model.vocab_size = static_cast<int64_t>(lengthgen_vocab().size());
+    c.model.hidden_dropout_prob = c.model.attention_probs_dropout_prob = study.dropout;
+    c.model.randomized_positions_max = randomized ? study.randomized_positions_max : 0;
+    c.model.validate();
+    return c.model;
+}
+
+LengthgenStudy load_lengthgen_study_from_string(const std::string& yaml_text,
+                                                const std::string& name_for_messages) {
+    YAML::Node root;
+    try {
+        root = YAML::Load(yaml_text);
+    } catch (const YAML::Exception& e) {
+        throw ConfigError(name_for_messages, e.mark.line >= 0 ? e.mark.line + 1 : 0,
+                          e.mark.column >= 0 ? e.mark.column + 1 : 0, "", e.msg);
+    }
+    return parse_lengthgen_study(root, name_for_messages);
+}
+
+LengthgenStudy load_lengthgen_study(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw ConfigError(path, 0, 0, "", "cannot read the study file");
+    std::stringstream text;
+    text << in.rdbuf();
+    return load_lengthgen_study_from_string(text.str(), path);
+}
+
+std::string LengthgenJob::key() const {
+    return task + "/" + preset + (randomized ? "+rand" : "") + "@seed" + std::to_string(seed);
+}
+
+std::vector<LengthgenJob> lengthgen_jobs(const LengthgenStudy& study) {
+    std::vector<LengthgenJob> jobs;
+    for (const auto& task : study.tasks)
+        for (const auto& preset : study.presets)
+            for (bool rand : study.randomized) {
+                if (rand && !lengthgen_takes_positions(preset)) continue;
+                for (uint64_t seed : study.seeds) jobs.push_back({task, preset, rand, seed});
+            }
+    return jobs;
+}
+
+std::string result_to_json_line(const LengthgenResult& r) {
+    nlohmann::json j = {{"key", r.job.key()},         {"task", r.job.task},
+                        {"preset", r.job.preset},     {"randomized", r.job.randomized},
+                        {"seed", r.job.seed},         {"lengths", r.lengths},
+                        {"accuracy", r.accuracy},     {"majority", r.majority},
+                        {"train_loss", r.train_loss}, {"seconds", r.seconds}};
+    if (!r.accuracy_random_positions.empty())
+        j["accuracy_random_positions"] = r.accuracy_random_positions;
+    return j.dump();
+}
+
+LengthgenResult result_from_json_line(const std::string& line) {
+    try {
+        const auto j = nlohmann::json::parse(line);
+        LengthgenResult r;
+        r.job.task = j.at("task").get<std::string>();
+        r.job.preset = j.at("preset").get<std::string>();
+        r.job.randomized = j.at("randomized").get<bool>();
+        r.job.seed = j.at("seed").get<uint64_t>();
+        r.lengths = j.at("lengths").get<std::vector<int64_t>>();
+        r.accuracy = j.at("accuracy").get<std::vector<double>>();
+        r.majority = j.at("majority").get<std::vector<double>>();
+        r.train_loss = j.at("train_loss").get<double>();
+        r.seconds = j.at("seconds").get<double>();
+        if (j.contains("accuracy_random_positions"))
+            r.accuracy_random_positions =
+                j.at("accuracy_random_positions").get<std::vector<double>>();
+        if (r.lengths.size() != r.accuracy.size())
+            throw std::invalid_argument("lengths and accuracy differ in size");
+        return r;
+    } catch (const nlohmann::json::exception& e) {
+        throw std::invalid_argument(std::string("not a result line: ") + e.what());
+    }
+}
+
+std::vector<LengthgenResult> read_lengthgen_results(const std::string& path) {
+    std::vector<LengthgenResult> out;
+    std::ifstream in(path);
+    if (!in) return out;
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);)
+        if (!line.empty()) lines.push_back(line);
+    for (size_t i = 0; i < lines.size(); ++i) {
+        try {
+            out.push_back(result_from_json_line(lines[i]));
+        } catch (const std::invalid_argument& e) {
+            if (i + 1 == lines.size()) break;  // A torn last line: that run is redone.
+            throw engine::InputError(path, e.what(), static_cast<long>(i + 1));
+        }
+    }
+    return out;
+}
+
+std::vector<LengthgenCell> summarize_lengthgen(const LengthgenStudy& study,
+                                               const std::vector<LengthgenResult>& results) {
+    std::vector<LengthgenCell> cells;
+    const size_t n_len = study.test_lengths.size();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    auto interval = [](const std::vector<double>& v, double& m, double& lo, double& hi) {
+        const auto t = analysis::paired_t_test(v);
+        m = lengthgen_mean(v);
+        lo = t.valid ? t.ci_lo : m;
+        hi = t.valid ? t.ci_hi : m;
+    };
+    for (const auto& task : study.tasks)
+        for (const auto& preset : study.presets)
+            for (bool rand : study.randomized)
+                for (bool random_test : {false, true}) {
+                    if (random_test && !rand) continue;
+                    auto accuracy = [&](const LengthgenResult& r) -> const std::vector<double>& {
+                        return random_test ? r.accuracy_random_positions : r.accuracy;
+                    };
+                    // The latest line of each seed, at the study's test lengths.
+                    std::map<uint64_t, const LengthgenResult*> by_seed;
+                    for (const auto& r : results)
+                        if (r.job.task == task && r.job.preset == preset &&
+                            r.job.randomized == rand && r.lengths == study.test_lengths &&
+                            accuracy(r).size() == n_len &&
+                            std::find(study.seeds.begin(), study.seeds.end(), r.job.seed) !=
+                                study.seeds.end())
+                            by_seed[r.job.seed] = &r;
+                    if (by_seed.empty()) continue;
+                    LengthgenCell c;
+                    c.task = task, c.preset = preset, c.randomized = rand;
+                    c.random_test_positions = random_test;
+                    c.seeds = static_cast<int64_t>(by_seed.size());
+                    c.chance = 100.0 * analysis::task_chance(analysis::chomsky_task(task));
+                    c.mean.resize(n_len), c.lo.resize(n_len), c.hi.resize(n_len);
+                    for (size_t k = 0; k < n_len; ++k) {
+                        std::vector<double> v;
+                        for (const auto& [seed, r] : by_seed) v.push_back(accuracy(*r)[k]);
+                        interval(v, c.mean[k], c.lo[k], c.hi[k]);
+                    }
+                    std::vector<double> in_seeds, out_seeds;
+                    for (const auto& [seed, r] : by_seed) {
+                        std::vector<double> in, out;
+                        for (size_t k = 0; k < n_len; ++k)
+                            (study.test_lengths[k] <= study.train_max_length ? in : out)
+                                .push_back(accuracy(*r)[k]);
+                        if (!in.empty()) in_seeds.push_back(lengthgen_mean(in));
+                        if (!out.empty()) out_seeds.push_back(lengthgen_mean(out));
+                    }
+                    c.in_mean = c.in_lo = c.in_hi = c.out_mean = c.out_lo = c.out_hi = nan;
+                    if (!in_seeds.empty()) interval(in_seeds, c.in_mean, c.in_lo, c.in_hi);
+                    if (!out_seeds.empty()) interval(out_seeds, c.out_mean, c.out_lo, c.out_hi);
+                    cells.push_back(std::move(c));
+                }
+    return cells;
+}
+
+}  // namespace experiments
