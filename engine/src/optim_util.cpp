@@ -59,6 +59,24 @@ double linear_warmup_decay(double peak, int64_t step, int64_t warmup_steps, int6
     return peak * std::max(0.0, static_cast<double>(total_steps - step) / span);
 }
 
+double scheduled_lr(const std::string& schedule, double peak, int64_t step, int64_t warmup_steps,
+                    int64_t total_steps, double decay_fraction) {
+    if (schedule == "linear") return linear_warmup_decay(peak, step, warmup_steps, total_steps);
+    if (schedule != "wsd" && schedule != "wsd-sqrt")
+        throw std::invalid_argument("train.schedule must be linear, wsd or wsd-sqrt, got '" +
+                                    schedule + "'");
+    if (warmup_steps > 0 && step < warmup_steps)
+        return peak * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
+    const int64_t decay_steps = std::max<int64_t>(
+        1, std::min(total_steps - warmup_steps,
+                    static_cast<int64_t>(std::llround(decay_fraction * total_steps))));
+    const int64_t decay_start = total_steps - decay_steps;
+    if (step < decay_start) return peak;
+    const double p =
+        std::min(1.0, static_cast<double>(step - decay_start) / static_cast<double>(decay_steps));
+    return peak * std::max(0.0, schedule == "wsd" ? 1.0 - p : 1.0 - std::sqrt(p));
+}
+
 bool no_weight_decay(const std::string& name) {
     // No decay on LayerNorm weights and on biases (BERT's convention).
     auto ends_with = [&](const std::string& s) {

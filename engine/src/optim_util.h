@@ -26,6 +26,13 @@ class AutocastGuard {
 /// Learning rate at 0-based `step`: linear warm-up to `peak` over `warmup_steps` (step 0 already
 /// gets peak / warmup_steps), then linear decay to 0 at `total_steps`.
 double linear_warmup_decay(double peak, int64_t step, int64_t warmup_steps, int64_t total_steps);
+/// Learning rate at 0-based `step` under train.schedule (config.h): "linear" is
+/// linear_warmup_decay; "wsd" and "wsd-sqrt" warm up as it does, hold `peak` until the last
+/// round(decay_fraction * total_steps) steps (at least 1, never before the warm-up ends), then
+/// decay to 0 at total_steps as 1 - p or 1 - sqrt(p), p the share of the decay done. Throws
+/// std::invalid_argument for another schedule name.
+double scheduled_lr(const std::string& schedule, double peak, int64_t step, int64_t warmup_steps,
+                    int64_t total_steps, double decay_fraction);
 
 /// True for parameters BERT excludes from weight decay: biases and LayerNorm weights
 /// (including TUPE's `pos_ln` and the pre-LN `final_layer_norm`).

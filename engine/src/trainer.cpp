@@ -41,7 +41,7 @@ const std::set<std::string> kRunControlKeys = {
     "data.cache_dir",     "data.corpus",         "data.vocab",         "out_dir"};
 
 double lr_at(const TrainConfig& t, int64_t step) {
-    return detail::linear_warmup_decay(t.lr, step, t.warmup_steps, t.steps);
+    return detail::scheduled_lr(t.schedule, t.lr, step, t.warmup_steps, t.steps, t.decay_fraction);
 }
 
 torch::optim::AdamW make_optimizer(BertForMaskedLM& model, const TrainConfig& t) {
@@ -349,6 +349,8 @@ EvalReport evaluate(BertForMaskedLM& model, const BlockDataset& data, const Voca
     // Batches of the one-process micro-batch size, however many ranks train: the
     // validation numbers do not depend on the number of ranks.
     const uint64_t eval_batch = static_cast<uint64_t>(t.batch_size / t.grad_accum);
+    DataConfig eval_data = config.data;  // data.eval_mask_prob: validation's own rate
+    if (eval_data.eval_mask_prob > 0) eval_data.mask_prob = eval_data.eval_mask_prob;
     for (uint64_t start = 0; start < n_val; start += eval_batch) {
         if (t.eval_batches > 0 && batches >= t.eval_batches) break;
         std::vector<uint64_t> idx;
@@ -356,7 +358,7 @@ EvalReport evaluate(BertForMaskedLM& model, const BlockDataset& data, const Voca
             idx.push_back(i);
         // Validation masks are fixed: a separate seed stream, epoch 0.
         auto b = to_tensors(
-            make_mlm_batch(data.validation, idx, vocab, config.data, t.seed ^ 0x5eed5eedULL, 0),
+            make_mlm_batch(data.validation, idx, vocab, eval_data, t.seed ^ 0x5eed5eedULL, 0),
             device);
         detail::AutocastGuard autocast(t.dtype, device);
         auto out = model->forward(b.input_ids, b.attention_mask, b.labels, true);

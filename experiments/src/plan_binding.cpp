@@ -80,6 +80,8 @@ void check_config(const ExperimentSpec& spec, const Variant& v) {
     need(c.data.validation_fraction > 0 && c.data.validation_fraction < 1,
          "data.validation_fraction", "must be in (0, 1)");
     need(c.data.mask_prob > 0 && c.data.mask_prob < 1, "data.mask_prob", "must be in (0, 1)");
+    need(c.data.eval_mask_prob >= 0 && c.data.eval_mask_prob < 1, "data.eval_mask_prob",
+         "must be in [0, 1) (0 = data.mask_prob)");
     check_file(spec, "data.corpus", c.data.corpus, "data/brown/brown.txt");
     check_file(spec, "data.vocab", c.data.vocab, "data/brown/vocab-8k.txt");
 }

@@ -397,13 +397,13 @@ engine::PretrainConfig unusual_config(const std::string& preset, const std::stri
     auto& d = c.data;
     d.corpus = "data/my corpus: v2 #1.txt", d.vocab = "C:\\vocab \"x\".txt", d.cache_dir = "null";
     d.max_seq_len = 77, d.validation_fraction = 0.1, d.mask_prob = 0.2;
-    d.whole_word_masking = true, d.lower_case = false;
+    d.whole_word_masking = true, d.lower_case = false, d.eval_mask_prob = 0.15;
     auto& t = c.train;
     t.steps = 7, t.batch_size = 6, t.grad_accum = 3, t.lr = 3e-4, t.warmup_steps = 0;
     t.weight_decay = 0, t.adam_beta1 = 0.8, t.adam_beta2 = 0.999, t.adam_eps = 1e-8;
     t.clip_norm = 0, t.eval_interval = 3, t.eval_batches = 2, t.checkpoint_interval = 5;
     t.log_interval = 1, t.seed = 18446744073709551615ULL, t.device = "cuda:1", t.dtype = "bf16";
-    t.threads = 3, t.tensorboard = false;
+    t.threads = 3, t.tensorboard = false, t.schedule = "wsd-sqrt", t.decay_fraction = 0.25;
     c.out_dir = "";
     return c;
 }

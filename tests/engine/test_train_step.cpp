@@ -55,6 +55,27 @@ std::vector<torch::Tensor> clones(const std::vector<torch::Tensor>& v) {
 
 }  // namespace
 
+// train.schedule's closed forms: linear is BERT's; WSD holds the peak, then decays over the
+// last decay_fraction of the steps linearly or as 1 - sqrt.
+TEST(LrSchedule, LinearAndWarmupStableDecay) {
+    using engine::detail::scheduled_lr;
+    EXPECT_DOUBLE_EQ(scheduled_lr("linear", 1.0, 4, 10, 100, 0.2),
+                     engine::detail::linear_warmup_decay(1.0, 4, 10, 100));
+    EXPECT_DOUBLE_EQ(scheduled_lr("linear", 1.0, 55, 10, 100, 0.2), 0.5);
+    for (const std::string s : {"wsd", "wsd-sqrt"}) {
+        EXPECT_DOUBLE_EQ(scheduled_lr(s, 1.0, 4, 10, 100, 0.2), 0.5) << s;  // warm-up
+        EXPECT_DOUBLE_EQ(scheduled_lr(s, 1.0, 10, 10, 100, 0.2), 1.0) << s;
+        EXPECT_DOUBLE_EQ(scheduled_lr(s, 1.0, 79, 10, 100, 0.2), 1.0) << s;  // stable
+        EXPECT_DOUBLE_EQ(scheduled_lr(s, 1.0, 80, 10, 100, 0.2), 1.0) << s;  // decay starts
+        EXPECT_DOUBLE_EQ(scheduled_lr(s, 1.0, 100, 10, 100, 0.2), 0.0) << s;
+    }
+    EXPECT_DOUBLE_EQ(scheduled_lr("wsd", 1.0, 95, 10, 100, 0.2), 0.25);
+    EXPECT_DOUBLE_EQ(scheduled_lr("wsd-sqrt", 1.0, 85, 10, 100, 0.2), 0.5);
+    // The decay never starts inside the warm-up.
+    EXPECT_DOUBLE_EQ(scheduled_lr("wsd", 1.0, 10, 10, 12, 1.0), 1.0);
+    EXPECT_THROW(scheduled_lr("cosine", 1.0, 0, 0, 10, 0.2), std::invalid_argument);
+}
+
 TEST(FusedAdamW, MatchesTorchAdamWOverSteps) {
     torch::manual_seed(3);
     std::vector<torch::Tensor> a = {torch::randn({7, 5}), torch::randn({40000})};

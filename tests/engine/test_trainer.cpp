@@ -117,6 +117,60 @@ TEST_F(TrainerTest, StoppedRunResumesToTheSameWeights) {
     }
 }
 
+// Warmup-stable-decay: a run stopped in its stable phase continues with a larger train.steps
+// to exactly the weights of a run planned that long from the start, and the lr it logs is
+// the schedule's (the peak until the last decay_fraction of the steps, then down to 0).
+TEST_F(TrainerTest, WsdRunStoppedInItsStablePhaseContinuesToALongerRun) {
+    auto planned = config("tupe-a", "wsd-planned");
+    planned.train.schedule = "wsd";
+    planned.train.decay_fraction = 0.25;
+    planned.train.steps = 16;  // decays over steps 12..15
+    std::vector<double> lrs;
+    TrainCallbacks log;
+    log.on_step = [&](const StepReport& r) { lrs.push_back(r.lr); };
+    auto full = pretrain(planned, log);
+    ASSERT_EQ(lrs.size(), 16u);
+    EXPECT_NEAR(lrs[0], 1e-3, 1e-12);  // warm-up: 2e-3 * 1/2
+    for (int s = 1; s < 12; ++s) EXPECT_DOUBLE_EQ(lrs[s], 2e-3) << s;
+    EXPECT_DOUBLE_EQ(lrs[12], 2e-3);
+    EXPECT_NEAR(lrs[13], 2e-3 * 0.75, 1e-12);
+    EXPECT_NEAR(lrs[15], 2e-3 * 0.25, 1e-12);
+
+    auto shorter = config("tupe-a", "wsd-continued");
+    shorter.train.schedule = "wsd";
+    shorter.train.decay_fraction = 0.25;
+    shorter.train.steps = 12;  // its own decay would start at step 9
+    std::atomic<bool> stop{false};
+    TrainCallbacks cb;
+    cb.stop = &stop;
+    cb.on_step = [&](const StepReport& r) {
+        if (r.step == 8) stop = true;
+    };
+    ASSERT_TRUE(pretrain(shorter, cb).stopped);
+    shorter.train.steps = 16;  // a run-control key: the stable phase so far is the same
+    auto continued = pretrain(shorter);
+    EXPECT_EQ(continued.resumed_from, 8);
+    EXPECT_EQ(continued.final_step, 16);
+    auto wf = weights(full.checkpoint), wc = weights(continued.checkpoint);
+    for (const auto& [name, t] : wf)
+        EXPECT_TRUE(torch::allclose(t, wc.at(name), 1e-5, 1e-6)) << name;
+}
+
+// data.eval_mask_prob: ModernBERT's 30% masking in training with 15% in validation. The
+// step-0 validation loss (the same initial weights) is the one a 15% run reports.
+TEST_F(TrainerTest, ValidationMasksAtItsOwnRate) {
+    auto step0 = [&](double train_p, double eval_p, const std::string& run) {
+        auto c = config("bert-a", run);
+        c.train.steps = 1;
+        c.data.mask_prob = train_p;
+        c.data.eval_mask_prob = eval_p;
+        return pretrain(c).evals.front().loss;
+    };
+    const double at15 = step0(0.15, 0, "p15");
+    EXPECT_DOUBLE_EQ(step0(0.3, 0.15, "p30-eval15"), at15);
+    EXPECT_NE(step0(0.3, 0, "p30"), at15);
+}
+
 TEST_F(TrainerTest, CheckpointRoundTripKeepsConfigAndWeights) {
     auto c = config("tupe-a-tie-cls", "run");
     auto result = pretrain(c);

@@ -116,6 +116,12 @@ void TrainConfig::validate() const {
     at_least("eval_batches", eval_batches, 0, " (0 = the whole validation split)");
     at_least("threads", threads, 0, " (0 = the CPUs available)");
     if (!(lr >= 0)) throw std::invalid_argument("train.lr must be >= 0, got " + format_double(lr));
+    if (schedule != "linear" && schedule != "wsd" && schedule != "wsd-sqrt")
+        throw std::invalid_argument("train.schedule must be linear, wsd or wsd-sqrt, got '" +
+                                    schedule + "'");
+    if (!(decay_fraction > 0 && decay_fraction <= 1))
+        throw std::invalid_argument("train.decay_fraction must be in (0, 1], got " +
+                                    format_double(decay_fraction));
     if (!(clip_norm >= 0))
         throw std::invalid_argument("train.clip_norm must be >= 0 (0 = no clipping), got " +
                                     format_double(clip_norm));
@@ -305,6 +311,7 @@ void visit_fields(PretrainConfig& c, Visitor&& v) {
     v("data.max_seq_len", d.max_seq_len);
     v("data.validation_fraction", d.validation_fraction);
     v("data.mask_prob", d.mask_prob);
+    v("data.eval_mask_prob", d.eval_mask_prob);
     v("data.whole_word_masking", d.whole_word_masking);
     v("data.lower_case", d.lower_case);
     TrainConfig& t = c.train;
@@ -313,6 +320,8 @@ void visit_fields(PretrainConfig& c, Visitor&& v) {
     v("train.grad_accum", t.grad_accum);
     v("train.lr", t.lr);
     v("train.warmup_steps", t.warmup_steps);
+    v("train.schedule", t.schedule);
+    v("train.decay_fraction", t.decay_fraction);
     v("train.weight_decay", t.weight_decay);
     v("train.adam_beta1", t.adam_beta1);
     v("train.adam_beta2", t.adam_beta2);
@@ -406,13 +415,15 @@ const std::vector<std::string>& legacy_config_keys() {
 }
 
 const std::map<std::string, std::string>& config_keys_omitted_at_default() {
-    // The modern backbone's fields, at BERT's values (ModelConfig's defaults), and randomized
-    // positions, off.
+    // The modern backbone's fields, at BERT's values (ModelConfig's defaults), randomized
+    // positions, off, BERT's linear schedule, and validation masked as training is.
     static const std::map<std::string, std::string> keys = {
         {"model.norm", "layernorm"},    {"model.bias", "true"},
         {"model.ffn", "gelu"},          {"model.skip_first_attention_norm", "false"},
         {"model.local_window", "0"},    {"model.global_every", "3"},
-        {"model.rope_base_local", "0"}, {"model.randomized_positions_max", "0"}};
+        {"model.rope_base_local", "0"}, {"model.randomized_positions_max", "0"},
+        {"train.schedule", "linear"},   {"train.decay_fraction", "0.2"},
+        {"data.eval_mask_prob", "0"}};
     return keys;
 }
 

@@ -119,6 +119,9 @@ struct DataConfig {
     int64_t max_seq_len = 128;             ///< Block length incl. [CLS] and [SEP].
     double validation_fraction = 0.02;     ///< Share of documents held out (at least one).
     double mask_prob = 0.15;
+    /// Masking rate of the validation batches; 0 = mask_prob. ModernBERT trains at 30% and
+    /// evaluates at BERT's 15% (Warner et al. 2024, sec. 2.2.3): mask_prob 0.3 with 0.15 here.
+    double eval_mask_prob = 0;
     bool whole_word_masking = false;
     bool lower_case = true;
 };
@@ -129,8 +132,15 @@ struct TrainConfig {
     int64_t batch_size = 32;  ///< Sequences per optimizer step (before accumulation split).
     int64_t grad_accum = 1;   ///< Micro-batches per step; batch_size must divide by it.
     double lr = 5e-4;
-    int64_t warmup_steps = 100;  ///< Linear warm-up, then linear decay to 0 at `steps`.
-    double weight_decay = 0.01;  ///< Not applied to LayerNorm weights and biases.
+    int64_t warmup_steps = 100;  ///< Linear warm-up over these steps, then `schedule`.
+    /// After the warm-up: "linear" (decay to 0 at `steps`, BERT's), or warmup-stable-decay
+    /// (Hu et al. 2024, MiniCPM; Hägele et al. 2024; ModernBERT's recipe): the peak lr held
+    /// until the last decay_fraction of `steps`, then to 0 at `steps`, linearly ("wsd") or as
+    /// 1 - sqrt ("wsd-sqrt", Hägele et al.'s cooldown). Under WSD a checkpoint of the stable
+    /// phase can continue with a larger train.steps: what it computed so far is the same.
+    std::string schedule = "linear";
+    double decay_fraction = 0.2;  ///< WSD: share of `steps` spent decaying, in (0, 1].
+    double weight_decay = 0.01;   ///< Not applied to LayerNorm weights and biases.
     double adam_beta1 = 0.9;
     double adam_beta2 = 0.98;
     double adam_eps = 1e-6;
