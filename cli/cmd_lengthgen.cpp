@@ -153,9 +153,10 @@ void save_lengthgen_figure(const experiments::LengthgenStudy& s,
                 if (c.task != task || c.preset != preset) continue;
                 chance = c.chance;
                 plotting::Series line;
+                // Short names: the legend shares a panel's width with four others.
                 line.name = !c.randomized             ? "plain"
-                            : c.random_test_positions ? "+rand, random test positions"
-                                                      : "+rand, tested at 0..T-1";
+                            : c.random_test_positions ? "rand, random pos."
+                                                      : "rand, 0..T-1";
                 line.markers = true;
                 for (size_t k = 0; k < c.mean.size(); ++k) {
                     line.x.push_back(static_cast<double>(s.test_lengths[k]));
@@ -170,7 +171,7 @@ void save_lengthgen_figure(const experiments::LengthgenStudy& s,
             chance_line.name = "chance";
             chance_line.dashed = true;
             chance_line.x = {x0, x1}, chance_line.y = {chance, chance};
-            train_edge.name = "longest training length";
+            train_edge.name = "train max";
             train_edge.dashed = train_edge.dotted = true;
             train_edge.x = {double(s.train_max_length), double(s.train_max_length)};
             train_edge.y = {0, 100};
@@ -180,7 +181,7 @@ void save_lengthgen_figure(const experiments::LengthgenStudy& s,
         }
     if (panels.empty()) return;
     plotting::save_line_plot_grid_png(panels, panels.size() > 2 ? 3 : int(panels.size()),
-                                      path.string(), 460, 330);
+                                      path.string(), 520, 330);
     std::cerr << "wrote " << path.string() << "\n";
 }
 #endif

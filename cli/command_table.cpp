@@ -204,6 +204,24 @@ std::vector<CommandSpec> make_table() {
           opt("out", "DIR", "", "also write extrapolation.csv/.json/.png")},
          "",
          "pt"});
+    add({"lengthgen",
+         cmd_lengthgen,
+         "STUDY.yaml",
+         "length generalisation (Ruoss et al. 2023): train encoders from scratch on short "
+         "Chomsky-hierarchy tasks, with and without randomized positions, and test them on "
+         "longer inputs",
+         {noted("out", "DIR", "runs/lengthgen/NAME (the study's name)",
+                "results.jsonl (one line per finished run: a killed study resumes), "
+                "lengthgen.json/.csv/.png"),
+          opt("format", "FORMAT", "table", "output format of the summary",
+              {"table", "json", "csv"}),
+          opt("shard", "K/N", "",
+              "train only the runs whose index is K mod N (several processes, one results.jsonl)"),
+          flag("no-train", "train nothing: summarise the result lines already written")},
+         "The study file names the tasks, presets, randomized off/on, seeds, training and test "
+         "lengths, the model keys and the training budget (experiments/"
+         "length_generalisation_cpu.yaml; docs/zoo.md).",
+         "yaml"});
     add({"ablate",
          cmd_ablate,
          "CHECKPOINT [CHECKPOINT ...]",
@@ -438,7 +456,10 @@ std::vector<CommandSpec> make_table() {
               "attention kernels: ours, LibTorch's composition, or both interleaved",
               {"tupe", "torch", "both"}),
           flag("profile", "time each operator of a step"),
-          opt("trace", "PREFIX", "", "write a Chrome trace per variant to PREFIX.PRESET.json")},
+          opt("trace", "PREFIX", "", "write a Chrome trace per variant to PREFIX.PRESET.json"),
+          flag("finetune",
+               "time fine-tuning steps (classifier on [CLS], length-bucketed GLUE-shaped "
+               "batches) instead of MLM steps")},
          "",
          ""});
     add({"doctor",
