@@ -6,6 +6,8 @@ step of every round. Prints one table with the speed ratio (PyTorch s/step / C++
 > 1 means C++ is faster) per variant, and TUPE's overhead over bert-a in both.
 
   bench/compare.py                      # small, seq 128, batch 32, 2 threads, fp32, ~4 min
+  bench/compare.py --size quickstart --steps 20 --rounds 3   # the quickstart's model, seq 64
+  bench/compare.py --size quickstart --finetune --steps 30   # fine-tuning steps (GLUE-shaped)
   bench/compare.py --dtype bf16 --hf    # also HF-style eager (logits at every position)
 
 PyTorch runs twice per round: as Debian installs it (OpenBLAS's own pthreads beside ATen's
@@ -35,7 +37,8 @@ def load():
 def run_cpp(args):
     cmd = [args.tupe, "bench", "--preset", args.preset, "--size", args.size, "--seq",
            str(args.seq), "--batch", str(args.batch), "--threads", str(args.threads), "--dtype",
-           args.dtype, "--steps", str(args.steps), "--warmup", str(args.warmup), "--format", "json"]
+           args.dtype, "--steps", str(args.steps), "--warmup", str(args.warmup), "--vocab-size",
+           str(args.vocab_size), "--format", "json"] + (["--finetune"] if args.finetune else [])
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)
     data = json.loads(out.stdout)
     return data, {v["variant"]: v for v in data["variants"]}
@@ -80,7 +83,8 @@ def run_py(args, style, env=None):
     cmd = [sys.executable, os.path.join(HERE, "reference_bert.py"), "--preset", args.preset,
            "--size", args.size, "--seq", str(args.seq), "--batch", str(args.batch), "--threads",
            str(args.threads), "--dtype", args.dtype, "--steps", str(args.steps), "--warmup",
-           str(args.warmup), "--style", style]
+           str(args.warmup), "--vocab-size", str(args.vocab_size), "--style", style] + \
+        (["--finetune"] if args.finetune else [])
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, env=env)
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
     return {r["variant"]: r for r in rows}
@@ -91,8 +95,8 @@ def main():
     ap.add_argument("--tupe", default=os.environ.get(
         "TUPE", os.path.join(ROOT, "build", "cli", "tupe")))
     ap.add_argument("--preset", default="bert-a,tupe-a,tupe-r")
-    ap.add_argument("--size", default="small")
-    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--size", default="small", choices=["quickstart", "tiny", "small", "base"])
+    ap.add_argument("--seq", type=int, default=None, help="default 64 at quickstart, else 128")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
@@ -105,7 +109,13 @@ def main():
                     help="PyTorch as installed, with tupe's run-time (OpenMP OpenBLAS, "
                          "tcmalloc), or both (default)")
     ap.add_argument("--json", help="write every measurement to this file")
+    ap.add_argument("--finetune", action="store_true",
+                    help="fine-tuning steps (tupe bench --finetune, reference_bert.py --finetune)")
     args = ap.parse_args()
+    if args.seq is None:
+        args.seq = 64 if args.size == "quickstart" else 128
+    # Both sides at the same vocabulary: tupe bench's default for the size.
+    args.vocab_size = 8000 if args.size == "quickstart" else 30522
     args_tupe.append(args.tupe)
     env_tuned = tuned_env() if args.py_runtime != "default" else None
     if args.py_runtime == "tuned" and env_tuned is None:
@@ -144,7 +154,8 @@ def main():
         header += [f"{names[impl]} s/step", f"C++ vs {names[impl]}"]
     if args.hf:
         header += ["HF-style s/step", "C++ vs HF-style"]
-    header += ["C++ tok/s", "C++ GFLOP/s", "util", "RSS MiB"]
+    header += ["C++ examples/s"] if args.finetune else \
+        ["C++ tok/s", "C++ GFLOP/s", "util", "RSS MiB"]
     rows = [header]
     for v in variants:
         c = med["cpp"][v]
@@ -158,15 +169,20 @@ def main():
         if args.hf:
             h = med["hf"][v]
             row += [f"{h:.3f}", f"{h / c:.2f}x"]
-        row += [f"{args.batch * args.seq / c:,.0f}", f"{cv['flops_per_step'] / c / 1e9:.1f}",
-                f"{cv['flops_per_step'] / c / meta['matmul_peak_flops']:.0%}",
-                f"{cv['rss_peak_bytes'] / 2**20:.0f}"]
+        if args.finetune:
+            row += [f"{args.batch / c:,.0f}"]
+        else:
+            row += [f"{args.batch * args.seq / c:,.0f}", f"{cv['flops_per_step'] / c / 1e9:.1f}",
+                    f"{cv['flops_per_step'] / c / meta['matmul_peak_flops']:.0%}",
+                    f"{cv['rss_peak_bytes'] / 2**20:.0f}"]
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     print(f"size {args.size}, seq {args.seq}, batch {args.batch}, {args.threads} threads, "
           f"{args.dtype}; median of {args.rounds} x {args.steps} steps per variant after "
-          f"{args.warmup} warm-up; C++ and PyTorch alternated; matmul peak "
-          f"{meta['matmul_peak_flops'] / 1e9:.1f} GFLOP/s ({args.dtype}); C++ run-time: BLAS "
+          f"{args.warmup} warm-up; C++ and PyTorch alternated; "
+          + ("fine-tuning steps, length-bucketed batches; " if args.finetune else
+             f"matmul peak {meta['matmul_peak_flops'] / 1e9:.1f} GFLOP/s ({args.dtype}); ")
+          + f"C++ run-time: BLAS "
           f"threads {meta.get('blas_threading') or 'not OpenBLAS'}, {meta.get('allocator', '?')}"
           + ("; PyTorch = as installed" if args.py_runtime != "tuned" else "")
           + ("; PyTorch+rt = with LD_LIBRARY_PATH=openblas-openmp, LD_PRELOAD=tcmalloc"

@@ -9,6 +9,11 @@ Two styles:
                 the three Linear weights, MLM logits only at masked positions;
   --style hf    what HF's modeling_bert does: three Q/K/V matmuls, logits at every position,
                 cross-entropy with ignore_index=-100.
+--finetune times fine-tuning steps instead, as `tupe bench --finetune`: the encoder with HF's
+pooler (tanh on [CLS]), dropout and a 2-way classifier, on single-sentence examples whose
+lengths are `tupe bench --finetune`'s (the same formula), sorted and cut into batches as the
+runner's length buckets do, padded to each batch's longest; AdamW (betas 0.9/0.98, eps 1e-6, no
+decay on biases and LayerNorm) and clipping as engine::finetune.
 Output: one JSON object per variant on stdout (median s/step, tokens/s, params).
 """
 import argparse
@@ -24,6 +29,8 @@ import torch.nn.functional as F
 
 SIZES = {  # core/engine/src/config.cpp
     "tiny": dict(hidden=32, layers=2, heads=2, ffn=64, max_pos=128),
+    # tupe bench --size quickstart: tiny with experiments/quickstart.yaml's overrides
+    "quickstart": dict(hidden=64, layers=2, heads=4, ffn=256, max_pos=128),
     "small": dict(hidden=256, layers=4, heads=4, ffn=1024, max_pos=128),
     "base": dict(hidden=768, layers=12, heads=12, ffn=3072, max_pos=512),
 }
@@ -153,15 +160,7 @@ class BertForMaskedLM(nn.Module):
                     nn.init.zeros_(m.bias)
 
     def forward(self, ids, attention_mask, labels):
-        B, T = ids.shape
-        x = self.word(ids) + self.token_type.weight[0]
-        if self.position is not None:
-            x = x + self.position.weight[:T].unsqueeze(0)
-        x = self.drop(norm(self.emb_ln, x))
-        mask_bias = ((1.0 - attention_mask.to(x.dtype)) * -1e9).view(B, 1, 1, T)
-        pos_bias = self.pos_bias(T) if self.pos_bias is not None else None
-        for layer in self.layers:
-            x = layer(x, mask_bias, pos_bias)
+        x = self.encode(ids, attention_mask)
         flat = labels.reshape(-1)
         if self.style == "same":  # logits only at the masked positions
             index = (flat != -100).nonzero().squeeze(1)
@@ -172,6 +171,98 @@ class BertForMaskedLM(nn.Module):
         t = norm(self.head_ln, F.gelu(self.head_dense(h)))
         logits = F.linear(t, self.word.weight, self.head_bias)
         return F.cross_entropy(logits.float(), targets, ignore_index=-100)
+
+    def encode(self, ids, attention_mask):
+        B, T = ids.shape
+        x = self.word(ids) + self.token_type.weight[0]
+        if self.position is not None:
+            x = x + self.position.weight[:T].unsqueeze(0)
+        x = self.drop(norm(self.emb_ln, x))
+        mask_bias = ((1.0 - attention_mask.to(x.dtype)) * -1e9).view(B, 1, 1, T)
+        pos_bias = self.pos_bias(T) if self.pos_bias is not None else None
+        for layer in self.layers:
+            x = layer(x, mask_bias, pos_bias)
+        return x
+
+
+class BertForSequenceClassification(nn.Module):
+    """HF's: the encoder, pooler.dense + tanh on [CLS], dropout, classifier (no MLM head)."""
+
+    def __init__(self, preset, size, vocab, style):
+        super().__init__()
+        self.bert = BertForMaskedLM(preset, size, vocab, style)
+        del self.bert.head_dense, self.bert.head_ln, self.bert.head_bias
+        C = SIZES[size]["hidden"]
+        self.pooler = nn.Linear(C, C)
+        self.drop = nn.Dropout(0.1)
+        self.classifier = nn.Linear(C, 2)
+        for m in (self.pooler, self.classifier):
+            nn.init.normal_(m.weight, 0.0, 0.02)
+            nn.init.zeros_(m.bias)
+
+    def forward(self, ids, attention_mask, labels):
+        x = self.bert.encode(ids, attention_mask)
+        logits = self.classifier(self.drop(torch.tanh(self.pooler(x[:, 0]))))
+        return F.cross_entropy(logits.float(), labels)
+
+
+def finetune_batches(args):
+    """tupe bench --finetune's examples: word counts lo + (i * 7919 + 13) % span over
+    [seq/8, seq-2], sorted and cut into batches (one chunk of length buckets), each padded to
+    its longest; [CLS] first and [SEP] last, random words between."""
+    n = args.batch * (args.warmup + args.steps)
+    lo, hi = max(1, args.seq // 8), args.seq - 2
+    words = sorted(lo + (i * 7919 + 13) % (hi - lo + 1) for i in range(n))
+    g = torch.Generator().manual_seed(1)
+    batches = []
+    for b in range(0, n, args.batch):
+        lens = [w + 2 for w in words[b:b + args.batch]]
+        T = max(lens)
+        ids = torch.randint(5, args.vocab_size, (len(lens), T), generator=g)
+        mask = torch.zeros(len(lens), T, dtype=torch.long)
+        for r, length in enumerate(lens):
+            ids[r, 0], ids[r, length - 1] = 2, 3
+            ids[r, length:] = 0
+            mask[r, :length] = 1
+        labels = torch.arange(len(lens)) % 2
+        batches.append((ids, mask, labels))
+    order = torch.randperm(len(batches), generator=g).tolist()  # the runner shuffles batches
+    return [batches[i] for i in order]
+
+
+def bench_finetune(preset, args):
+    torch.manual_seed(1)
+    model = BertForSequenceClassification(preset, args.size, args.vocab_size, args.style)
+    model.train()
+    params = list(model.parameters())
+    decay = [p for n, p in model.named_parameters() if not (n.endswith("bias") or "ln" in n)]
+    no_decay = [p for n, p in model.named_parameters() if n.endswith("bias") or "ln" in n]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=2e-5, betas=(0.9, 0.98), eps=1e-6)
+    times = []
+    for i, (ids, mask, labels) in enumerate(finetune_batches(args)):
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        if args.dtype == "bf16":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model(ids, mask, labels)
+        else:
+            loss = model(ids, mask, labels)
+        value = loss.item()
+        if not math.isfinite(value):
+            sys.exit(f"reference_bert.py: {preset}: non-finite loss {value}")
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        if i >= args.warmup:
+            times.append(time.perf_counter() - t0)
+    med = statistics.median(times)
+    return dict(implementation="pytorch-" + args.style + "-finetune", variant=preset,
+                size=args.size, seq=args.seq, batch=args.batch,
+                threads=torch.get_num_threads(), dtype=args.dtype, median_s=med,
+                examples_per_s=args.batch / med, params=sum(p.numel() for p in params),
+                loss=value, times=times)
 
 
 def synthetic_batch(B, T, vocab, seed=1):
@@ -220,15 +311,23 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default="bert-a,tupe-a,tupe-r")
     ap.add_argument("--size", default="small", choices=sorted(SIZES))
-    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--seq", type=int, default=None, help="default 64 at quickstart, else 128")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
-    ap.add_argument("--vocab-size", type=int, default=30522)
+    ap.add_argument("--vocab-size", type=int, default=None,
+                    help="default 8000 at quickstart (the Brown vocabulary), else 30522")
     ap.add_argument("--style", default="same", choices=["same", "hf"])
+    ap.add_argument("--finetune", action="store_true",
+                    help="time fine-tuning steps (as tupe bench --finetune)")
     args = ap.parse_args()
+    quick = args.size == "quickstart"
+    if args.seq is None:
+        args.seq = 64 if quick else 128
+    if args.vocab_size is None:
+        args.vocab_size = 8000 if quick else 30522
     if args.seq > SIZES[args.size]["max_pos"]:
         sys.exit(f"reference_bert.py: --seq {args.seq} exceeds max positions "
                  f"{SIZES[args.size]['max_pos']} of size {args.size}")
@@ -237,7 +336,8 @@ def main():
         if preset not in ("bert-a", "tupe-a", "tupe-r"):
             sys.exit(f"reference_bert.py: --preset: unknown variant '{preset}' "
                      "(expected bert-a, tupe-a, tupe-r)")
-        print(json.dumps(bench(preset, args)), flush=True)
+        run = bench_finetune if args.finetune else bench
+        print(json.dumps(run(preset, args)), flush=True)
 
 
 if __name__ == "__main__":

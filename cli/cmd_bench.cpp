@@ -23,6 +23,7 @@
 #include "engine/batched_matmul.h"
 #include "engine/bert.h"
 #include "engine/cost_model.h"
+#include "engine/finetune.h"
 #include "engine/fused_ops.h"
 #include "engine/precision.h"
 #include "engine/threads.h"
@@ -164,8 +165,9 @@ struct BenchSetup {
     int threads = 0;
     torch::Device device{torch::kCPU};
     bool bf16 = false;
-    bool profile = false;  ///< --profile or --trace
-    bool trace = false;    ///< --trace: trace_prefix.PRESET[-torch].json per variant
+    bool finetune = false;  ///< --finetune: fine-tuning steps instead of MLM steps
+    bool profile = false;   ///< --profile or --trace
+    bool trace = false;     ///< --trace: trace_prefix.PRESET[-torch].json per variant
     std::string trace_prefix;
 };
 
@@ -204,7 +206,12 @@ BenchSetup parse_bench_setup(const Args& args) {
     if (s.device.is_cuda() && !torch::cuda::is_available())
         throw UsageError("--device " + s.device.str() +
                          ": this LibTorch has no usable CUDA device");
+    s.finetune = args.has("finetune");
     s.profile = args.has("profile") || args.has("trace");
+    if (s.finetune && s.profile)
+        throw UsageError("--finetune: --profile and --trace time MLM steps only");
+    if (s.finetune && s.kernels == "both")
+        throw UsageError("--finetune: --kernels both is for MLM steps only");
     s.trace = args.has("trace");
     if (s.trace) s.trace_prefix = args.get("trace");
     return s;
@@ -471,12 +478,132 @@ void print_bench_table(const std::vector<Variant>& variants,
     for (size_t i = 0; i < profiles.size(); ++i) print_bench_profile(variants[i], profiles[i]);
 }
 
+// ---- --finetune: the fine-tuning runner's steps ------------------------------------------------
+
+/// GLUE-shaped single-sentence examples, two balanced labels: word counts spread evenly over
+/// [seq/8, seq-2] by a fixed stride, so the length-bucketed batches span short and long ones
+/// as a GLUE task's do; one token per word ("w123"). bench/reference_bert.py --finetune draws
+/// the same counts.
+std::vector<engine::LabeledText> finetune_bench_examples(const BenchSetup& s, int64_t n) {
+    const int64_t lo = std::max<int64_t>(1, s.seq / 8), hi = s.seq - 2, span = hi - lo + 1;
+    std::vector<engine::LabeledText> out(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t words = lo + (i * 7919 + 13) % span;
+        std::string text;
+        for (int64_t w = 0; w < words; ++w) {
+            if (w) text += ' ';
+            text += "w" + std::to_string((i * 31 + w * 17) % (s.vocab - 5));
+        }
+        out[static_cast<size_t>(i)].text_a = std::move(text);
+        out[static_cast<size_t>(i)].label = i % 2;
+    }
+    return out;
+}
+
+struct FinetuneBenchRow {
+    std::string preset;
+    int64_t params = 0;
+    std::vector<double> times;  ///< Seconds per measured step.
+    double median_s = 0, loss = 0;
+};
+
+/// One variant through engine::finetune, the runner's own code path (encoding, length
+/// buckets, the classifier, AdamW with its schedule, clipping): the time between consecutive
+/// steps after the warm-up steps.
+FinetuneBenchRow finetune_bench_variant(const std::string& preset, const BenchSetup& s,
+                                        const engine::WordPieceTokenizer& tokenizer,
+                                        const std::vector<engine::LabeledText>& train) {
+    FinetuneBenchRow row;
+    row.preset = preset;
+    const auto config = bench_model_config(preset, s);
+    torch::manual_seed(1);
+    engine::BertForMaskedLM encoder(config);
+    engine::FinetuneConfig fc;
+    fc.num_labels = 2;
+    fc.epochs = 1;
+    fc.batch_size = s.batch;
+    fc.max_seq_len = s.seq;
+    fc.threads = s.threads;
+    fc.dtype = s.dtype;
+    fc.device = s.device.str();
+    {
+        engine::BertForSequenceClassification counted(config, 2);
+        for (const auto& p : counted->parameters()) row.params += p.numel();
+    }
+    engine::FinetuneCallbacks cb;
+    auto last = Clock::now();
+    cb.on_step = [&](int64_t step, int64_t, double loss) {
+        synchronize(s.device);
+        const auto now = Clock::now();
+        if (step > s.warmup) row.times.push_back(std::chrono::duration<double>(now - last).count());
+        last = now;
+        row.loss = loss;
+    };
+    engine::finetune(encoder, tokenizer, train, {}, fc, cb);
+    auto sorted = row.times;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t n = sorted.size();
+    row.median_s = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    return row;
+}
+
+int finetune_bench(const BenchSetup& s) {
+    std::vector<std::string> tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+    for (int64_t i = 0; i + 5 < s.vocab; ++i) tokens.push_back("w" + std::to_string(i));
+    const engine::WordPieceTokenizer tokenizer(engine::Vocab::from_tokens(tokens));
+    const auto train = finetune_bench_examples(s, s.batch * (s.warmup + s.steps));
+    int64_t words = 0;
+    for (const auto& e : train) words += 2 + std::count(e.text_a.begin(), e.text_a.end(), ' ') + 1;
+    const double tokens_per_example =
+        static_cast<double>(words) / static_cast<double>(train.size());
+    std::cerr << "  fine-tuning: " << train.size() << " single-sentence examples of "
+              << fmt("%.1f", tokens_per_example) << " tokens on average ([CLS] and [SEP] included, "
+              << std::max<int64_t>(1, s.seq / 8) + 2 << " to " << s.seq
+              << "), length-bucketed batches of " << s.batch
+              << ", 2 labels, one epoch; variants one after another\n";
+    std::vector<FinetuneBenchRow> rows;
+    for (const auto& p : s.presets) rows.push_back(finetune_bench_variant(p, s, tokenizer, train));
+    const double base = rows.front().median_s;
+    if (s.format == "json") {
+        nlohmann::json out;
+        out["mode"] = "finetune", out["size"] = s.size, out["seq"] = s.seq, out["batch"] = s.batch;
+        out["vocab_size"] = s.vocab, out["threads"] = at::get_num_threads(), out["dtype"] = s.dtype;
+        out["device"] = s.device.str(), out["steps"] = s.steps, out["warmup"] = s.warmup;
+        out["load_average"] = load_average(), out["tokens_per_example"] = tokens_per_example;
+        out["blas_threading"] = blas_threading(), out["allocator"] = allocator_name();
+        for (const auto& r : rows)
+            out["variants"].push_back(
+                {{"variant", r.preset},
+                 {"params", r.params},
+                 {"median_s", r.median_s},
+                 {"times_s", r.times},
+                 {"examples_per_s", static_cast<double>(s.batch) / r.median_s},
+                 {"tokens_per_s", tokens_per_example * s.batch / r.median_s},
+                 {"relative_to_first", r.median_s / base},
+                 {"loss", r.loss}});
+        std::cout << out.dump(2) << "\n";
+        return 0;
+    }
+    std::vector<std::vector<std::string>> table = {
+        {"variant", "params", "s/step", "examples/s", "tokens/s", "vs " + rows.front().preset}};
+    for (const auto& r : rows)
+        table.push_back({r.preset, format_count(static_cast<double>(r.params)),
+                         fmt("%.4f", r.median_s), fmt("%.0f", s.batch / r.median_s),
+                         format_count(tokens_per_example * s.batch / r.median_s),
+                         fmt("%+.1f%%", 100.0 * (r.median_s / base - 1.0))});
+    std::cout << format_table(table)
+              << "fine-tuning steps of engine::finetune (classifier on [CLS], AdamW, clipping); "
+                 "tokens/s counts real tokens, not padding\n";
+    return 0;
+}
+
 }  // namespace
 
 int cmd_bench(const Argv& argv) {
     Args args(argv, command_spec("bench"));
     BenchSetup setup = parse_bench_setup(args);
     start_bench(setup);
+    if (setup.finetune) return finetune_bench(setup);
     double peak_flops = 0;
     bool hwm_reset = true;
     auto variants = build_bench_variants(setup, peak_flops, hwm_reset);
