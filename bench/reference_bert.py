@@ -241,28 +241,36 @@ def bench_finetune(preset, args):
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=2e-5, betas=(0.9, 0.98), eps=1e-6)
     times = []
-    for i, (ids, mask, labels) in enumerate(finetune_batches(args)):
-        t0 = time.perf_counter()
-        opt.zero_grad()
-        if args.dtype == "bf16":
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = model(ids, mask, labels)
-        else:
-            loss = model(ids, mask, labels)
-        value = loss.item()
-        if not math.isfinite(value):
-            sys.exit(f"reference_bert.py: {preset}: non-finite loss {value}")
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
+    for i, batch in enumerate(finetune_batches(args)):
+        dt, value = train_step(model, opt, params, batch, preset, args)
         if i >= args.warmup:
-            times.append(time.perf_counter() - t0)
+            times.append(dt)
     med = statistics.median(times)
     return dict(implementation="pytorch-" + args.style + "-finetune", variant=preset,
                 size=args.size, seq=args.seq, batch=args.batch,
                 threads=torch.get_num_threads(), dtype=args.dtype, median_s=med,
                 examples_per_s=args.batch / med, params=sum(p.numel() for p in params),
                 loss=value, times=times)
+
+
+def train_step(model, opt, params, batch, preset, args):
+    """One optimizer step as `tupe bench` times it (forward, backward, clipping at 1.0,
+    AdamW): (seconds, loss)."""
+    ids, mask, labels = batch
+    t0 = time.perf_counter()
+    opt.zero_grad()
+    if args.dtype == "bf16":
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(ids, mask, labels)
+    else:
+        loss = model(ids, mask, labels)
+    value = loss.item()
+    if not math.isfinite(value):
+        sys.exit(f"reference_bert.py: {preset}: non-finite loss {value}")
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    return time.perf_counter() - t0, value
 
 
 def synthetic_batch(B, T, vocab, seed=1):
@@ -284,20 +292,7 @@ def bench(preset, args):
     ids, mask, labels = synthetic_batch(args.batch, args.seq, args.vocab_size)
     times = []
     for i in range(args.warmup + args.steps):
-        t0 = time.perf_counter()
-        opt.zero_grad()
-        if args.dtype == "bf16":
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = model(ids, mask, labels)
-        else:
-            loss = model(ids, mask, labels)
-        value = loss.item()
-        if not math.isfinite(value):
-            sys.exit(f"reference_bert.py: {preset}: non-finite loss {value}")
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        dt = time.perf_counter() - t0
+        dt, value = train_step(model, opt, params, (ids, mask, labels), preset, args)
         if i >= args.warmup:
             times.append(dt)
     med = statistics.median(times)
