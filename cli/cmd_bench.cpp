@@ -26,6 +26,7 @@
 #include "engine/finetune.h"
 #include "engine/fused_ops.h"
 #include "engine/precision.h"
+#include "engine/tensor_memory.h"
 #include "engine/threads.h"
 #include "engine/train_step.h"
 #include "runtime_info.h"
@@ -111,6 +112,7 @@ struct Variant {
     engine::StepFlops flops;
     engine::StepMemory memory;
     double rss_base = 0, rss_peak = 0;
+    double tensor_peak = 0;  ///< counted CPU tensor bytes at the warm-up's peak, over the base
     std::vector<double> times;
     double median_s = 0;
     double loss = 0;
@@ -269,6 +271,8 @@ void warm_up_variant(Variant& v, const BenchSetup& s, bool& hwm_reset) {
     release_free_memory();
     hwm_reset = reset_peak_rss() && hwm_reset;
     v.rss_base = proc_status_bytes("VmRSS");
+    const int64_t tensor_base = engine::live_tensor_bytes();
+    engine::reset_peak_tensor_bytes();
     torch::manual_seed(1);
     v.model = engine::BertForMaskedLM(v.config);
     v.model->to(s.device);
@@ -289,6 +293,7 @@ void warm_up_variant(Variant& v, const BenchSetup& s, bool& hwm_reset) {
     }
     synchronize(s.device);
     v.rss_peak = peak_rss_bytes();
+    v.tensor_peak = static_cast<double>(engine::peak_tensor_bytes() - tensor_base);
 }
 
 /// Every variant built and warmed up, one after the other; the matmul peak is measured at the
@@ -391,7 +396,9 @@ nlohmann::json bench_variant_json(const Variant& v, const BenchSetup& s, double 
           {"grads", v.memory.grads},
           {"optimizer", v.memory.optimizer},
           {"activations", v.memory.activations},
+          {"positional", v.memory.positional},
           {"total", v.memory.total()}}},
+        {"tensor_peak_bytes", v.tensor_peak},
         {"relative_to_first", v.median_s / base},
         {"loss", v.loss},
     };
@@ -456,25 +463,30 @@ void print_bench_table(const std::vector<Variant>& variants,
                        const std::vector<StepProfile>& profiles, const BenchSetup& s,
                        double peak_flops, bool hwm_reset) {
     const double base = variants.front().median_s;
-    std::vector<std::vector<std::string>> rows = {
-        {"variant", "params", "s/step", "tokens/s", "GFLOP/step", "GFLOP/s", "util", "RSS MiB",
-         "base", "estimate", "(RSS-base)/est", "vs " + variants.front().label}};
+    std::vector<std::vector<std::string>> rows = {{"variant", "params", "s/step", "tokens/s",
+                                                   "GFLOP/step", "GFLOP/s", "util", "RSS MiB",
+                                                   "base", "tensors", "estimate", "(RSS-base)/est",
+                                                   "tensors/est", "vs " + variants.front().label}};
     for (const auto& v : variants) {
         const double achieved = v.flops.step() / v.median_s;
-        rows.push_back(
-            {v.label, format_count(static_cast<double>(v.params)), fmt("%.3f", v.median_s),
-             format_count(static_cast<double>(s.batch * s.seq) / v.median_s),
-             fmt("%.1f", v.flops.step() / 1e9), fmt("%.1f", achieved / 1e9),
-             fmt("%.0f%%", 100.0 * achieved / peak_flops), mib(v.rss_peak), mib(v.rss_base),
-             mib(v.memory.total()), fmt("%.2f", (v.rss_peak - v.rss_base) / v.memory.total()),
-             fmt("%+.1f%%", 100.0 * (v.median_s / base - 1.0))});
+        rows.push_back({v.label, format_count(static_cast<double>(v.params)),
+                        fmt("%.3f", v.median_s),
+                        format_count(static_cast<double>(s.batch * s.seq) / v.median_s),
+                        fmt("%.1f", v.flops.step() / 1e9), fmt("%.1f", achieved / 1e9),
+                        fmt("%.0f%%", 100.0 * achieved / peak_flops), mib(v.rss_peak),
+                        mib(v.rss_base), mib(v.tensor_peak), mib(v.memory.total()),
+                        fmt("%.2f", (v.rss_peak - v.rss_base) / v.memory.total()),
+                        fmt("%.2f", v.tensor_peak / v.memory.total()),
+                        fmt("%+.1f%%", 100.0 * (v.median_s / base - 1.0))});
     }
     std::cout << format_table(rows);
     std::cout << "matmul peak " << fmt("%.1f", peak_flops / 1e9) << " GFLOP/s (" << s.dtype
               << "); FLOPs = matmuls x 3 for forward + backward, MLM head at the "
               << variants.front().batch.masked_tokens << " masked positions; RSS = peak over "
               << (hwm_reset ? "the variant's warm-up steps" : "the process so far")
-              << ", base = RSS before the variant was built\n";
+              << ", base = RSS before the variant was built; tensors = the peak of CPU tensor "
+                 "storage over the warm-up steps, counted by the allocator (what the estimate "
+                 "models)\n";
     for (size_t i = 0; i < profiles.size(); ++i) print_bench_profile(variants[i], profiles[i]);
 }
 
@@ -606,6 +618,7 @@ int cmd_bench(const Argv& argv) {
     if (setup.finetune) return finetune_bench(setup);
     double peak_flops = 0;
     bool hwm_reset = true;
+    engine::track_tensor_memory();  // before any model is built: every tensor is counted
     auto variants = build_bench_variants(setup, peak_flops, hwm_reset);
     time_bench_variants(variants, setup);
     const auto profiles = profile_bench_variants(variants, setup);

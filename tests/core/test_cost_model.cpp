@@ -145,3 +145,23 @@ TEST(CostModel, MemoryGrowsLinearlyWithBatch) {
     EXPECT_DOUBLE_EQ(longer.activations, 10840.0);
     EXPECT_GT(longer.activations - 280.0, 2 * (one.activations - 280.0));
 }
+
+TEST(CostModel, PositionalTensorsOfTheSchemesThatHaveThem) {
+    // B = 1, T = 4 (N = 4), C = 8, H = 2 (d = 4), L = 2 layer groups, fp32; 2k = 2*3 = 6.
+    auto positional = [](const std::string& preset) {
+        return engine::estimate_step_memory(tiny_cost_config(preset), 1000, 1, 4, 1, false)
+            .positional;
+    };
+    // Shaw: keys 2*T*T*d*4 = 512, q copies 2*N*C*4 = 256.
+    EXPECT_DOUBLE_EQ(positional("shaw"), 768.0);
+    // shaw-kq: 512 + 3*256 + the second key gradient T*T*d*4 = 256.
+    EXPECT_DOUBLE_EQ(positional("shaw-kq"), 1536.0);
+    // DeBERTa: per layer 2*B*H*T*2k*4 = 384 and N*C*4 = 128; a gather gradient 192: 1216.
+    EXPECT_DOUBLE_EQ(positional("deberta"), 1216.0);
+    // FIRE: per group T*T*((32 + H)*4 + 16) = 16*152 = 2432; one hidden gradient 16*128 = 2048.
+    EXPECT_DOUBLE_EQ(positional("fire"), 6912.0);
+    // KERPLE: per group 2*H*T*T*4 = 256.
+    EXPECT_DOUBLE_EQ(positional("kerple-log"), 512.0);
+    for (const char* preset : {"bert-a", "tupe-a", "t5", "rope", "alibi"})
+        EXPECT_DOUBLE_EQ(positional(preset), 0.0) << preset;
+}

@@ -56,6 +56,25 @@ StepMemory estimate_step_memory(const ModelConfig& c, int64_t n_params, int64_t 
     const double head =
         5 * m * C * 4 + m * V * e + m * V * 4 + (bf16 ? m * V * 4 : 0.0) + m * V * 4;
     est.activations = L * layer + N * C * 4 + N * C + head + 2 * S * 4;
+    // The schemes whose positional terms are tensors of their own (cost_model.h).
+    const auto scheme = describe_position(c);
+    const double t = static_cast<double>(T), H = static_cast<double>(c.num_attention_heads),
+                 d = C / H, groups = c.shared_pos_term ? 1.0 : L,
+                 BHT = static_cast<double>(B * c.num_attention_heads * T);
+    if (scheme.relative == "shaw" || scheme.relative == "shaw_key_query")
+        est.positional = groups * t * t * d * 4 + (bf16 ? L * t * t * d * e : 0.0) +
+                         L * (scheme.relative == "shaw" ? 1.0 : 3.0) * N * C * e +
+                         (scheme.relative == "shaw" ? 0.0 : t * t * d * 4);
+    if (scheme.relative == "deberta") {
+        const double k2 =
+            2.0 * static_cast<double>(c.max_relative_distance > 0 ? c.max_relative_distance
+                                                                  : c.max_position_embeddings - 1);
+        est.positional = L * (2 * BHT * k2 * e + N * C * e) + BHT * k2 * 4;
+    }
+    if (scheme.relative == "kerple_log" || scheme.relative == "kerple_power")
+        est.positional = groups * 2 * H * t * t * 4;
+    if (scheme.relative == "fire")
+        est.positional = groups * t * t * ((32 + H) * e + 4 * 4) + t * t * 32 * 4;
     return est;
 }
 

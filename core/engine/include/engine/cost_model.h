@@ -73,15 +73,30 @@ StepFlops count_step_flops(const ModelConfig& config, int64_t batch, int64_t seq
 ///     MLM head: 5 (M, C) tensors *4, logits M*V*e, the fp32 log-softmax M*V*4 (plus the fp32
 ///       copy of bf16 logits, M*V*4), and at the start of backward the logits' gradient M*V*4;
 ///     the backward of one layer holding a few S-sized gradients at once: 2*S*4.
-/// Not counted: the input batch, the positional term (H*T*T), allocator slack and what the
-/// process held before the model was built (libraries, BLAS buffers). The estimate does not
-/// depend on the positional scheme beyond P.
+///   positional   the schemes whose positional terms are tensors of their own, with d = C/H,
+///                G the layer groups (1 when the term is shared) and 2k the relative rows:
+///     Shaw: the relative keys r_ij, G*T*T*d*4 (under bf16 also their bf16 copies, L*T*T*d*e),
+///       and per layer the contiguous q its batched product saves, N*C*e (shaw-kq also k*scale
+///       and its copy, 2*N*C*e more, and in backward the second gradient of the keys, T*T*d*4);
+///     DeBERTa: per layer the c2p and p2c products against every relative row, which the
+///       gathers keep for backward, 2*B*H*T*2k*e, and k*scale, N*C*e; in backward one gather
+///       gradient, B*H*T*2k*4;
+///     FIRE: per group the MLP's hidden and output activations at every (i, j),
+///       T*T*(32 + H)*e, and its fp32 inputs, 4*T*T*4; in backward one hidden gradient,
+///       T*T*32*4.
+///     KERPLE: per group two fp32 (H, T, T) tensors its kernel's backward keeps, 2*H*T*T*4;
+///     Every other scheme's positional tensors are (H, T, T) or smaller: not counted.
+/// Not counted: the input batch, the (H, T, T) positional terms, allocator slack and what the
+/// process held before the model was built (libraries, BLAS buffers). engine::tensor_memory
+/// counts the same tensors in a real step; tests/engine/test_tensor_memory.cpp holds the
+/// estimate within 20% of that count for every preset.
 struct StepMemory {
     double params = 0;
     double grads = 0;
     double optimizer = 0;
     double activations = 0;
-    double total() const { return params + grads + optimizer + activations; }
+    double positional = 0;
+    double total() const { return params + grads + optimizer + activations + positional; }
 };
 
 /// Peak memory of one training step of `config` with `n_params` parameters (the model's own
