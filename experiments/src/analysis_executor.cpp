@@ -4,8 +4,8 @@
 // artifacts of the pretrain run, so a snapshot whose index.json is recorded is not redone.
 // Each snapshot's properties (head means per layer) become metrics of the run at the
 // snapshot's step, so they are curves over training. With an `extrapolation:` block,
-// `tupe extrapolate` on the final checkpoint, and with analysis.ablation `tupe ablate`, their
-// files recorded the same way.
+// `tupe extrapolate` on the final checkpoint, with analysis.ablation `tupe ablate` and with
+// analysis.heads `tupe heads` over every snapshot of the run, their files recorded the same way.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -37,6 +37,8 @@ std::string extrapolation_dir(const Variant& v) {
 std::string ablation_dir(const Variant& v) {
     return (fs::path(v.config.out_dir) / "ablation").string();
 }
+
+std::string heads_dir(const Variant& v) { return (fs::path(v.config.out_dir) / "heads").string(); }
 
 // The final checkpoint of `v`: its last snapshot, else checkpoint.pt; `what` names the block
 // that needs it in the error.
@@ -118,7 +120,8 @@ std::vector<int64_t> AnalysisExecutor::pending_steps(const Job& job, int64_t run
     for (int64_t step : steps)
         if (!recorded.count(as_recorded(fs::path(analysis_dir(v, step)) / "index.json")))
             pending.insert(step);
-    if (extrapolation_pending(v, recorded) || ablation_pending(v, recorded))
+    if (extrapolation_pending(v, recorded) || ablation_pending(v, recorded) ||
+        heads_pending(v, recorded))
         pending.insert(v.config.train.steps);
     return {pending.begin(), pending.end()};
 }
@@ -136,6 +139,7 @@ void AnalysisExecutor::run(const Job& job, int64_t run_id) const {
             for (const auto& art : ctx_.store.artifacts(run_id)) recorded.insert(art.path);
             if (extrapolation_pending(v, recorded)) extrapolate(v, run_id);
             if (ablation_pending(v, recorded)) ablate(v, run_id);
+            if (heads_pending(v, recorded)) scan_heads(v, run_id);
         }
         if (std::find(analysed.begin(), analysed.end(), step) == analysed.end()) continue;
         const std::string snapshot = snapshot_path(v, step);
@@ -245,6 +249,39 @@ void AnalysisExecutor::ablate(const Variant& v, int64_t run_id) const {
                                               "ablation",
                                               "tupe ablate --mode " + mode + " of " + checkpoint));
     ctx_.say("ablated " + v.name + ": " + dir);
+}
+
+bool AnalysisExecutor::heads_pending(const Variant& v,
+                                     const std::set<std::string>& recorded) const {
+    return ctx_.spec.analysis.enabled && ctx_.spec.analysis.heads &&
+           !ctx_.options.self_exe.empty() &&
+           !recorded.count(as_recorded(fs::path(heads_dir(v)) / "heads.json"));
+}
+
+void AnalysisExecutor::scan_heads(const Variant& v, int64_t run_id) const {
+    final_checkpoint(v, "analysis.heads");  // the scan runs on a finished pretraining
+    const std::string dir = heads_dir(v);
+    ctx_.report(1, "scanning head types");
+    std::vector<std::string> args = {ctx_.options.self_exe,
+                                     "heads",
+                                     v.config.out_dir,
+                                     "--vocab",
+                                     (fs::path(v.config.out_dir) / "vocab.txt").string(),
+                                     "--format",
+                                     "csv",
+                                     "--out",
+                                     dir};
+    if (!ctx_.spec.analysis.figures) args.push_back("--no-figures");
+    if (ctx_.options.threads > 0)
+        args.insert(args.end(), {"--threads", std::to_string(ctx_.options.threads)});
+    run_child(args, "head-type scan of " + v.config.out_dir);
+    // The json last: its row is what marks the scan as done.
+    ctx_.store.add_artifacts(
+        artifact_records(run_id, dir,
+                         {"heads.csv", "figures/head_types.png", "figures/head_types_by_head.png",
+                          "figures/head_type_scores.png", "heads.json"},
+                         "heads", "tupe heads over the snapshots of " + v.config.out_dir));
+    ctx_.say("scanned the head types of " + v.name + ": " + dir);
 }
 
 void AnalysisExecutor::extrapolate(const Variant& v, int64_t run_id) const {

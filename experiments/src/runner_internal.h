@@ -217,6 +217,10 @@ class AnalysisExecutor {
     bool ablation_pending(const Variant& v, const std::set<std::string>& recorded) const;
     /// `tupe ablate` on the final checkpoint into out_dir/ablation, recorded.
     void ablate(const Variant& v, int64_t run_id) const;
+    /// Whether analysis.heads asks for `tupe heads` and its heads.json is not recorded yet.
+    bool heads_pending(const Variant& v, const std::set<std::string>& recorded) const;
+    /// `tupe heads` over every snapshot of the run folder into out_dir/heads, recorded.
+    void scan_heads(const Variant& v, int64_t run_id) const;
     /// `tupe extrapolate` on the final checkpoint into out_dir/extrapolation, recorded.
     void extrapolate(const Variant& v, int64_t run_id) const;
 

@@ -115,8 +115,9 @@ TaskData load_task_data(const std::string& task_key, const std::string& dir, boo
 
 std::vector<int64_t> snapshot_steps(const ExperimentSpec& spec, const Variant& v) {
     std::vector<int64_t> steps = spec.checkpoint_steps(v);
-    for (int64_t step : spec.analysis_steps(v))
-        if (std::find(steps.begin(), steps.end(), step) == steps.end()) steps.push_back(step);
+    for (const auto& more : {spec.analysis_steps(v), spec.kept_steps(v)})
+        for (int64_t step : more)
+            if (std::find(steps.begin(), steps.end(), step) == steps.end()) steps.push_back(step);
     std::sort(steps.begin(), steps.end());
     return steps;
 }

@@ -127,6 +127,19 @@ TEST_F(JobIdentityTest, PretrainFingerprintFollowsWhatShapesTheRunNotWhereItRuns
     EXPECT_NE(base, pretrain_fp(spec()));
 }
 
+// Snapshots kept for the head-type scan (analysis.keep_every, analysis.heads) change what is
+// stored beside a run, not the run: its identity stays, and the kept steps are 0, N, 2N, last.
+TEST_F(JobIdentityTest, KeptSnapshotsForHeadTypesStayOutOfTheIdentity) {
+    const ExperimentSpec plain = spec({"train.steps=10"});
+    ExperimentSpec kept = plain;
+    kept.analysis.enabled = true;
+    kept.analysis.keep_every = 4;
+    kept.analysis.heads = true;
+    EXPECT_EQ(pretrain_fp(plain), pretrain_fp(kept));
+    EXPECT_EQ(kept.kept_steps(kept.variants[0]), (std::vector<int64_t>{0, 4, 8, 10}));
+    EXPECT_TRUE(plain.kept_steps(plain.variants[0]).empty());
+}
+
 // A field added later stays out of the identity at the value that reproduces what came before
 // it, so the runs stored before it existed stay "already done"; at another value it enters.
 TEST_F(JobIdentityTest, AFieldAddedLaterEntersTheIdentityOnlyAwayFromItsDefault) {

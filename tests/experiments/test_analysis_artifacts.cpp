@@ -176,6 +176,35 @@ TEST_F(AnalysisArtifactsTest, AblationOfTheFinalCheckpointIsRecorded) {
     EXPECT_EQ(kinds(), expected);
 }
 
+// analysis.keep_every and analysis.heads: snapshots at 0, 3 and 6, `tupe heads` over all of
+// them, its json and csv recorded as artifacts of the pretrain run, not redone on a rerun.
+TEST_F(AnalysisArtifactsTest, HeadTypesOfEveryKeptSnapshotAreRecorded) {
+    const auto spec = load_experiment(
+        study("tupe-a", "{sentences: 4, figures: false, keep_every: 3, heads: true}"));
+    RunnerOptions options;
+    options.self_exe = TUPE_CLI;
+    EXPECT_EQ(run_experiment(spec, options, {}).failed, 0);
+    const fs::path runs = dir_ / "runs" / "tupe-a";
+    for (int step : {0, 3, 6})
+        EXPECT_TRUE(fs::exists(runs / ("checkpoint-" + std::to_string(step) + ".pt"))) << step;
+    const std::string json = read_file(runs / "heads" / "heads.json");
+    for (const char* step : {"\"step\": 0", "\"step\": 3", "\"step\": 6"})
+        EXPECT_NE(json.find(step), std::string::npos) << step;
+    auto kinds = [&]() {
+        auto store = ResultStore::open(spec.database, OpenMode::kReadOnly);
+        auto run = store.find_run(store.find_experiment("tiny")->id, "tupe-a");
+        std::multiset<std::string> k;
+        for (const auto& a : store.artifacts(run->id))
+            if (a.kind.rfind("heads-", 0) == 0)
+                k.insert(a.kind + " " + fs::path(a.path).filename().string());
+        return k;
+    };
+    const std::multiset<std::string> expected = {"heads-csv heads.csv", "heads-json heads.json"};
+    EXPECT_EQ(kinds(), expected);
+    EXPECT_EQ(run_experiment(spec, options, {}).finished, 0);  // nothing redone
+    EXPECT_EQ(kinds(), expected);
+}
+
 TEST_F(AnalysisArtifactsTest, FinishedRunIsAnalysedInProcessWhenTheBlockIsAdded) {
     RunnerOptions options;  // no tupe executable: the runner analyses in its own process
     const auto plain = load_experiment(study("bert-a", ""));

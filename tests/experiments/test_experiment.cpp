@@ -110,6 +110,8 @@ TEST_F(ExperimentTest, ErrorsNameKeyAndPosition) {
                  "bad.yaml:2:14: analysis.sentences: expected an integer");
     expect_error("extrapolation: {lengths: '1,,2'}\n", "extrapolation.lengths: expected factors");
     expect_error("analysis: {ablation: random}\n", "analysis.ablation: expected zero, mean or");
+    expect_error("analysis: {keep_every: -1}\n", "analysis.keep_every: must be >= 0");
+    expect_error("analysis: {heads: often}\n", "analysis.heads: expected true or false");
     expect_error("glue: builtin\n", "glue: expected a mapping");
     expect_error("analysis: {corpus: a.txt, text: b}\n", "give corpus or text, not both");
 }
@@ -123,7 +125,7 @@ TEST_F(ExperimentTest, EveryStudySectionKeyIsReadIntoTheSpec) {
                             "synthetic_dev: 700}\n"
                             "analysis: {checkpoints: [0, 1], sentences: 8, max_tokens: 0, "
                             "batch_size: 4, figures: false, probe_windows: 3, order_probe: true, "
-                            "ablation: shuffle}\n"
+                            "ablation: shuffle, keep_every: 5, heads: true}\n"
                             "extrapolation: {lengths: '1,2', max_tokens: 500}\n"
                             "finetune: {lrs: [1e-3], seeds: [7], batch_size: 16, epochs: 2, "
                             "warmup_ratio: 0.1, weight_decay: 0, max_seq_len: 64, "
@@ -144,6 +146,8 @@ TEST_F(ExperimentTest, EveryStudySectionKeyIsReadIntoTheSpec) {
     EXPECT_EQ(spec.analysis.probe_windows, 3);
     EXPECT_TRUE(spec.analysis.order_probe);
     EXPECT_EQ(spec.analysis.ablation, "shuffle");
+    EXPECT_EQ(spec.analysis.keep_every, 5);
+    EXPECT_TRUE(spec.analysis.heads);
     EXPECT_TRUE(spec.extrapolation.enabled);
     EXPECT_EQ(spec.extrapolation.lengths, "1,2");
     EXPECT_EQ(spec.extrapolation.max_tokens, 500);

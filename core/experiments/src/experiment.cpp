@@ -112,6 +112,15 @@ std::vector<int64_t> ExperimentSpec::analysis_steps(const Variant& v) const {
     return analysis.enabled ? steps_of(analysis.checkpoints, v, true) : std::vector<int64_t>{};
 }
 
+std::vector<int64_t> ExperimentSpec::kept_steps(const Variant& v) const {
+    std::vector<int64_t> steps;
+    if (!analysis.enabled || analysis.keep_every <= 0) return steps;
+    for (int64_t step = 0; step < v.config.train.steps; step += analysis.keep_every)
+        steps.push_back(step);
+    steps.push_back(v.config.train.steps);
+    return steps;
+}
+
 std::string variant_group(const std::string& full_name) {
     // A run beside a changed one is NAME~FINGERPRINT8 (runner.h, bind_plan): same group.
     std::string name = full_name;
@@ -266,6 +275,14 @@ const std::vector<StudyField>& study_fields() {
              "zero, mean or shuffle",
              [](const std::string& m) { return m == "zero" || m == "mean" || m == "shuffle"; },
              "expected zero, mean or shuffle (tupe ablate --mode)")},
+        {"analysis.keep_every",
+         scalar_field<int64_t>(
+             [](ExperimentSpec & s) -> auto& { return s.analysis.keep_every; }, "an integer",
+             [](const int64_t& v) { return v >= 0; },
+             "must be >= 0 (0 = only the snapshots of checkpoints and analysis.checkpoints)")},
+        {"analysis.heads",
+         scalar_field<bool>(
+             [](ExperimentSpec & s) -> auto& { return s.analysis.heads; }, "true or false")},
 
         {"extrapolation.corpus",
          scalar_field<std::string>(

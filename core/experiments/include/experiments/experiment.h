@@ -80,6 +80,14 @@ struct AnalysisSpec {
     /// run's held-out documents), its ablation.csv/.json recorded as artifacts of the pretrain
     /// run; "" (the default): not run. Needs the tupe executable, as the extrapolation.
     std::string ablation;
+    /// Also keep a snapshot of every pretraining run at step 0, every N steps and the last
+    /// (`tupe pretrain --keep-every N`), for analysis.heads; 0 (the default): only the
+    /// snapshots of checkpoints and analysis.checkpoints. Not part of a run's identity.
+    int64_t keep_every = 0;
+    /// Also `tupe heads` over every snapshot of each pretraining run (its held-out
+    /// documents), its heads.json/.csv (and figures) recorded as artifacts of the pretrain
+    /// run. Needs the tupe executable, as the ablation.
+    bool heads = false;
 };
 
 /// The optional `extrapolation:` block: `tupe extrapolate` on each variant's final
@@ -111,6 +119,10 @@ struct ExperimentSpec {
     /// Pretraining steps of the analysis snapshots: as checkpoint_steps, for analysis.checkpoints
     /// (empty when analysis is off).
     std::vector<int64_t> analysis_steps(const Variant& v) const;
+
+    /// The steps of analysis.keep_every: 0, N, 2N, ... and train.steps (empty when it is 0 or
+    /// analysis is off).
+    std::vector<int64_t> kept_steps(const Variant& v) const;
 
     /// Pretraining steps at which fine-tuning starts: round(fraction * steps), at least 1.
     std::vector<int64_t> checkpoint_steps(const Variant& v) const;
