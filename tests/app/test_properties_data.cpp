@@ -16,6 +16,7 @@
 
 #include "analysis/npy_format.h"
 #include "app_test_util.h"
+#include "core/microscope_data.h"
 #include "core/properties_data.h"
 #include "core/store_access.h"
 #include "experiments/report.h"
@@ -172,6 +173,16 @@ std::string fillZooStore(const fs::path& root) {
     figure.fill(QColor(240, 200, 120));
     figure.save(QString::fromStdString(
         (root / "runs/zoo/tupe-a/extrapolation/extrapolation.png").string()));
+    // tupe-a's stored ablation: shares 0.1, 0.4, 0.3, 0.9 against changes 0, 0.2, 0.5, 0.7
+    // (Spearman 0.8) and the whole model.
+    fs::create_directories(root / "runs/zoo/tupe-a/ablation");
+    std::ofstream(root / "runs/zoo/tupe-a/ablation/ablation.json") << R"({"checkpoints": [{
+ "checkpoint": "c.pt", "mode": "zero", "loss": 5, "share_use_spearman": 0.8, "rows": [
+ {"layer": 0, "head": 0, "loss": 5, "delta_loss": 0, "ci_lo": 0, "ci_hi": 0, "positional_share": 0.1},
+ {"layer": 0, "head": 1, "loss": 5, "delta_loss": 0.2, "ci_lo": 0, "ci_hi": 0, "positional_share": 0.4},
+ {"layer": 1, "head": 0, "loss": 5, "delta_loss": 0.5, "ci_lo": 0, "ci_hi": 0, "positional_share": 0.3},
+ {"layer": 1, "head": 1, "loss": 5, "delta_loss": 0.7, "ci_lo": 0, "ci_hi": 0, "positional_share": 0.9},
+ {"layer": -1, "head": -1, "loss": 6, "delta_loss": 1, "ci_lo": 1, "ci_hi": 1, "positional_share": null}]}]})";
     // bert-a: only a plain analysis. rope: an index.json that is gone.
     writePlainAnalysis(root / "runs/zoo/bert-a/analysis/step10");
     {
@@ -184,6 +195,7 @@ std::string fillZooStore(const fs::path& root) {
         addArtifact(store, tupe, root / "runs/zoo/tupe-a/analysis/step10/compare/index.json");
         addArtifact(store, tupe, root / "runs/zoo/tupe-a/analysis/step5/index.json");
         addArtifact(store, tupe, root / "runs/zoo/tupe-a/extrapolation/extrapolation.png");
+        addArtifact(store, tupe, root / "runs/zoo/tupe-a/ablation/ablation.json");
         addArtifact(store, bert, root / "runs/zoo/bert-a/analysis/step10/index.json");
         addArtifact(store, rope, root / "runs/zoo/rope/analysis/step10/index.json");
         // tupe-a fine-tuned from steps 5 and 10; at 10: lr 1e-3 seeds 60, 70, 90 (median 70),
@@ -388,6 +400,8 @@ TEST(CollectProperties, RunsFromArtifactsWithScores) {
     EXPECT_EQ(r.step, 10);
     EXPECT_EQ(r.analysis->variant, "tupe-a");  // not the compare/ folder's
     EXPECT_TRUE(r.extrapolationPng.endsWith("tupe-a/extrapolation/extrapolation.png"));
+    ASSERT_TRUE(r.ablation);
+    EXPECT_EQ(r.ablation->heads.size(), 4u);
     EXPECT_EQ(c.layers(), 2);
     EXPECT_EQ(c.heads(), 2);
     // The missing index.json of rope is one error naming the run; bert-a has no properties.
@@ -462,7 +476,7 @@ TEST(PropertiesView, ReadsTheStoreOffTheGuiThreadAndShowsTheFirstCell) {
     EXPECT_TRUE(errors[0].startsWith("rope: "));
 
     const QList<QCustomPlot*> plots = view.exportablePlots();
-    ASSERT_EQ(plots.size(), 3);
+    ASSERT_EQ(plots.size(), 4);
     auto* map = qobject_cast<HeatmapPlot*>(plots[0]);
     ASSERT_NE(map, nullptr);
     EXPECT_EQ(map->data().values, std::vector<double>(9, 1.5));  // mean of the heads' maps
@@ -471,6 +485,10 @@ TEST(PropertiesView, ReadsTheStoreOffTheGuiThreadAndShowsTheFirstCell) {
     EXPECT_EQ(plots[1]->yAxis->scaleType(), QCPAxis::stLogarithmic);
     ASSERT_GE(plots[2]->graphCount(), 1);
     EXPECT_EQ(plots[2]->graph(0)->dataCount(), 1);  // one run with a score
+    // Per head of tupe-a: the ablation's share against its change, rho as the closed form.
+    ASSERT_GE(plots[3]->graphCount(), 1);
+    EXPECT_EQ(plots[3]->graph(0)->dataCount(), 4);
+    EXPECT_EQ(view.headScatterTitle(), "tupe-a: per head, Spearman \u03c1 = 0.80, n = 4");
     EXPECT_TRUE(view.dataCsv().contains("\ntupe-a,,"));
     EXPECT_TRUE(view.tableText("markdown").startsWith("| run | positional_share |"));
 }

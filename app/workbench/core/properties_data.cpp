@@ -13,6 +13,7 @@
 #include "analysis/metrics.h"
 #include "analysis/property_names.h"
 #include "analysis/text_format.h"
+#include "core/microscope_data.h"
 #include "core/store_access.h"
 #include "experiments/report.h"
 #include "experiments/result_store.h"
@@ -229,6 +230,11 @@ PropertyCollection collectProperties(experiments::ResultStore& store, const QStr
                     run.variant = data->variant.isEmpty() ? qstr(r.variant) : data->variant;
                     run.step = it->step;
                     run.extrapolationPng = extrapolationPngOf(artifacts, dbPath);
+                    RunMicroscope stored = readRunMicroscope(artifacts, dbPath);
+                    for (const QString& error : stored.errors)
+                        out.errors << qstr(r.name) + ": " + error;
+                    if (stored.hasAblation)
+                        run.ablation = std::make_shared<AblationResult>(std::move(stored.ablation));
                     run.analysis = std::move(data);
                     out.runs.push_back(std::move(run));
                     any = true;

@@ -27,6 +27,8 @@ struct ArtifactRecord;
 
 namespace app {
 
+struct AblationResult;
+
 /// The statistics keys of a "property" entry in the analysis layer's order
 /// (analysis::property_names() of analysis/property_names.h): positional_share ... entropy.
 const QStringList& propertyNames();
@@ -65,6 +67,8 @@ struct PropertyRun {
     std::int64_t step = -1;    ///< the analysed step; -1 unknown
     QString extrapolationPng;  ///< resolved; empty when the run has none
     std::shared_ptr<const AnalysisData> analysis;
+    /// Its stored `tupe ablate` (ablation/ablation.json, core/microscope_data.h); null when none.
+    std::shared_ptr<const AblationResult> ablation;
 };
 
 /// Task scores of pretraining runs: the report's selection metric of each task (in percent)

@@ -7,6 +7,7 @@
 #include <QSplitter>
 #include <QVBoxLayout>
 #include <cmath>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -15,6 +16,7 @@
 #include "core/analysis_service.h"
 #include "core/store_access.h"
 #include "experiments/result_store.h"
+#include "views/microscope_panels.h"
 
 namespace app {
 
@@ -113,6 +115,13 @@ void CheckpointPicker::fillCheckpoints() {
 
 QString CheckpointPicker::checkpointPath() const { return checkpoint_->currentData().toString(); }
 
+qint64 CheckpointPicker::runId() const {
+    const int i = run_->currentIndex();
+    return i >= 0 && size_t(i) < runs_.size() ? runs_[size_t(i)].runId : 0;
+}
+
+QString CheckpointPicker::runName() const { return run_->currentText(); }
+
 QString CheckpointPicker::label() const {
     return run_->currentText() + " @ " + checkpoint_->currentText().mid(5);
 }
@@ -208,6 +217,7 @@ void SideBySideView::showDefaultPair() {
 CorrelationMapsView::CorrelationMapsView(AnalysisService* service, QWidget* parent)
     : SideBySideView(service, parent),
       plots_{new HeatmapPlot, new HeatmapPlot},
+      ablation_{new AblationPanel, new AblationPanel},
       term_(new QComboBox),
       layer_(new QComboBox),
       head_(new QComboBox) {
@@ -219,16 +229,61 @@ CorrelationMapsView::CorrelationMapsView(AnalysisService* service, QWidget* pare
     choose->addWidget(new QLabel("Head"));
     choose->addWidget(head_, 1);
     choose->addStretch(1);
-    auto* plots = new QHBoxLayout;
-    plots->addWidget(plots_[0], 1);
-    plots->addWidget(plots_[1], 1);
+    auto* plots = new QSplitter(Qt::Horizontal);
+    plots->addWidget(plots_[0]);
+    plots->addWidget(plots_[1]);
+    auto* ablations = new QSplitter(Qt::Horizontal);
+    ablations->addWidget(ablation_[0]);
+    ablations->addWidget(ablation_[1]);
+    auto* split = new QSplitter(Qt::Vertical);
+    split->addWidget(plots);
+    split->addWidget(ablations);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
     auto* layout = new QVBoxLayout(this);
     addHeader(layout);
     layout->addLayout(choose);
-    layout->addLayout(plots, 1);
+    layout->addWidget(split, 1);
     for (auto* p : plots_) p->clearWithMessage("Recompute to analyse the checkpoint.");
+    for (int s = 0; s < 2; ++s) {
+        connect(pickers_[s], &CheckpointPicker::changed, this, [this, s] { loadAblation(s); });
+        connect(ablation_[s], &AblationPanel::headClicked, this, &CorrelationMapsView::selectHead);
+    }
     for (auto* c : {term_, layer_, head_})
         connect(c, &QComboBox::currentIndexChanged, this, &CorrelationMapsView::redraw);
+}
+
+void CorrelationMapsView::setStore(experiments::ResultStore* store, const QString& dbPath) {
+    store_ = store;
+    dbPath_ = dbPath;
+    SideBySideView::setStore(store, dbPath);
+    for (int s = 0; s < 2; ++s) loadAblation(s);
+}
+
+void CorrelationMapsView::loadAblation(int side) {
+    microscope_[side] = RunMicroscope{};
+    const qint64 run = pickers_[side]->runId();
+    const QString name = pickers_[side]->runName();
+    if (!store_ || run == 0) return ablation_[side]->setAblation(nullptr, name, "");
+    try {
+        microscope_[side] = readRunMicroscope(store_->artifacts(run), dbPath_);
+    } catch (const std::exception& e) {
+        emit errorRaised(QString::fromUtf8(e.what()));
+    }
+    for (const QString& error : microscope_[side].errors) emit errorRaised(error);
+    if (microscope_[side].hasAblation)
+        return ablation_[side]->setAblation(&microscope_[side].ablation, name);
+    ablation_[side]->setAblation(nullptr, name,
+                                 name +
+                                     ": no ablation stored (analysis.ablation in the "
+                                     "experiment, or tupe ablate --out)");
+}
+
+void CorrelationMapsView::selectHead(int layer, int head) {
+    const int l = layer_->findData(layer);
+    if (l >= 0) layer_->setCurrentIndex(l);
+    if (head >= 0 && head < head_->count()) head_->setCurrentIndex(head);
+    for (auto* panel : ablation_) panel->markHead(layer, head);
 }
 
 void CorrelationMapsView::dataArrived() {
@@ -450,7 +505,8 @@ HeadGalleryView::HeadGalleryView(AnalysisService* service, QWidget* parent)
       sentence_(new QLineEdit),
       status_(new QLabel),
       grid_(new QGridLayout),
-      gridHost_(new QWidget) {
+      gridHost_(new QWidget),
+      types_(new HeadTypesPanel) {
     kind_->addItems({"probabilities (row softmax)", "logits"});
     auto* go = new QPushButton("Recompute");
     auto* top = new QHBoxLayout;
@@ -462,11 +518,21 @@ HeadGalleryView::HeadGalleryView(AnalysisService* service, QWidget* parent)
     auto* scroll = new QScrollArea;
     scroll->setWidgetResizable(true);
     scroll->setWidget(gridHost_);
+    auto* split = new QSplitter(Qt::Vertical);
+    split->addWidget(types_);
+    split->addWidget(scroll);
+    split->setStretchFactor(0, 2);
+    split->setStretchFactor(1, 3);
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(top);
     layout->addLayout(sentenceBar(sentence_, go, status_));
-    layout->addWidget(scroll, 1);
+    layout->addWidget(split, 1);
     connect(picker_, &CheckpointPicker::errorRaised, this, &WorkbenchView::errorRaised);
+    connect(picker_, &CheckpointPicker::changed, this, [this] {
+        loadHeadTypes();
+        data_.reset();  // the maps were of the other checkpoint: Recompute draws this one's
+        redraw();
+    });
     connect(go, &QPushButton::clicked, this, &HeadGalleryView::recompute);
     connect(sentence_, &QLineEdit::returnPressed, this, &HeadGalleryView::recompute);
     connect(kind_, &QComboBox::currentIndexChanged, this, &HeadGalleryView::redraw);
@@ -487,8 +553,33 @@ HeadGalleryView::HeadGalleryView(AnalysisService* service, QWidget* parent)
 }
 
 void HeadGalleryView::setStore(experiments::ResultStore* store, const QString& dbPath) {
+    store_ = store;
+    dbPath_ = dbPath;
     picker_->setStore(store, dbPath);
     picker_->select("tupe-a");
+    loadHeadTypes();
+}
+
+QCustomPlot* HeadGalleryView::exportablePlot() { return types_->counts(); }
+
+void HeadGalleryView::loadHeadTypes() {
+    microscope_ = RunMicroscope{};
+    const qint64 run = picker_->runId();
+    const QString name = picker_->runName();
+    if (store_ && run != 0) {
+        try {
+            microscope_ = readRunMicroscope(store_->artifacts(run), dbPath_);
+        } catch (const std::exception& e) {
+            emit errorRaised(QString::fromUtf8(e.what()));
+        }
+        for (const QString& error : microscope_.errors) emit errorRaised(error);
+    }
+    if (microscope_.hasHeadTypes) return types_->setRun(&microscope_.headTypes, name);
+    types_->setRun(nullptr, name,
+                   name.isEmpty() ? QString()
+                                  : name +
+                                        ": no head types stored (analysis.heads in the "
+                                        "experiment, or tupe heads --out)");
 }
 
 void HeadGalleryView::recompute() {
@@ -514,28 +605,43 @@ void HeadGalleryView::redraw() {
                                                     : "tupe_total";
     int panel = 0;
     const int columns = std::max(4, std::min(6, d.heads));
-    for (int layer : d.layersOf(kind)) {
-        for (int h = 0; h < d.heads; ++h) {
-            const AnalysisEntry* e = d.find(kind, layer, h);
-            if (!e) continue;
-            auto* plot = new HeatmapPlot(nullptr, false);
-            plot->setMinimumSize(230, 230);
-            try {
-                plotting::Heatmap m =
-                    squareMap(d, *e,
-                              QString("%1head %2%3")
-                                  .arg(layer >= 0 ? QString("L%1 ").arg(layer) : QString())
-                                  .arg(h)
-                                  .arg(e->label.isEmpty() ? QString() : ": " + e->label));
-                m.x_label = m.y_label = "";
-                plot->setData(m);
-            } catch (const std::exception& ex) {
-                plot->clearWithMessage("cannot read");
-                emit errorRaised(QString::fromUtf8(ex.what()));
+    // The heads in the order of their stored types (taxonomy order, strongest first), the rest
+    // after; per-layer maps only (a map shared by all layers has no one type).
+    std::vector<std::pair<int, int>> order;
+    std::map<std::pair<int, int>, QString> typeOf;
+    const std::vector<int> mapLayers = d.layersOf(kind);
+    if (microscope_.hasHeadTypes && !mapLayers.empty() && mapLayers.front() >= 0)
+        for (const HeadTypeGroup& g : groupHeadsByType(microscope_.headTypes.snapshots.back()))
+            for (const HeadTypeEntry& h : g.heads) {
+                order.emplace_back(h.layer, h.head);
+                typeOf[{h.layer, h.head}] = QString("%1 %2").arg(
+                    h.type, std::isfinite(h.typeScore()) ? QString::number(h.typeScore(), 'f', 2)
+                                                         : QString());
             }
-            grid_->addWidget(plot, panel / columns, panel % columns);
-            ++panel;
+    for (int layer : mapLayers)
+        for (int h = 0; h < d.heads; ++h)
+            if (!typeOf.count({layer, h})) order.emplace_back(layer, h);
+    for (const auto& [layer, h] : order) {
+        const AnalysisEntry* e = d.find(kind, layer, h);
+        if (!e) continue;
+        auto* plot = new HeatmapPlot(nullptr, false);
+        plot->setMinimumSize(230, 230);
+        try {
+            plotting::Heatmap m = squareMap(
+                d, *e,
+                QString("%1head %2%3%4")
+                    .arg(layer >= 0 ? QString("L%1 ").arg(layer) : QString())
+                    .arg(h)
+                    .arg(typeOf.count({layer, h}) ? " [" + typeOf[{layer, h}] + "]" : QString())
+                    .arg(e->label.isEmpty() ? QString() : ": " + e->label));
+            m.x_label = m.y_label = "";
+            plot->setData(m);
+        } catch (const std::exception& ex) {
+            plot->clearWithMessage("cannot read");
+            emit errorRaised(QString::fromUtf8(ex.what()));
         }
+        grid_->addWidget(plot, panel / columns, panel % columns);
+        ++panel;
     }
     status_->setText(QString("%1 (%2): %3 heads, %4%5")
                          .arg(picker_->label(), d.variant)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/analysis_data.h"
+#include "core/microscope_data.h"
 #include "core/store_access.h"
 #include "views/plot_util.h"
 #include "views/workbench_view.h"
@@ -22,6 +23,8 @@
 namespace app {
 
 class AnalysisService;
+class AblationPanel;
+class HeadTypesPanel;
 
 /// A run (pretraining runs with checkpoints) and one of its checkpoints, read from the store by
 /// listCheckpointRuns (core/store_access.h) when the store is set.
@@ -33,6 +36,8 @@ class CheckpointPicker : public QWidget {
     void setStore(experiments::ResultStore* store, const QString& dbPath);
     QString checkpointPath() const;  ///< resolved; empty when none
     QString label() const;           ///< "tupe-a @ 600"
+    qint64 runId() const;            ///< the selected run's id; 0 when none
+    QString runName() const;         ///< the selected run's name
     /// Selects the run called `runName` (and its last checkpoint), else its first seed
     /// ("tupe-a" -> "tupe-a@seed1"); false when absent.
     bool select(const QString& runName);
@@ -86,20 +91,32 @@ class SideBySideView : public WorkbenchView {
     QLabel* status_;
 };
 
+/// The two maps and, under each, the run's stored ablation (`tupe ablate`, analysis.ablation):
+/// clicking a head there selects it in the maps.
 class CorrelationMapsView : public SideBySideView {
     Q_OBJECT
   public:
     explicit CorrelationMapsView(AnalysisService* service, QWidget* parent = nullptr);
+    void setStore(experiments::ResultStore* store, const QString& dbPath) override;
     QCustomPlot* exportablePlot() override { return plots_[0]; }
     QString dataCsv() override;
     void prepareScreenshot() override;
+    AblationPanel* ablationPanel(int side) const { return ablation_[side]; }
+    /// Shows (layer, head) in the maps (the layer when the term has per-layer maps).
+    void selectHead(int layer, int head);
 
   private:
+    /// Reads side `side`'s run's ablation.json from the store's artifacts.
+    void loadAblation(int side);
     HeatmapPlot* mainPlot(int side) override { return plots_[side]; }
     void dataArrived() override;
     void fillChoices();
     void redraw();
     HeatmapPlot* plots_[2];
+    AblationPanel* ablation_[2];
+    experiments::ResultStore* store_ = nullptr;
+    QString dbPath_;
+    RunMicroscope microscope_[2];
     QComboBox* term_;
     QComboBox* layer_;
     QComboBox* head_;
@@ -124,16 +141,22 @@ class ClsAttentionView : public SideBySideView {
     QComboBox* layer_;
 };
 
+/// Every head's map, grouped by the head types the run's stored `tupe heads` scan gave its last
+/// snapshot (analysis.heads), with the types and their counts over the snapshots above.
 class HeadGalleryView : public WorkbenchView {
     Q_OBJECT
   public:
     explicit HeadGalleryView(AnalysisService* service, QWidget* parent = nullptr);
     void setStore(experiments::ResultStore* store, const QString& dbPath) override;
+    QCustomPlot* exportablePlot() override;
     void prepareScreenshot() override;
+    HeadTypesPanel* headTypesPanel() const { return types_; }
 
   private:
     void recompute();
     void redraw();
+    /// Reads the picked run's heads.json from the store's artifacts.
+    void loadHeadTypes();
     AnalysisService* service_;
     CheckpointPicker* picker_;
     QComboBox* kind_;
@@ -141,7 +164,11 @@ class HeadGalleryView : public WorkbenchView {
     QLabel* status_;
     QGridLayout* grid_;
     QWidget* gridHost_;
+    HeadTypesPanel* types_;
     std::shared_ptr<const AnalysisData> data_;
+    experiments::ResultStore* store_ = nullptr;
+    QString dbPath_;
+    RunMicroscope microscope_;
 };
 
 }  // namespace app

@@ -133,14 +133,29 @@ void HeatmapPlot::setData(const plotting::Heatmap& d) {
     replot(rpQueuedReplot);
 }
 
-void HeatmapPlot::mouseMoveEvent(QMouseEvent* event) {
-    QCustomPlot::mouseMoveEvent(event);
-    if (data_.rows == 0) return;
-    const QPointF pos = event->position();
+bool HeatmapPlot::cellAt(const QPointF& pos, int* row, int* col) const {
+    if (data_.rows == 0) return false;
     const int c = int(std::lround(xAxis->pixelToCoord(pos.x())));
     const int r = int(std::lround(yAxis->pixelToCoord(pos.y())));
     if (r < 0 || c < 0 || r >= data_.rows || c >= data_.cols ||
-        !axisRect()->rect().contains(pos.toPoint())) {
+        !axisRect()->rect().contains(pos.toPoint()))
+        return false;
+    *row = r, *col = c;
+    return true;
+}
+
+void HeatmapPlot::mousePressEvent(QMouseEvent* event) {
+    QCustomPlot::mousePressEvent(event);
+    int r = 0, c = 0;
+    if (event->button() == Qt::LeftButton && cellAt(event->position(), &r, &c))
+        emit cellClicked(r, c);
+}
+
+void HeatmapPlot::mouseMoveEvent(QMouseEvent* event) {
+    QCustomPlot::mouseMoveEvent(event);
+    const QPointF pos = event->position();
+    int r = 0, c = 0;
+    if (!cellAt(pos, &r, &c)) {
         QToolTip::hideText();
         return;
     }

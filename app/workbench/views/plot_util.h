@@ -47,8 +47,16 @@ class HeatmapPlot : public QCustomPlot {
     void clearWithMessage(const QString& message);
     const plotting::Heatmap& data() const { return data_; }
 
+    /// The cell (row, col) under a widget position; false outside the data.
+    bool cellAt(const QPointF& pos, int* row, int* col) const;
+
+  signals:
+    /// A click on cell (row, col) of the data.
+    void cellClicked(int row, int col);
+
   protected:
     void mouseMoveEvent(QMouseEvent* event) override;
+    void mousePressEvent(QMouseEvent* event) override;
 
   private:
     plotting::Heatmap data_;

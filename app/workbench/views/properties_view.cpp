@@ -13,6 +13,8 @@
 #include <memory>
 #include <utility>
 
+#include "core/microscope_data.h"
+
 namespace app {
 
 namespace {
@@ -53,6 +55,8 @@ PropertiesView::PropertiesView(QWidget* parent)
       map_(new HeatmapPlot),
       spectrum_(makePlot(nullptr)),
       scatter_(makePlot(nullptr)),
+      headProperty_(new QComboBox),
+      headScatter_(makePlot(nullptr)),
       extrapolation_(new QLabel) {
     mapKind_->addItem("\u0394pos (true positions minus all positions equal)", "delta_pos");
     mapKind_->addItem("static positional logit (TUPE, T5, ALiBi, BERT-Ad, tables)", "static_pos");
@@ -102,6 +106,17 @@ PropertiesView::PropertiesView(QWidget* parent)
     scatterBar->addWidget(new QLabel("against"));
     scatterBar->addWidget(scatterScore_, 1);
 
+    headScatterTitle_ = addTitle(headScatter_);
+    headProperty_->addItem(kAblationShare);
+    headProperty_->addItems(propertyNames());
+    headProperty_->setToolTip(
+        "per head of the selected run: this property (x) against the change in masked-token "
+        "loss when the head's positional term is removed (y, tupe ablate)");
+    auto* headBar = new QHBoxLayout;
+    headBar->addWidget(new QLabel("Per head"));
+    headBar->addWidget(headProperty_, 1);
+    headBar->addWidget(new QLabel("against Δ loss"));
+
     extrapolation_->setAlignment(Qt::AlignCenter);
     extrapolation_->setWordWrap(true);
     extrapolation_->setMinimumSize(220, 160);
@@ -119,8 +134,9 @@ PropertiesView::PropertiesView(QWidget* parent)
     auto* bottom = new QSplitter(Qt::Horizontal);
     bottom->addWidget(spectrum_);
     bottom->addWidget(withHeader(scatterBar, scatter_));
+    bottom->addWidget(withHeader(headBar, headScatter_));
     bottom->addWidget(withHeader(extrapolationBar, extrapolation_));
-    bottom->setSizes({420, 560, 420});
+    bottom->setSizes({340, 420, 420, 320});
     auto* split = new QSplitter(Qt::Vertical);
     split->addWidget(top);
     split->addWidget(bottom);
@@ -135,6 +151,7 @@ PropertiesView::PropertiesView(QWidget* parent)
     connect(head_, &QComboBox::currentIndexChanged, this, &PropertiesView::rebuildTable);
     connect(mapKind_, &QComboBox::currentIndexChanged, this, &PropertiesView::drawMap);
     connect(scatterScore_, &QComboBox::currentIndexChanged, this, &PropertiesView::drawScatter);
+    connect(headProperty_, &QComboBox::currentIndexChanged, this, &PropertiesView::drawHeadScatter);
     connect(scatterProperty_, &QComboBox::currentIndexChanged, this, [this](int col) {
         const int row = selectedRow();
         if (row >= 0 && col >= 0) tableView_->setCurrentIndex(model_->index(row, col));
@@ -292,6 +309,58 @@ void PropertiesView::showSelection() {
     drawSpectrum();
     showExtrapolation();
     drawScatter();
+    drawHeadScatter();
+}
+
+void PropertiesView::drawHeadScatter() {
+    headScatter_->clearGraphs();
+    headScatter_->clearItems();
+    const PropertyRun* run = selectedRun();
+    if (!run || !run->ablation) {
+        headScatterTitle_->setText(run ? run->name + ": no ablation stored (analysis.ablation)"
+                                       : QString("per head against Δ loss: click a row"));
+        headScatter_->replot(QCustomPlot::rpQueuedReplot);
+        return;
+    }
+    const QString property = headProperty_->currentText();
+    const HeadScatter hs = headScatter(*run->ablation, run->analysis.get(), property);
+    QCPGraph* heads = headScatter_->addGraph();
+    heads->setLineStyle(QCPGraph::lsNone);
+    heads->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, kBlue, 7));
+    QCPGraph* selected = headScatter_->addGraph();
+    selected->setLineStyle(QCPGraph::lsNone);
+    selected->setScatterStyle(
+        QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(kRed, 2), Qt::NoBrush, 13));
+    const PropertyTable& t = table();
+    const QString current = t.head >= 0 ? QString("L%1.H%2").arg(t.layer).arg(t.head) : QString();
+    for (size_t i = 0; i < hs.x.size(); ++i) {
+        if (!std::isfinite(hs.x[i]) || !std::isfinite(hs.y[i])) continue;
+        heads->addData(hs.x[i], hs.y[i]);
+        if (hs.names[int(i)] == current) selected->addData(hs.x[i], hs.y[i]);
+        auto* label = new QCPItemText(headScatter_);
+        label->position->setCoords(hs.x[i], hs.y[i]);
+        label->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
+        label->setPadding(QMargins(5, 0, 0, 1));
+        label->setFont(QFont(font().family(), 7));
+        label->setText(hs.names[int(i)]);
+    }
+    const RankCorrelation& rc = hs.rho;
+    headScatterTitle_->setText(
+        QString("%1: per head, Spearman ρ = %2, n = %3")
+            .arg(run->name, std::isfinite(rc.rho) ? QString::number(rc.rho, 'f', 2) : "n/a")
+            .arg(rc.n));
+    headScatter_->xAxis->setLabel(property == kAblationShare
+                                      ? QString("positional share (ablation's windows)")
+                                      : QString("%1 (step %2)").arg(property).arg(run->step));
+    headScatter_->yAxis->setLabel(
+        QString("Δ loss, positions removed (%1)").arg(run->ablation->mode));
+    headScatter_->rescaleAxes();
+    for (QCPAxis* axis : {headScatter_->xAxis, headScatter_->yAxis}) {
+        const QCPRange r = axis->range();
+        const double pad = r.size() > 0 ? r.size() * 0.12 : 0.5;
+        axis->setRange(r.lower - pad, r.upper + pad * (axis == headScatter_->xAxis ? 2.5 : 1.5));
+    }
+    headScatter_->replot(QCustomPlot::rpQueuedReplot);
 }
 
 void PropertiesView::drawMap() {

@@ -3,8 +3,10 @@
 // invariance, symmetry, rank, locality, ...) as a runs x properties table with a colour scale
 // per column at one layer and head (or the mean of heads); a cell opens the Delta_pos map behind
 // it (or the scheme's static positional logit), the layer's singular-value spectrum (map,
-// Toeplitz fit, residual; TUPE's Proposition 1), the run's `tupe extrapolate` figure, and a
-// scatter of a property against a task score across runs with Spearman's rho and n. The store
+// Toeplitz fit, residual; TUPE's Proposition 1), the run's `tupe extrapolate` figure, a
+// scatter of a property against a task score across runs with Spearman's rho and n, and, for a
+// run with a stored `tupe ablate`, a scatter of a per-head property against each head's change
+// in loss when its positions are removed (is the property a proxy for use?). The store
 // and the analysis directories are read on a worker thread (core/properties_data.h).
 #pragma once
 
@@ -29,8 +31,10 @@ class PropertiesView : public WorkbenchView {
     /// Reads the runs with properties from `dbPath` on a worker thread (its own connection).
     void setStore(experiments::ResultStore* store, const QString& dbPath) override;
     QCustomPlot* exportablePlot() override { return scatter_; }
-    /// The map, the spectrum and the scatter.
-    QList<QCustomPlot*> exportablePlots() override { return {map_, spectrum_, scatter_}; }
+    /// The map, the spectrum, the scatter across runs and the per-head scatter.
+    QList<QCustomPlot*> exportablePlots() override {
+        return {map_, spectrum_, scatter_, headScatter_};
+    }
     QString dataCsv() override;
     QString tableText(const QString& format) override;
     void prepareScreenshot() override;
@@ -38,6 +42,8 @@ class PropertiesView : public WorkbenchView {
     bool busy() const { return worker_ != nullptr; }
     /// The table as shown (tests, the screenshots).
     const PropertyTable& table() const { return model_->table(); }
+    /// The per-head scatter's title (tests).
+    QString headScatterTitle() const { return headScatterTitle_->text(); }
 
   signals:
     /// The worker's result is in the table.
@@ -56,6 +62,7 @@ class PropertiesView : public WorkbenchView {
     void drawMap();
     void drawSpectrum();
     void drawScatter();
+    void drawHeadScatter();
     void showExtrapolation();
     void scaleExtrapolation();
     /// The run of the selected row; nullptr when none.
@@ -84,6 +91,9 @@ class PropertiesView : public WorkbenchView {
     QCPTextElement* spectrumTitle_;
     QCustomPlot* scatter_;
     QCPTextElement* scatterTitle_;
+    QComboBox* headProperty_;
+    QCustomPlot* headScatter_;
+    QCPTextElement* headScatterTitle_;
     QLabel* extrapolation_;
     QPixmap extrapolationPixmap_;
 };
