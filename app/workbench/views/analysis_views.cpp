@@ -521,8 +521,7 @@ HeadGalleryView::HeadGalleryView(AnalysisService* service, QWidget* parent)
     auto* split = new QSplitter(Qt::Vertical);
     split->addWidget(types_);
     split->addWidget(scroll);
-    split->setStretchFactor(0, 2);
-    split->setStretchFactor(1, 3);
+    split->setSizes({260, 560});
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(top);
     layout->addLayout(sentenceBar(sentence_, go, status_));

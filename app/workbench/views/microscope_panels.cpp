@@ -60,7 +60,7 @@ AblationPanel::AblationPanel(QWidget* parent)
     auto* split = new QSplitter(Qt::Horizontal);
     split->addWidget(map_);
     split->addWidget(table_);
-    split->setSizes({260, 360});
+    split->setSizes({230, 400});
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addWidget(summary_);
@@ -80,6 +80,7 @@ void AblationPanel::setAblation(const AblationResult* result, const QString& lab
                                 const QString& message) {
     table_->setRowCount(0);
     if (!result) {
+        map_->setVisible(true);
         summary_->setText(message);
         map_->clearWithMessage(message.isEmpty() ? QString("no ablation") : message);
         return;
@@ -88,17 +89,22 @@ void AblationPanel::setAblation(const AblationResult* result, const QString& lab
     const QString step = QFileInfo(r.checkpoint).fileName();
     summary_->setText(
         QString("<b>%1</b>: tupe ablate --mode %2 of %3, %4 masked tokens in %5 windows; "
-                "loss %6 with every position; share ~ use: Spearman \u03c1 = %7")
+                "loss %6 with every position; share ~ use: Spearman \u03c1 = %7; %8")
             .arg(label, r.mode, step)
             .arg(r.masked)
             .arg(r.windows)
-            .arg(panelNumber(r.loss), panelNumber(r.shareUseSpearman, 2)));
-    map_->setData(ablationHeatmap(r, label + ": \u0394 loss, positions of one head removed"));
-    // One colour scale for the whole table: diverging around 0 over the largest |change|.
+            .arg(panelNumber(r.loss), panelNumber(r.shareUseSpearman, 2), r.scope));
+    // An input table (BERT-A) has only the whole-model row: no map to draw.
+    map_->setVisible(!r.heads.empty());
+    if (!r.heads.empty()) map_->setData(ablationHeatmap(r, label + ": \u0394 loss per head"));
+    // The map's colour scale for the table: diverging around 0 over the heads' largest
+    // |change| (the whole model, clamped, is the darkest); the other rows' without heads.
     double m = 0;
-    for (const auto* rows : {&r.heads, &r.other})
+    for (const auto* rows : {&r.heads, &r.other}) {
         for (const auto& row : *rows)
             if (std::isfinite(row.delta)) m = std::max(m, std::fabs(row.delta));
+        if (m > 0) break;
+    }
     ColumnScale scale;
     scale.lo = -m, scale.hi = m, scale.diverging = true, scale.empty = m <= 0;
     auto addRow = [&](const AblationRow& row) {
@@ -148,6 +154,7 @@ HeadTypesPanel::HeadTypesPanel(QWidget* parent)
     for (const char* key : kPanelScoreKeys) header << key;
     tree_->setHeaderLabels(header);
     tree_->setRootIsDecorated(true);
+    tree_->header()->setStretchLastSection(false);
     tree_->setToolTip(
         "tupe heads: each head's primary type (the first rule that holds, docs/microscope.md) "
         "at the run's last snapshot, and every score");

@@ -284,6 +284,11 @@ void PropertiesView::rebuildTable() {
     int row = 0;
     for (int r = 0; r < t.rows(); ++r)
         if (t.runIds[size_t(r)] == selectedRunId_) row = r;
+    if (preferAblation_)
+        for (int r = t.rows() - 1; r >= 0; --r) {
+            const auto& ablation = data_.runs[size_t(t.runIndex[size_t(r)])].ablation;
+            if (ablation && !ablation->heads.empty()) row = r;
+        }
     // The model was reset, so this moves the current cell and showSelection() follows.
     tableView_->setCurrentIndex(model_->index(row, std::max(0, scatterProperty_->currentIndex())));
 }
@@ -319,6 +324,14 @@ void PropertiesView::drawHeadScatter() {
     if (!run || !run->ablation) {
         headScatterTitle_->setText(run ? run->name + ": no ablation stored (analysis.ablation)"
                                        : QString("per head against Δ loss: click a row"));
+        headScatter_->replot(QCustomPlot::rpQueuedReplot);
+        return;
+    }
+    if (run->ablation->heads.empty()) {
+        headScatterTitle_->setText(QString("%1: the ablation has no per-head rows (%2)")
+                                       .arg(run->name, run->ablation->scope.isEmpty()
+                                                           ? QString("whole model only")
+                                                           : run->ablation->scope));
         headScatter_->replot(QCustomPlot::rpQueuedReplot);
         return;
     }
@@ -541,6 +554,10 @@ void PropertiesView::prepareScreenshot() {
     // The first run, the mean of heads, positional share: the table's defaults.
     const int h = head_->findData(-1);
     if (h >= 0) head_->setCurrentIndex(h);
+    // The first run whose ablation has per-head rows, so the per-head scatter has points (the
+    // table may still be loading: rebuildTable applies it).
+    preferAblation_ = true;
+    rebuildTable();
 }
 
 }  // namespace app

@@ -73,6 +73,7 @@ class PropertiesView : public WorkbenchView {
     QString dbPath_;
     bool haveStore_ = false;
     bool reloadAgain_ = false;
+    bool preferAblation_ = false;  ///< --screenshots: select a run with a per-head ablation
     QThread* worker_ = nullptr;
     PropertyCollection data_;
     qint64 selectedRunId_ = -1;
