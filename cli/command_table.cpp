@@ -280,7 +280,8 @@ std::vector<CommandSpec> make_table() {
           flag("no-figures", "with --out: the data files only")},
          "A RUN_DIR stands for its checkpoint-STEP.pt snapshots and its checkpoint.pt, in step "
          "order (`tupe pretrain --keep-every N` keeps snapshots; a study keeps them at "
-         "`checkpoints:` and `analysis.checkpoints:`). One primary type per head, the first rule "
+         "`checkpoints:`, `analysis.checkpoints:` and every `analysis.keep_every` steps, and "
+         "`analysis.heads: true` runs this scan). One primary type per head, the first rule "
          "that holds (docs/microscope.md), and its score for every type.",
          ""});
     add({"run",
