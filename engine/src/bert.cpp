@@ -11,10 +11,9 @@
 
 #include "engine/batched_matmul.h"
 #include "engine/fused_ops.h"
+#include "engine/fused_train_ops.h"
 
 namespace engine {
-
-namespace F = torch::nn::functional;
 
 namespace {
 
@@ -34,6 +33,14 @@ torch::Tensor apply_norm(Norm& norm, const torch::Tensor& x) {
 
 torch::Tensor apply_dropout(torch::nn::Dropout& module, const torch::Tensor& x) {
     return engine::dropout(x, module->options.p(), module->is_training());
+}
+
+// gelu(dense(x)), erf GELU as HF "gelu". On CPU the bias add and the GELU are one pass forward
+// and backward after a bias-free matmul (engine/fused_train_ops.h).
+torch::Tensor bert_linear_gelu(torch::nn::Linear& dense, const torch::Tensor& x) {
+    if (fused_training_enabled() && x.device().is_cpu())
+        return fused_bias_gelu(torch::linear(x, dense->weight), dense->bias);
+    return torch::gelu(dense(x));
 }
 
 }  // namespace
@@ -186,9 +193,15 @@ BertOutputImpl::BertOutputImpl(int64_t in, int64_t out, const ModelConfig& c, bo
 }
 
 torch::Tensor BertOutputImpl::forward(const torch::Tensor& h, const torch::Tensor& residual) {
-    auto y = apply_dropout(dropout, dense(h)) + residual;
+    auto d = apply_dropout(dropout, dense(h));
     // Post-LN normalises the sum; pre-LN normalised the sub-layer's input instead (in BertLayer).
-    return pre_layernorm ? y : apply_norm(LayerNorm, y);
+    if (pre_layernorm) return d + residual;
+    // On CPU the residual add and the LayerNorm are one pass (engine/fused_train_ops.h).
+    if (fused_training_enabled() && d.device().is_cpu() && !LayerNorm->rms &&
+        LayerNorm->bias.defined())
+        return fused_residual_layer_norm(d, residual, LayerNorm->weight, LayerNorm->bias,
+                                         LayerNorm->eps);
+    return apply_norm(LayerNorm, d + residual);
 }
 
 BertAttentionImpl::BertAttentionImpl(const ModelConfig& c, int64_t layer) {
@@ -207,7 +220,7 @@ BertIntermediateImpl::BertIntermediateImpl(const ModelConfig& c) : ffn(c.ffn) {
 }
 
 torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& x) {
-    if (ffn == "gelu") return torch::gelu(dense(x));  // erf GELU, as HF "gelu"
+    if (ffn == "gelu") return bert_linear_gelu(dense, x);  // erf GELU, as HF "gelu"
     // Shazeer 2020, Eq. 5-6: GEGLU(x) = GELU(xW) * xV, SwiGLU(x) = Swish_1(xW) * xV; W and V
     // are the two halves of dense, in ModernBERT's order (input, gate = Wi(x).chunk(2)).
     auto halves = dense(x).chunk(2, -1);  // (.., 2F) -> 2 x (.., F)
@@ -305,7 +318,7 @@ BertPredictionHeadTransformImpl::BertPredictionHeadTransformImpl(const ModelConf
 }
 
 torch::Tensor BertPredictionHeadTransformImpl::forward(const torch::Tensor& h) {
-    return apply_norm(LayerNorm, torch::gelu(dense(h)));
+    return apply_norm(LayerNorm, bert_linear_gelu(dense, h));
 }
 
 BertLMPredictionHeadImpl::BertLMPredictionHeadImpl(const ModelConfig& c) {
@@ -341,10 +354,9 @@ MlmOutput BertForMaskedLMImpl::forward(const torch::Tensor& input_ids,
     out.logits = torch::linear(t, bert->embeddings->word_embeddings->weight, pred->bias);
     auto targets = flat_labels.index_select(0, index);
     if (out.num_masked > 0) {
-        // Reduced-precision logits (autocast) are upcast for the loss; fp32/fp64 stay as they are.
-        const bool low =
-            out.logits.scalar_type() != torch::kFloat && out.logits.scalar_type() != torch::kDouble;
-        out.loss = F::cross_entropy(low ? out.logits.to(torch::kFloat) : out.logits, targets);
+        // log-softmax + NLL in one pass each way on CPU (engine/fused_train_ops.h); the loss is
+        // fp32 (reduced-precision logits are upcast), fp64 logits keep fp64.
+        out.loss = fused_cross_entropy(out.logits, targets);
     } else {
         out.loss = out.logits.sum() * 0.0;  // keeps the graph valid for an all-unmasked batch
     }

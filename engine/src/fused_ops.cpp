@@ -16,25 +16,10 @@
 #include <limits>
 #include <vector>
 
-// Why not at::vec::Vectorized: the engine is not compiled per CPU capability as ATen's kernels
-// are (ATen's AVX2/AVX-512 Vectorized needs CPU_CAPABILITY_* and <sleef.h>, absent from Debian's
-// libtorch-dev), so outside ATen Vectorized<float> is its generic 8-float array, which GCC 12
-// scalarises lane by lane (loop-carried accumulators, NaN-checking max): the fused kernel built
-// on it ran 2-3x slower than the unfused LibTorch ops (B=32, H=12, T=128, forward+backward).
-// GCC/Clang vector extensions give the same 8 lanes in registers (one AVX2 register, two SSE ones),
-// and the row loops are compiled a second time for AVX2 and picked at run time. Other compilers
-// take the unfused composition.
-#if defined(__GNUC__) || defined(__clang__)
-#define TUPE_FUSED_SOFTMAX 1
-#endif
+#include "simd_lanes.h"
 
-// 32-byte vectors are passed in memory when AVX is off: a note GCC prints for the baseline copy
-// at the end of the file (so no pop), irrelevant here since every helper is inlined.
-#if defined(TUPE_FUSED_SOFTMAX) && defined(__clang__)
-#pragma clang diagnostic ignored "-Wunknown-warning-option"
-#pragma clang diagnostic ignored "-Wpsabi"
-#elif defined(TUPE_FUSED_SOFTMAX)
-#pragma GCC diagnostic ignored "-Wpsabi"
+#ifdef TUPE_SIMD_LANES
+#define TUPE_FUSED_SOFTMAX 1
 #endif
 
 namespace engine {
@@ -45,97 +30,7 @@ std::atomic<bool> g_fused_enabled{true};
 
 #ifdef TUPE_FUSED_SOFTMAX
 
-#define TUPE_INLINE __attribute__((always_inline)) inline
-
-typedef float F8 __attribute__((vector_size(32)));
-typedef int32_t I8 __attribute__((vector_size(32)));  // lane masks: -1 true, 0 false
-typedef uint32_t U8 __attribute__((vector_size(32)));
-typedef uint16_t H8 __attribute__((vector_size(16)));
-constexpr int64_t kLanes = 8;
-
-// ---- lanes ------------------------------------------------------------------------------------
-
-TUPE_INLINE F8 splat(float x) { return F8{x, x, x, x, x, x, x, x}; }
-
-// m ? a : b lane by lane, as bit operations (a vector ?: on floats is scalarised by GCC 12).
-TUPE_INLINE F8 select(const I8& m, const F8& a, const F8& b) {
-    return (F8)(((I8)a & m) | ((I8)b & ~m));
-}
-
-// Running max: a NaN in x is not kept here, but it reaches exp and the row sum, so the whole
-// row still comes out NaN, as torch::softmax gives it.
-TUPE_INLINE F8 max8(const F8& x, const F8& m) { return select(x > m, x, m); }
-
-TUPE_INLINE float sum_lanes(const F8& v) {
-    float s = 0.0f;
-    for (int k = 0; k < kLanes; ++k) s += v[k];
-    return s;
-}
-
-TUPE_INLINE float max_lanes(const F8& v) {
-    float m = v[0];
-    for (int k = 1; k < kLanes; ++k) m = v[k] > m ? v[k] : m;
-    return m;
-}
-
-// exp(x) for x <= 88.3 (softmax feeds it x - max <= 0): Cephes' expf (range reduction by ln 2,
-// degree-6 polynomial, ~1 ulp). Accurate down to FLT_MIN (x = -87.3); flushes to zero by
-// x = -87.7 (ATen's Sleef gives denormals down to 1e-45). NaN stays NaN.
-TUPE_INLINE F8 exp8(const F8& in) {
-    // At x = -88, n = -127 puts 0 in the exponent field: the scale below is exactly 0.
-    const F8 x = select(in < splat(-88.0f), splat(-88.0f), in);
-    // Adding 1.5 * 2^23 rounds x * log2(e) to the nearest integer n, held in t's low mantissa bits.
-    const F8 t = x * splat(1.44269504088896341f) + splat(12582912.0f);
-    const F8 n = t - splat(12582912.0f);
-    F8 r = x - n * splat(0.693359375f);  // ln 2 in two parts (Cephes C1, C2): |r| <= ln2 / 2
-    r = r - n * splat(-2.12194440e-4f);
-    F8 p = splat(1.9875691500e-4f);
-    p = p * r + splat(1.3981999507e-3f);
-    p = p * r + splat(8.3334519073e-3f);
-    p = p * r + splat(4.1665795894e-2f);
-    p = p * r + splat(1.6666665459e-1f);
-    p = p * r + splat(5.0000001201e-1f);
-    p = p * r * r + r + splat(1.0f);
-    // 2^n: bits(t) = 0x4B400000 + n, so n + 127 goes into the exponent field (n in [-127, 128]).
-    const I8 biased = (I8)t - (0x4B400000 - 127);
-    return p * (F8)(biased << 23);
-}
-
-// Loads 8 elements (or the first `count`, the rest zero) as fp32; bf16 widens exactly.
-TUPE_INLINE F8 load(const float* p) {
-    F8 v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-TUPE_INLINE F8 load(const c10::BFloat16* p) {
-    H8 h;
-    std::memcpy(&h, p, sizeof h);
-    return (F8)(__builtin_convertvector(h, U8) << 16);
-}
-template <typename T>
-TUPE_INLINE F8 load(const T* p, int64_t count) {
-    T tmp[kLanes] = {};
-    std::memcpy(tmp, p, count * sizeof(T));
-    return load(tmp);
-}
-
-// Stores 8 lanes (or the first `count`); bf16 rounds to nearest even with NaN kept, exactly as
-// c10::BFloat16(float) does.
-TUPE_INLINE void store(const F8& v, float* p) { std::memcpy(p, &v, sizeof v); }
-TUPE_INLINE void store(const F8& v, c10::BFloat16* p) {
-    const U8 u = (U8)v;
-    U8 r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-    const U8 nan = (U8)(v != v);
-    r = (r & ~nan) | ((U8{} + 0x7FC0u) & nan);
-    const H8 h = __builtin_convertvector(r, H8);
-    std::memcpy(p, &h, sizeof h);
-}
-template <typename T>
-TUPE_INLINE void store(const F8& v, T* p, int64_t count) {
-    T tmp[kLanes];
-    store(v, tmp);
-    std::memcpy(p, tmp, count * sizeof(T));
-}
+using namespace lanes;
 
 // ---- rows ---------------------------------------------------------------------------------------
 
@@ -261,9 +156,8 @@ void backward_rows_baseline(const BackwardRows<P, G>& k, int64_t r0, int64_t r1,
 }
 
 #if defined(__x86_64__) || defined(__i386__)
-// The same loops with AVX2 enabled for these functions alone, chosen at run time when the CPU
-// has AVX2 and ATEN_CPU_CAPABILITY is not "default" (ATen's own switch, which also lets the
-// tests run the baseline copy). No FMA in either copy, so both round alike, bit for bit.
+// The same loops with AVX2 enabled for these functions alone, chosen at run time
+// (lanes::use_avx2). No FMA in either copy, so both round alike, bit for bit.
 #define TUPE_AVX2_ROWS 1
 template <typename S, typename O>
 __attribute__((target("avx2"))) void forward_rows_avx2(const ForwardRows<S, O>& k, int64_t r0,
@@ -277,17 +171,7 @@ __attribute__((target("avx2"))) void backward_rows_avx2(const BackwardRows<P, G>
 }
 #endif
 
-bool use_avx2_rows() {
-#ifdef TUPE_AVX2_ROWS
-    static const bool yes = [] {
-        const char* env = std::getenv("ATEN_CPU_CAPABILITY");
-        return __builtin_cpu_supports("avx2") && !(env && std::strcmp(env, "default") == 0);
-    }();
-    return yes;
-#else
-    return false;
-#endif
-}
+bool use_avx2_rows() { return use_avx2(); }
 
 // Rows per parallel_for task: about 32k elements each, so small inputs stay on one thread.
 int64_t grain_rows(int64_t row_elements) { return std::max<int64_t>(1, 32768 / row_elements); }

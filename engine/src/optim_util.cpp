@@ -12,6 +12,13 @@
 #include <vector>
 
 #include "engine/torch_compat.h"
+#include "simd_lanes.h"
+
+#ifdef TUPE_SIMD_LANES
+#define TUPE_ADAMW_INLINE TUPE_INLINE
+#else
+#define TUPE_ADAMW_INLINE inline
+#endif
 
 namespace engine::detail {
 
@@ -112,6 +119,55 @@ bool fusable(const torch::Tensor& t) {
            t.is_contiguous() && !t.is_sparse();
 }
 
+// One parameter's update: elements [i0, i1) of p, grad, exp_avg and exp_avg_sq, in the order
+// of torch's tensor ops (no FMA), so each element rounds as torch's AdamW rounds it.
+struct AdamWUpdate {
+    float *pw;
+    const float* gw;
+    float *mw, *vw;
+    float decay, b1, c1, b2, c2, sqrt_bias2, eps, step_size, scale;
+    bool decayed, scaled;
+
+    TUPE_ADAMW_INLINE void element(int64_t i) const {
+        const float g = scaled ? gw[i] * scale : gw[i];
+        float w = decayed ? pw[i] * decay : pw[i];
+        const float m = mw[i] * b1 + g * c1;
+        const float v = vw[i] * b2 + g * g * c2;
+        mw[i] = m;
+        vw[i] = v;
+        w += step_size * (m / (std::sqrt(v) / sqrt_bias2 + eps));
+        pw[i] = w;
+    }
+
+    TUPE_ADAMW_INLINE void run(int64_t i0, int64_t i1) const {
+        int64_t i = i0;
+#ifdef TUPE_SIMD_LANES
+        using namespace lanes;
+        for (; i + kLanes <= i1; i += kLanes) {
+            F8 g = load(gw + i);
+            if (scaled) g = g * splat(scale);
+            F8 w = load(pw + i);
+            if (decayed) w = w * splat(decay);
+            const F8 m = load(mw + i) * splat(b1) + g * splat(c1);
+            const F8 v = load(vw + i) * splat(b2) + g * g * splat(c2);
+            store(m, mw + i);
+            store(v, vw + i);
+            w += splat(step_size) * (m / (sqrt8(v) / splat(sqrt_bias2) + splat(eps)));
+            store(w, pw + i);
+        }
+#endif
+        for (; i < i1; ++i) element(i);
+    }
+};
+
+void run_adamw(const AdamWUpdate& k, int64_t n) {
+#ifdef TUPE_SIMD_LANES
+    lanes::parallel_items(k, n, 16384);
+#else
+    at::parallel_for(0, n, 16384, [&](int64_t i0, int64_t i1) { k.run(i0, i1); });
+#endif
+}
+
 }  // namespace
 
 bool fused_adamw_step(torch::optim::AdamW& optimizer, double grad_scale) {
@@ -159,25 +215,67 @@ bool fused_adamw_step(torch::optim::AdamW& optimizer, double grad_scale) {
             const float step_size = static_cast<float>(-(o.lr() / bias1));
             const float scale = static_cast<float>(grad_scale);
             const bool decayed = o.weight_decay() != 0, scaled = grad_scale != 1.0;
-            float* pw = p.data_ptr<float>();
-            const float* gw = p.grad().data_ptr<float>();
-            float* mw = s.exp_avg().data_ptr<float>();
-            float* vw = s.exp_avg_sq().data_ptr<float>();
-            at::parallel_for(0, p.numel(), 16384, [&](int64_t begin, int64_t end) {
-                for (int64_t i = begin; i < end; ++i) {
-                    const float g = scaled ? gw[i] * scale : gw[i];
-                    float w = decayed ? pw[i] * decay : pw[i];
-                    const float m = mw[i] * b1 + g * c1;
-                    const float v = vw[i] * b2 + g * g * c2;
-                    mw[i] = m;
-                    vw[i] = v;
-                    w += step_size * (m / (std::sqrt(v) / sqrt_bias2 + eps));
-                    pw[i] = w;
-                }
-            });
+            const AdamWUpdate k{p.data_ptr<float>(),
+                                p.grad().data_ptr<float>(),
+                                s.exp_avg().data_ptr<float>(),
+                                s.exp_avg_sq().data_ptr<float>(),
+                                decay,
+                                b1,
+                                c1,
+                                b2,
+                                c2,
+                                sqrt_bias2,
+                                eps,
+                                step_size,
+                                scale,
+                                decayed,
+                                scaled};
+            run_adamw(k, p.numel());
         }
     }
     return true;
+}
+
+double global_grad_norm(const std::vector<torch::Tensor>& params) {
+    // The fp32 gradients as one sequence of blocks of up to kBlock elements: block b of a
+    // gradient is a task of its own, so small parameters and large ones spread alike.
+    constexpr int64_t kBlock = 16384;
+    struct Block {
+        const float* p;
+        int64_t n;
+    };
+    std::vector<Block> blocks;
+    double other = 0.0;
+    torch::NoGradGuard no_grad;
+    for (const auto& p : params) {
+        const auto& g = p.grad();
+        if (!g.defined()) continue;
+        if (!fusable(g)) {
+            const double n = g.norm(2).item<double>();
+            other += n * n;
+            continue;
+        }
+        const float* data = g.data_ptr<float>();
+        for (int64_t i = 0; i < g.numel(); i += kBlock)
+            blocks.push_back({data + i, std::min(kBlock, g.numel() - i)});
+    }
+    std::vector<double> partial(blocks.size());
+    at::parallel_for(0, static_cast<int64_t>(blocks.size()), 1, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+            // Four fp64 accumulators: the compiler keeps them in vector registers.
+            double acc[4] = {0.0, 0.0, 0.0, 0.0};
+            const float* x = blocks[b].p;
+            const int64_t n = blocks[b].n;
+            int64_t i = 0;
+            for (; i + 4 <= n; i += 4)
+                for (int k = 0; k < 4; ++k) acc[k] += static_cast<double>(x[i + k]) * x[i + k];
+            for (; i < n; ++i) acc[0] += static_cast<double>(x[i]) * x[i];
+            partial[b] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        }
+    });
+    double total = other;
+    for (double v : partial) total += v;
+    return std::sqrt(total);
 }
 
 }  // namespace engine::detail

@@ -64,4 +64,10 @@ void set_lr(torch::optim::AdamW& optimizer, double lr);
 /// caller then scales the gradients and calls optimizer.step().
 bool fused_adamw_step(torch::optim::AdamW& optimizer, double grad_scale);
 
+/// The L2 norm of all the defined gradients of `params` together, as clip_grad_norm_ computes
+/// it (the norm of the per-parameter norms), in one parallel pass over the fp32 contiguous CPU
+/// gradients with fp64 partial sums over fixed blocks (the same result whatever the thread
+/// count); other gradients add their torch::norm.
+double global_grad_norm(const std::vector<torch::Tensor>& params);
+
 }  // namespace engine::detail

@@ -1,0 +1,641 @@
+// Fused CPU kernels of the training step (engine/fused_train_ops.h): the MLM loss, bias + GELU
+// and residual + LayerNorm, each a custom autograd function whose forward and backward are one
+// pass over their rows. Rows are split by at::parallel_for; reductions over rows (bias and
+// LayerNorm gradients) are summed in fixed blocks of rows, so the result does not depend on the
+// thread count. Each row runs on 8-lane fp32 vectors (engine/src/simd_lanes.h).
+#include "engine/fused_train_ops.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "simd_lanes.h"
+
+namespace engine {
+
+namespace F = torch::nn::functional;
+
+namespace {
+
+std::atomic<bool> g_fused_training{[] {
+    const char* env = std::getenv("TUPE_FUSED_TRAINING");
+    return !(env && std::strcmp(env, "0") == 0);
+}()};
+
+bool fusable_type(const torch::Tensor& t) {
+    return t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16;
+}
+
+bool fusable_cpu(const torch::Tensor& t) {
+    return t.defined() && t.device().is_cpu() && t.layout() == torch::kStrided && fusable_type(t);
+}
+
+#ifdef TUPE_SIMD_LANES
+
+using namespace lanes;
+
+// Rows per block of a reduction over rows (bias, LayerNorm gain): fixed, so the partial sums
+// and their order do not depend on the thread count.
+constexpr int64_t kTrainRowBlock = 32;
+
+// Tasks of about 32k elements, so small inputs stay on one thread.
+int64_t train_grain(int64_t elements_per_item) {
+    return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, elements_per_item));
+}
+
+// Sums `blocks` rows of `n` fp32 partials into out (n).
+void sum_partials(const float* partial, int64_t blocks, int64_t n, float* out) {
+    std::fill(out, out + n, 0.0f);
+    for (int64_t b = 0; b < blocks; ++b)
+        for (int64_t j = 0; j < n; ++j) out[j] += partial[b * n + j];
+}
+
+// ---- cross-entropy over the MLM rows ----------------------------------------------------------
+
+// Forward: per row the log of the sum of exp (max-shifted) and the target's loss.
+template <typename T>
+struct CrossEntropyForward {
+    const T* x;        // (M, V)
+    const int64_t* t;  // (M)
+    float* lse;        // (M)
+    double* row_loss;  // (M), 0 for an ignored row
+    int64_t V, ignore;
+
+    TUPE_INLINE void run(int64_t r0, int64_t r1) const {
+        for (int64_t r = r0; r < r1; ++r) {
+            const T* row = x + r * V;
+            if (t[r] == ignore) {
+                lse[r] = 0.0f;
+                row_loss[r] = 0.0;
+                continue;
+            }
+            F8 vmax = splat(-std::numeric_limits<float>::infinity());
+            int64_t j = 0;
+            for (; j + kLanes <= V; j += kLanes) vmax = max8(load(row + j), vmax);
+            float mx = max_lanes(vmax);
+            for (; j < V; ++j) {
+                const float v = static_cast<float>(row[j]);
+                mx = v > mx ? v : mx;
+            }
+            const F8 vmx = splat(mx);
+            F8 vsum = splat(0.0f);
+            for (j = 0; j + kLanes <= V; j += kLanes) vsum += exp8(load(row + j) - vmx);
+            float sum = sum_lanes(vsum);
+            if (j < V) {
+                const F8 e = exp8(load(row + j, V - j) - vmx);
+                for (int64_t k = 0; k < V - j; ++k) sum += e[k];
+            }
+            const float l = mx + std::log(sum);
+            lse[r] = l;
+            row_loss[r] =
+                static_cast<double>(l) - static_cast<double>(static_cast<float>(row[t[r]]));
+        }
+    }
+};
+
+// Backward: grad = (exp(x - lse) - onehot(t)) * scale, one pass; 0 for an ignored row.
+template <typename T>
+struct CrossEntropyBackward {
+    const T* x;
+    const int64_t* t;
+    const float* lse;
+    T* grad;
+    int64_t V, ignore;
+    float scale;
+
+    TUPE_INLINE void run(int64_t r0, int64_t r1) const {
+        for (int64_t r = r0; r < r1; ++r) {
+            const T* row = x + r * V;
+            T* out = grad + r * V;
+            if (t[r] == ignore) {
+                std::memset(static_cast<void*>(out), 0, V * sizeof(T));
+                continue;
+            }
+            const F8 vl = splat(lse[r]), vs = splat(scale);
+            int64_t j = 0;
+            for (; j + kLanes <= V; j += kLanes) store(exp8(load(row + j) - vl) * vs, out + j);
+            if (j < V) store(exp8(load(row + j, V - j) - vl) * vs, out + j, V - j);
+            // The target's entry: softmax - 1, from the same exp.
+            const int64_t tj = t[r];
+            const float p = exp8(splat(static_cast<float>(row[tj]) - lse[r]))[0];
+            out[tj] = static_cast<T>((p - 1.0f) * scale);
+        }
+    }
+};
+
+struct CrossEntropyFunction : public torch::autograd::Function<CrossEntropyFunction> {
+    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logits,
+                                 const torch::Tensor& targets, int64_t ignore_index) {
+        const auto x = logits.contiguous();
+        const auto t = targets.contiguous();
+        const int64_t M = x.size(0), V = x.size(1);
+        const int64_t* tp = t.data_ptr<int64_t>();
+        int64_t count = 0;
+        for (int64_t r = 0; r < M; ++r) {
+            if (tp[r] == ignore_index) continue;
+            TORCH_CHECK(tp[r] >= 0 && tp[r] < V, "cross_entropy: target ", tp[r],
+                        " out of bounds for ", V, " classes");
+            ++count;
+        }
+        auto lse = torch::empty({M}, x.options().dtype(torch::kFloat));
+        std::vector<double> row_loss(M);
+        auto forward_rows = [&](auto* xp) {
+            using T = std::remove_cv_t<std::remove_pointer_t<decltype(xp)>>;
+            const CrossEntropyForward<T> k{xp, tp,          lse.data_ptr<float>(), row_loss.data(),
+                                           V,  ignore_index};
+            parallel_items(k, M, train_grain(V));
+        };
+        if (x.scalar_type() == torch::kBFloat16)
+            forward_rows(x.data_ptr<c10::BFloat16>());
+        else
+            forward_rows(x.data_ptr<float>());
+        double total = 0.0;
+        for (double l : row_loss) total += l;
+        // Mean over the rows that count; 0 / 0 = NaN when every row is ignored, as torch gives.
+        const double mean =
+            count ? total / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
+        ctx->save_for_backward({x, t, lse});
+        ctx->saved_data["count"] = count;
+        ctx->saved_data["ignore"] = ignore_index;
+        return torch::full({}, mean, x.options().dtype(torch::kFloat));
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        const auto saved = ctx->get_saved_variables();
+        const auto &x = saved[0], &t = saved[1], &lse = saved[2];
+        const int64_t count = ctx->saved_data["count"].toInt();
+        const int64_t ignore = ctx->saved_data["ignore"].toInt();
+        if (!ctx->needs_input_grad(0)) return {torch::Tensor(), torch::Tensor(), torch::Tensor()};
+        const int64_t M = x.size(0), V = x.size(1);
+        if (torch::GradMode::is_enabled()) {
+            // create_graph: the same formula in differentiable ops, for a second derivative.
+            auto valid = (t != ignore).to(torch::kFloat).unsqueeze(1);  // (M, 1)
+            auto onehot = F::one_hot(t.clamp(0, V - 1), V).to(torch::kFloat);
+            auto g = grads[0] / static_cast<double>(std::max<int64_t>(count, 1));
+            auto gx = (torch::softmax(x.to(torch::kFloat), -1) - onehot) * valid * g;
+            return {gx.to(x.scalar_type()), torch::Tensor(), torch::Tensor()};
+        }
+        const float scale =
+            count ? static_cast<float>(grads[0].item<double>() / static_cast<double>(count)) : 0.0f;
+        auto grad = torch::empty_like(x);
+        auto backward_rows = [&](auto* xp, auto* gp) {
+            using T = std::remove_cv_t<std::remove_pointer_t<decltype(xp)>>;
+            const CrossEntropyBackward<T> k{
+                xp, t.data_ptr<int64_t>(), lse.data_ptr<float>(), gp, V, ignore, scale};
+            parallel_items(k, M, train_grain(V));
+        };
+        if (x.scalar_type() == torch::kBFloat16)
+            backward_rows(x.data_ptr<c10::BFloat16>(), grad.data_ptr<c10::BFloat16>());
+        else
+            backward_rows(x.data_ptr<float>(), grad.data_ptr<float>());
+        return {grad, torch::Tensor(), torch::Tensor()};
+    }
+};
+
+// ---- bias + GELU ------------------------------------------------------------------------------
+
+// erf(z) by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7; the formula of ATen's vectorised
+// erf), given e = exp(-z^2), which GELU's derivative needs too.
+TUPE_INLINE F8 erf8(const F8& z, const F8& e) {
+    const I8 sign = (I8)z & (I8{} + std::numeric_limits<int32_t>::min());
+    const F8 a = (F8)((I8)z & ~sign);  // |z|
+    const F8 t = splat(1.0f) / (splat(1.0f) + splat(0.3275911f) * a);
+    F8 p = splat(1.061405429f);
+    p = p * t + splat(-1.453152027f);
+    p = p * t + splat(1.421413741f);
+    p = p * t + splat(-0.284496736f);
+    p = p * t + splat(0.254829592f);
+    const F8 r = splat(1.0f) - p * t * e;
+    return (F8)((I8)r | sign);
+}
+
+constexpr float kSqrtHalf = 0.70710678118654752f;    // 1 / sqrt(2)
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;  // 1 / sqrt(2 pi)
+
+// u = x + b: cdf = Phi(u) = (1 + erf(u / sqrt 2)) / 2 and pdf = exp(-u^2 / 2) / sqrt(2 pi).
+TUPE_INLINE void gelu_parts(const F8& u, F8* cdf, F8* pdf) {
+    const F8 e = exp8(u * u * splat(-0.5f));
+    *cdf = splat(0.5f) * (splat(1.0f) + erf8(u * splat(kSqrtHalf), e));
+    *pdf = e * splat(kInvSqrt2Pi);
+}
+
+template <typename T>
+struct BiasGeluForward {
+    const T* x;      // (N, F)
+    const float* b;  // (F) or null
+    T* y;
+    int64_t F;
+
+    TUPE_INLINE void run(int64_t r0, int64_t r1) const {
+        for (int64_t r = r0; r < r1; ++r) {
+            const T* xr = x + r * F;
+            T* yr = y + r * F;
+            for (int64_t j = 0; j < F; j += kLanes) {
+                const int64_t c = std::min(kLanes, F - j);
+                F8 u = c == kLanes ? load(xr + j) : load(xr + j, c);
+                if (b) u += c == kLanes ? load(b + j) : load(b + j, c);
+                F8 cdf, pdf;
+                gelu_parts(u, &cdf, &pdf);
+                if (c == kLanes)
+                    store(u * cdf, yr + j);
+                else
+                    store(u * cdf, yr + j, c);
+            }
+        }
+    }
+};
+
+// Blocks of kTrainRowBlock rows: grad_x = g * (cdf + u * pdf), and the block's column sums of
+// grad_x (in fp32, before any rounding to bf16) into its row of `partial`.
+template <typename T>
+struct BiasGeluBackward {
+    const T* x;
+    const float* b;
+    const T* g;
+    T* gx;
+    float* partial;  // (blocks, F) or null
+    int64_t N, F;
+
+    TUPE_INLINE void run(int64_t b0, int64_t b1) const {
+        for (int64_t blk = b0; blk < b1; ++blk) {
+            float* acc = partial ? partial + blk * F : nullptr;
+            if (acc) std::fill(acc, acc + F, 0.0f);
+            const int64_t r_end = std::min(N, (blk + 1) * kTrainRowBlock);
+            for (int64_t r = blk * kTrainRowBlock; r < r_end; ++r) {
+                const T *xr = x + r * F, *gr = g + r * F;
+                T* out = gx + r * F;
+                for (int64_t j = 0; j < F; j += kLanes) {
+                    const int64_t c = std::min(kLanes, F - j);
+                    const bool full = c == kLanes;
+                    F8 u = full ? load(xr + j) : load(xr + j, c);
+                    if (b) u += full ? load(b + j) : load(b + j, c);
+                    F8 cdf, pdf;
+                    gelu_parts(u, &cdf, &pdf);
+                    const F8 v = (full ? load(gr + j) : load(gr + j, c)) * (cdf + u * pdf);
+                    if (full)
+                        store(v, out + j);
+                    else
+                        store(v, out + j, c);
+                    if (acc) {
+                        if (full)
+                            store(load(acc + j) + v, acc + j);
+                        else
+                            store(load(acc + j, c) + v, acc + j, c);
+                    }
+                }
+            }
+        }
+    }
+};
+
+struct BiasGeluFunction : public torch::autograd::Function<BiasGeluFunction> {
+    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& input,
+                                 const c10::optional<torch::Tensor>& bias_in) {
+        const auto x = input.contiguous();
+        const int64_t F = x.size(-1), N = x.numel() / F;
+        torch::Tensor b;
+        if (bias_in) b = bias_in->to(torch::kFloat).contiguous();
+        auto y = torch::empty_like(x);
+        auto rows = [&](auto* xp, auto* yp) {
+            using T = std::remove_cv_t<std::remove_pointer_t<decltype(xp)>>;
+            const BiasGeluForward<T> k{xp, b.defined() ? b.data_ptr<float>() : nullptr, yp, F};
+            parallel_items(k, N, train_grain(F));
+        };
+        if (x.scalar_type() == torch::kBFloat16)
+            rows(x.data_ptr<c10::BFloat16>(), y.data_ptr<c10::BFloat16>());
+        else
+            rows(x.data_ptr<float>(), y.data_ptr<float>());
+        ctx->save_for_backward({x, b});
+        ctx->saved_data["bias_type"] =
+            static_cast<int64_t>(bias_in ? bias_in->scalar_type() : torch::kFloat);
+        ctx->saved_data["has_bias"] = bias_in.has_value();
+        return y;
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        const auto saved = ctx->get_saved_variables();
+        const auto &x = saved[0], &b = saved[1];
+        const bool has_bias = ctx->saved_data["has_bias"].toBool();
+        const auto bias_type = static_cast<torch::ScalarType>(ctx->saved_data["bias_type"].toInt());
+        const bool need_x = ctx->needs_input_grad(0);
+        const bool need_b = has_bias && ctx->needs_input_grad(1);
+        torch::Tensor gx, gb;
+        if (!need_x && !need_b) return {gx, gb};
+        const int64_t F = x.size(-1), N = x.numel() / F;
+        if (torch::GradMode::is_enabled()) {
+            // create_graph: differentiable ops.
+            auto u = has_bias ? x.to(torch::kFloat) + b : x.to(torch::kFloat);
+            auto d =
+                0.5 * (1 + torch::erf(u * kSqrtHalf)) + u * torch::exp(u * u * -0.5) * kInvSqrt2Pi;
+            auto v = grads[0].to(torch::kFloat) * d;
+            if (need_x) gx = v.to(x.scalar_type());
+            if (need_b) gb = v.reshape({N, F}).sum(0).to(bias_type);
+            return {gx, gb};
+        }
+        const auto g = grads[0].to(x.scalar_type()).contiguous();
+        gx = torch::empty_like(x);
+        const int64_t blocks = (N + kTrainRowBlock - 1) / kTrainRowBlock;
+        std::vector<float> partial(need_b ? blocks * F : 0);
+        auto rows = [&](auto* xp, auto* gp, auto* gxp) {
+            using T = std::remove_cv_t<std::remove_pointer_t<decltype(xp)>>;
+            const BiasGeluBackward<T> k{xp,  has_bias ? b.data_ptr<float>() : nullptr, gp,
+                                        gxp, need_b ? partial.data() : nullptr,        N,
+                                        F};
+            parallel_items(k, blocks, train_grain(kTrainRowBlock * F));
+        };
+        if (x.scalar_type() == torch::kBFloat16)
+            rows(x.data_ptr<c10::BFloat16>(), g.data_ptr<c10::BFloat16>(),
+                 gx.data_ptr<c10::BFloat16>());
+        else
+            rows(x.data_ptr<float>(), g.data_ptr<float>(), gx.data_ptr<float>());
+        if (need_b) {
+            gb = torch::empty({F}, x.options().dtype(torch::kFloat));
+            sum_partials(partial.data(), blocks, F, gb.data_ptr<float>());
+            if (bias_type != torch::kFloat) gb = gb.to(bias_type);
+        }
+        if (!need_x) gx = torch::Tensor();
+        return {gx, gb};
+    }
+};
+
+// ---- residual + LayerNorm ---------------------------------------------------------------------
+
+// Forward per row: u = x + r in fp32, mean and biased variance (two passes over the row),
+// xhat = (u - mean) * rstd kept for the backward, out = xhat * w + b.
+template <typename X, typename R>
+struct ResidualNormForward {
+    const X* x;
+    const R* res;
+    const float *w, *b;
+    float* xhat;  // (N, C)
+    float* rstd;  // (N)
+    float* out;   // (N, C)
+    int64_t C;
+    float eps;
+
+    TUPE_INLINE void run(int64_t r0, int64_t r1) const {
+        for (int64_t r = r0; r < r1; ++r) {
+            const X* xr = x + r * C;
+            const R* rr = res + r * C;
+            float* h = xhat + r * C;
+            F8 vsum = splat(0.0f);
+            for (int64_t j = 0; j < C; j += kLanes) {
+                const int64_t c = std::min(kLanes, C - j);
+                const F8 u =
+                    c == kLanes ? load(xr + j) + load(rr + j) : load(xr + j, c) + load(rr + j, c);
+                if (c == kLanes)
+                    store(u, h + j);
+                else
+                    store(u, h + j, c);
+                vsum += u;  // zero-padded lanes add nothing
+            }
+            const float mean = sum_lanes(vsum) / static_cast<float>(C);
+            const F8 vmean = splat(mean);
+            F8 vvar = splat(0.0f);
+            int64_t j = 0;
+            for (; j + kLanes <= C; j += kLanes) {
+                const F8 d = load(h + j) - vmean;
+                vvar += d * d;
+            }
+            float var = sum_lanes(vvar);
+            for (; j < C; ++j) var += (h[j] - mean) * (h[j] - mean);
+            const float rs = 1.0f / std::sqrt(var / static_cast<float>(C) + eps);
+            rstd[r] = rs;
+            const F8 vrs = splat(rs);
+            float* o = out + r * C;
+            for (j = 0; j + kLanes <= C; j += kLanes) {
+                const F8 xh = (load(h + j) - vmean) * vrs;
+                store(xh, h + j);
+                store(xh * load(w + j) + load(b + j), o + j);
+            }
+            for (; j < C; ++j) {
+                const float xh = (h[j] - mean) * rs;
+                h[j] = xh;
+                o[j] = xh * w[j] + b[j];
+            }
+        }
+    }
+};
+
+// Backward over blocks of rows: gw = g * w; grad_u = rstd * (gw - mean(gw) - xhat *
+// mean(gw * xhat)); the block's sums of g * xhat and g into partial (blocks, 2C).
+struct ResidualNormBackward {
+    const float* g;
+    const float* xhat;
+    const float* rstd;
+    const float* w;
+    float* gu;
+    float* partial;  // (blocks, 2C) or null
+    int64_t N, C;
+
+    TUPE_INLINE void run(int64_t b0, int64_t b1) const {
+        for (int64_t blk = b0; blk < b1; ++blk) {
+            float* acc = partial ? partial + blk * 2 * C : nullptr;
+            if (acc) std::fill(acc, acc + 2 * C, 0.0f);
+            const int64_t r_end = std::min(N, (blk + 1) * kTrainRowBlock);
+            for (int64_t r = blk * kTrainRowBlock; r < r_end; ++r) {
+                const float *gr = g + r * C, *h = xhat + r * C;
+                float* o = gu + r * C;
+                F8 vs = splat(0.0f), vd = splat(0.0f);
+                int64_t j = 0;
+                for (; j + kLanes <= C; j += kLanes) {
+                    const F8 gv = load(gr + j), hv = load(h + j), gw = gv * load(w + j);
+                    vs += gw;
+                    vd += gw * hv;
+                    if (acc) {
+                        store(load(acc + j) + gv * hv, acc + j);
+                        store(load(acc + C + j) + gv, acc + C + j);
+                    }
+                }
+                float s = sum_lanes(vs), d = sum_lanes(vd);
+                for (int64_t k = j; k < C; ++k) {
+                    const float gw = gr[k] * w[k];
+                    s += gw;
+                    d += gw * h[k];
+                    if (acc) {
+                        acc[k] += gr[k] * h[k];
+                        acc[C + k] += gr[k];
+                    }
+                }
+                const float inv_c = 1.0f / static_cast<float>(C), rs = rstd[r];
+                const F8 vms = splat(s * inv_c), vmd = splat(d * inv_c), vrs = splat(rs);
+                for (j = 0; j + kLanes <= C; j += kLanes)
+                    store(vrs * (load(gr + j) * load(w + j) - vms - load(h + j) * vmd), o + j);
+                for (; j < C; ++j) o[j] = rs * (gr[j] * w[j] - s * inv_c - h[j] * d * inv_c);
+            }
+        }
+    }
+};
+
+struct ResidualNormFunction : public torch::autograd::Function<ResidualNormFunction> {
+    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x_in,
+                                 const torch::Tensor& res_in, const torch::Tensor& weight,
+                                 const torch::Tensor& bias, double eps) {
+        const auto x = x_in.contiguous(), res = res_in.contiguous();
+        const auto w = weight.contiguous(), b = bias.contiguous();
+        const int64_t C = x.size(-1), N = x.numel() / C;
+        auto out = torch::empty(x.sizes(), x.options().dtype(torch::kFloat));
+        auto xhat = torch::empty({N, C}, x.options().dtype(torch::kFloat));
+        auto rstd = torch::empty({N}, x.options().dtype(torch::kFloat));
+        auto rows = [&](auto* xp, auto* rp) {
+            using X = std::remove_cv_t<std::remove_pointer_t<decltype(xp)>>;
+            using R = std::remove_cv_t<std::remove_pointer_t<decltype(rp)>>;
+            const ResidualNormForward<X, R> k{xp,
+                                              rp,
+                                              w.data_ptr<float>(),
+                                              b.data_ptr<float>(),
+                                              xhat.data_ptr<float>(),
+                                              rstd.data_ptr<float>(),
+                                              out.data_ptr<float>(),
+                                              C,
+                                              static_cast<float>(eps)};
+            parallel_items(k, N, train_grain(C));
+        };
+        const bool xb = x.scalar_type() == torch::kBFloat16;
+        const bool rb = res.scalar_type() == torch::kBFloat16;
+        if (xb && rb)
+            rows(x.data_ptr<c10::BFloat16>(), res.data_ptr<c10::BFloat16>());
+        else if (xb)
+            rows(x.data_ptr<c10::BFloat16>(), res.data_ptr<float>());
+        else if (rb)
+            rows(x.data_ptr<float>(), res.data_ptr<c10::BFloat16>());
+        else
+            rows(x.data_ptr<float>(), res.data_ptr<float>());
+        ctx->save_for_backward({xhat, rstd, w});
+        ctx->saved_data["x_type"] = static_cast<int64_t>(x.scalar_type());
+        ctx->saved_data["res_type"] = static_cast<int64_t>(res.scalar_type());
+        return out;
+    }
+
+    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                   torch::autograd::variable_list grads) {
+        const auto saved = ctx->get_saved_variables();
+        const auto &xhat = saved[0], &rstd = saved[1], &w = saved[2];
+        const auto x_type = static_cast<torch::ScalarType>(ctx->saved_data["x_type"].toInt());
+        const auto res_type = static_cast<torch::ScalarType>(ctx->saved_data["res_type"].toInt());
+        const bool need_u = ctx->needs_input_grad(0) || ctx->needs_input_grad(1);
+        const bool need_wb = ctx->needs_input_grad(2) || ctx->needs_input_grad(3);
+        torch::Tensor gx, gr, gw, gb;
+        if (!need_u && !need_wb) return {gx, gr, gw, gb, {}};
+        const int64_t N = xhat.size(0), C = xhat.size(1);
+        const auto shape = grads[0].sizes().vec();
+        torch::Tensor gu;
+        if (torch::GradMode::is_enabled()) {
+            // create_graph: differentiable ops.
+            auto g = grads[0].reshape({N, C}).to(torch::kFloat);
+            auto gwx = g * w;
+            auto rs = rstd.unsqueeze(1);
+            gu = rs * (gwx - gwx.mean(1, true) - xhat * (gwx * xhat).mean(1, true));
+            gw = (g * xhat).sum(0);
+            gb = g.sum(0);
+        } else {
+            const auto g = grads[0].to(torch::kFloat).contiguous();
+            gu = torch::empty({N, C}, g.options());
+            const int64_t blocks = (N + kTrainRowBlock - 1) / kTrainRowBlock;
+            std::vector<float> partial(need_wb ? blocks * 2 * C : 0);
+            const ResidualNormBackward k{g.data_ptr<float>(),
+                                         xhat.data_ptr<float>(),
+                                         rstd.data_ptr<float>(),
+                                         w.data_ptr<float>(),
+                                         gu.data_ptr<float>(),
+                                         need_wb ? partial.data() : nullptr,
+                                         N,
+                                         C};
+            parallel_items(k, blocks, train_grain(kTrainRowBlock * C));
+            if (need_wb) {
+                auto both = torch::empty({2 * C}, g.options());
+                sum_partials(partial.data(), blocks, 2 * C, both.data_ptr<float>());
+                gw = both.slice(0, 0, C);
+                gb = both.slice(0, C);
+            }
+        }
+        gu = gu.view(shape);
+        if (ctx->needs_input_grad(0)) gx = gu.to(x_type);
+        if (ctx->needs_input_grad(1)) gr = gu.to(res_type);
+        if (!ctx->needs_input_grad(2)) gw = torch::Tensor();
+        if (!ctx->needs_input_grad(3)) gb = torch::Tensor();
+        return {gx, gr, gw, gb, {}};
+    }
+};
+
+#endif  // TUPE_SIMD_LANES
+
+}  // namespace
+
+// ---- entry points -------------------------------------------------------------------------------
+
+torch::Tensor unfused_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
+                                    int64_t ignore_index) {
+    // Reduced-precision logits are upcast for the loss; fp32/fp64 stay as they are.
+    const bool low =
+        logits.scalar_type() != torch::kFloat && logits.scalar_type() != torch::kDouble;
+    return F::cross_entropy(low ? logits.to(torch::kFloat) : logits, targets,
+                            F::CrossEntropyFuncOptions().ignore_index(ignore_index));
+}
+
+torch::Tensor fused_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
+                                  int64_t ignore_index) {
+#ifdef TUPE_SIMD_LANES
+    if (fused_training_enabled() && fusable_cpu(logits) && logits.dim() == 2 &&
+        logits.size(1) > 0 && targets.defined() && targets.device().is_cpu() &&
+        targets.scalar_type() == torch::kLong && targets.dim() == 1 &&
+        targets.size(0) == logits.size(0))
+        return CrossEntropyFunction::apply(logits, targets, ignore_index);
+#endif
+    return unfused_cross_entropy(logits, targets, ignore_index);
+}
+
+torch::Tensor unfused_bias_gelu(const torch::Tensor& x, const torch::Tensor& bias) {
+    // The bias in x's dtype, as autocast's linear gives it.
+    return torch::gelu(bias.defined() ? x + bias.to(x.scalar_type()) : x);
+}
+
+torch::Tensor fused_bias_gelu(const torch::Tensor& x, const torch::Tensor& bias) {
+#ifdef TUPE_SIMD_LANES
+    if (fused_training_enabled() && fusable_cpu(x) && x.dim() >= 1 && x.numel() > 0 &&
+        (!bias.defined() || (fusable_cpu(bias) && bias.dim() == 1 && bias.size(0) == x.size(-1)))) {
+        c10::optional<torch::Tensor> b;
+        if (bias.defined()) b = bias;
+        return BiasGeluFunction::apply(x, b);
+    }
+#endif
+    return unfused_bias_gelu(x, bias);
+}
+
+torch::Tensor unfused_residual_layer_norm(const torch::Tensor& x, const torch::Tensor& residual,
+                                          const torch::Tensor& weight, const torch::Tensor& bias,
+                                          double eps) {
+    auto u = x + residual;
+    if (u.scalar_type() != weight.scalar_type()) u = u.to(weight.scalar_type());
+    return torch::layer_norm(u, {weight.size(0)}, weight, bias, eps);
+}
+
+torch::Tensor fused_residual_layer_norm(const torch::Tensor& x, const torch::Tensor& residual,
+                                        const torch::Tensor& weight, const torch::Tensor& bias,
+                                        double eps) {
+#ifdef TUPE_SIMD_LANES
+    if (fused_training_enabled() && fusable_cpu(x) && fusable_cpu(residual) &&
+        x.sizes() == residual.sizes() && x.dim() >= 1 && x.numel() > 0 && weight.defined() &&
+        bias.defined() && weight.scalar_type() == torch::kFloat &&
+        bias.scalar_type() == torch::kFloat && weight.device().is_cpu() && weight.dim() == 1 &&
+        weight.size(0) == x.size(-1) && bias.sizes() == weight.sizes())
+        return ResidualNormFunction::apply(x, residual, weight, bias, eps);
+#endif
+    return unfused_residual_layer_norm(x, residual, weight, bias, eps);
+}
+
+void set_fused_training_enabled(bool enabled) { g_fused_training.store(enabled); }
+
+bool fused_training_enabled() { return g_fused_training.load(std::memory_order_relaxed); }
+
+}  // namespace engine

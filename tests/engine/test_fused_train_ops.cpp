@@ -1,0 +1,291 @@
+// Fused training kernels (engine/fused_train_ops.h) against their unfused LibTorch compositions:
+// the MLM cross-entropy, bias + GELU and residual + LayerNorm; values and gradients in fp32 and
+// bf16, odd widths (not a multiple of 8 lanes), a single row, T = 1, ignored targets, and a tiny
+// BertForMaskedLM whose loss and gradients agree with the kernels on and off.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine/bert.h"
+#include "engine/fused_train_ops.h"
+#include "support/test_support.h"
+#include "support/torch_support.h"
+
+using namespace engine;
+
+namespace {
+
+double max_abs_of(const torch::Tensor& t) {
+    return t.numel() ? t.abs().max().to(torch::kDouble).item<double>() : 0.0;
+}
+
+double max_diff_of(const torch::Tensor& a, const torch::Tensor& b) {
+    return max_abs_of(a.to(torch::kDouble) - b.to(torch::kDouble));
+}
+
+// A leaf with the same values.
+torch::Tensor leaf(const torch::Tensor& t) { return t.detach().clone().requires_grad_(true); }
+
+// Whether the autograd graph behind `t` holds a node whose name contains `name`.
+bool graph_has_node(const torch::Tensor& t, const std::string& name) {
+    std::vector<torch::autograd::Node*> todo{t.grad_fn().get()};
+    std::vector<torch::autograd::Node*> seen;
+    while (!todo.empty()) {
+        auto* node = todo.back();
+        todo.pop_back();
+        if (!node || std::find(seen.begin(), seen.end(), node) != seen.end()) continue;
+        seen.push_back(node);
+        if (node->name().find(name) != std::string::npos) return true;
+        for (const auto& edge : node->next_edges()) todo.push_back(edge.function.get());
+    }
+    return false;
+}
+
+// Turns the fused kernels off for the guard's lifetime.
+struct FusedTrainingOff {
+    FusedTrainingOff() { set_fused_training_enabled(false); }
+    ~FusedTrainingOff() { set_fused_training_enabled(true); }
+};
+
+// ---- cross-entropy ----------------------------------------------------------------------------
+
+// Logits spread 3 (a peaked softmax), targets in [0, V) with every third row ignored if asked.
+struct CeCase {
+    torch::Tensor logits, targets;
+};
+
+CeCase make_ce(int64_t M, int64_t V, bool ignore_some, torch::ScalarType type = torch::kFloat) {
+    torch::manual_seed(17);
+    CeCase c;
+    c.logits = (torch::randn({M, V}) * 3).to(type);
+    c.targets = torch::randint(0, V, {M}, torch::kLong);
+    if (ignore_some)
+        for (int64_t r = 1; r < M; r += 3) c.targets[r] = -100;
+    return c;
+}
+
+struct CeOutcome {
+    torch::Tensor loss, grad;
+};
+
+CeOutcome run_ce(const CeCase& c, bool fused) {
+    auto x = leaf(c.logits);
+    CeOutcome o;
+    o.loss = fused ? fused_cross_entropy(x, c.targets) : unfused_cross_entropy(x, c.targets);
+    (o.loss * 0.7).backward();
+    o.grad = x.grad();
+    return o;
+}
+
+TEST(FusedCrossEntropy, MatchesCompositionFp32) {
+    // (M, V): odd widths, a single row, a single class, the MLM head's width.
+    for (auto [M, V] : std::vector<std::pair<int64_t, int64_t>>{
+             {7, 37}, {1, 8}, {1, 1}, {5, 3}, {12, 800}, {3, 8000}}) {
+        for (bool ignore : {false, true}) {
+            const auto c = make_ce(M, V, ignore);
+            const auto f = run_ce(c, true), u = run_ce(c, false);
+            const std::string what = std::to_string(M) + "x" + std::to_string(V);
+            EXPECT_TRUE(graph_has_node(f.loss, "CrossEntropyFunction")) << what;
+            EXPECT_EQ(f.loss.scalar_type(), torch::kFloat) << what;
+            EXPECT_EQ(f.loss.dim(), 0) << what;
+            EXPECT_LE(max_diff_of(f.loss, u.loss), 1e-5) << what;
+            EXPECT_LE(max_diff_of(f.grad, u.grad), 1e-5) << what;
+        }
+    }
+}
+
+TEST(FusedCrossEntropy, IgnoredRowsGetNoGradientAndAllIgnoredIsNan) {
+    auto c = make_ce(6, 19, true);
+    const auto f = run_ce(c, true);
+    for (int64_t r = 1; r < 6; r += 3) EXPECT_EQ(max_abs_of(f.grad[r]), 0.0) << r;
+    EXPECT_GT(max_abs_of(f.grad[0]), 0.0);
+    c.targets.fill_(-100);
+    const auto all = run_ce(c, true), ref = run_ce(c, false);
+    EXPECT_TRUE(std::isnan(all.loss.item<double>()));
+    EXPECT_TRUE(std::isnan(ref.loss.item<double>()));
+    EXPECT_EQ(max_abs_of(all.grad), 0.0);
+}
+
+TEST(FusedCrossEntropy, Bf16LogitsMatchTheUpcastComposition) {
+    // bf16 logits: both sides read the same bf16 values and compute in fp32, so the loss agrees
+    // to fp32 rounding; the bf16 gradients differ by at most one bf16 rounding (2^-8 relative).
+    const auto c = make_ce(9, 61, true, torch::kBFloat16);
+    const auto f = run_ce(c, true), u = run_ce(c, false);
+    EXPECT_EQ(f.grad.scalar_type(), torch::kBFloat16);
+    EXPECT_LE(max_diff_of(f.loss, u.loss), 1e-5);
+    EXPECT_LE(max_diff_of(f.grad, u.grad), max_abs_of(u.grad) / 128);
+}
+
+TEST(FusedCrossEntropy, OutOfRangeTargetThrowsAndOtherTypesFallBack) {
+    auto c = make_ce(3, 5, false);
+    c.targets[1] = 5;
+    EXPECT_THROW(fused_cross_entropy(c.logits, c.targets), c10::Error);
+    const auto d = make_ce(3, 5, false, torch::kDouble);
+    auto loss = fused_cross_entropy(leaf(d.logits), d.targets);
+    EXPECT_FALSE(graph_has_node(loss, "CrossEntropyFunction"));
+    EXPECT_EQ(loss.scalar_type(), torch::kDouble);
+    const auto e = make_ce(3, 5, false);
+    FusedTrainingOff off;
+    EXPECT_FALSE(
+        graph_has_node(fused_cross_entropy(leaf(e.logits), e.targets), "CrossEntropyFunction"));
+}
+
+// ---- bias + GELU ------------------------------------------------------------------------------
+
+struct Grads {
+    torch::Tensor y, gx, gb;
+};
+
+Grads run_bias_gelu(const torch::Tensor& x0, const torch::Tensor& b0, bool fused) {
+    auto x = leaf(x0);
+    torch::Tensor b = b0.defined() ? leaf(b0) : torch::Tensor();
+    Grads g;
+    g.y = fused ? fused_bias_gelu(x, b) : unfused_bias_gelu(x, b);
+    torch::manual_seed(3);
+    g.y.backward(torch::randn(g.y.sizes()).to(g.y.scalar_type()));
+    g.gx = x.grad();
+    if (b.defined()) g.gb = b.grad();
+    return g;
+}
+
+TEST(FusedBiasGelu, MatchesCompositionFp32) {
+    // Widths 37 and 5 (lane tails), 256 (the quickstart's FFN), one row, T = 1, no bias.
+    for (auto shape :
+         std::vector<std::vector<int64_t>>{{3, 5, 37}, {1, 1, 8}, {2, 1, 5}, {4, 256}, {1, 3}}) {
+        for (bool with_bias : {true, false}) {
+            torch::manual_seed(9);
+            auto x = torch::randn(shape) * 3;  // reaches GELU's tails on both sides
+            auto b = with_bias ? torch::randn({shape.back()}) : torch::Tensor();
+            const auto f = run_bias_gelu(x, b, true), u = run_bias_gelu(x, b, false);
+            const std::string what = std::to_string(x.numel()) + (with_bias ? " bias" : "");
+            EXPECT_TRUE(graph_has_node(f.y, "BiasGeluFunction")) << what;
+            EXPECT_LE(max_diff_of(f.y, u.y), 1e-5) << what;
+            EXPECT_LE(max_diff_of(f.gx, u.gx), 1e-5) << what;
+            if (with_bias) EXPECT_LE(max_diff_of(f.gb, u.gb), 1e-5) << what;
+        }
+    }
+}
+
+TEST(FusedBiasGelu, Bf16InputWithFp32Bias) {
+    // As under autocast: a bf16 matmul result and the fp32 parameter. Output and grad_x bf16
+    // (one bf16 rounding apart from the composition's); grad_bias fp32, summed in fp32 here and
+    // from bf16 row gradients in the composition: within 1% of its largest entry.
+    torch::manual_seed(10);
+    auto x = (torch::randn({6, 40}) * 2).to(torch::kBFloat16);
+    auto b = torch::randn({40});
+    const auto f = run_bias_gelu(x, b, true), u = run_bias_gelu(x, b, false);
+    EXPECT_EQ(f.y.scalar_type(), torch::kBFloat16);
+    EXPECT_EQ(f.gb.scalar_type(), torch::kFloat);
+    EXPECT_LE(max_diff_of(f.y, u.y), max_abs_of(u.y) / 128);
+    EXPECT_LE(max_diff_of(f.gx, u.gx), max_abs_of(u.gx) / 128);
+    EXPECT_LE(max_diff_of(f.gb, u.gb), max_abs_of(u.gb) / 100);
+}
+
+// ---- residual + LayerNorm ---------------------------------------------------------------------
+
+struct NormGrads {
+    torch::Tensor y, gx, gr, gw, gb;
+};
+
+NormGrads run_residual_norm(const torch::Tensor& x0, const torch::Tensor& r0,
+                            const torch::Tensor& w0, const torch::Tensor& b0, bool fused) {
+    auto x = leaf(x0), r = leaf(r0), w = leaf(w0), b = leaf(b0);
+    NormGrads g;
+    g.y = fused ? fused_residual_layer_norm(x, r, w, b, 1e-12)
+                : unfused_residual_layer_norm(x, r, w, b, 1e-12);
+    torch::manual_seed(4);
+    g.y.backward(torch::randn(g.y.sizes()));
+    g.gx = x.grad();
+    g.gr = r.grad();
+    g.gw = w.grad();
+    g.gb = b.grad();
+    return g;
+}
+
+TEST(FusedResidualLayerNorm, MatchesCompositionFp32) {
+    // C = 64 (the quickstart's), 7 and 13 (lane tails), one row, T = 1.
+    for (auto shape :
+         std::vector<std::vector<int64_t>>{{2, 3, 64}, {1, 1, 7}, {5, 13}, {1, 64}, {40, 16}}) {
+        torch::manual_seed(12);
+        const int64_t C = shape.back();
+        auto x = torch::randn(shape) * 2, r = torch::randn(shape) + 0.5;
+        auto w = torch::randn({C}) + 1, b = torch::randn({C});
+        const auto f = run_residual_norm(x, r, w, b, true);
+        const auto u = run_residual_norm(x, r, w, b, false);
+        const std::string what = std::to_string(x.numel()) + "/" + std::to_string(C);
+        EXPECT_TRUE(graph_has_node(f.y, "ResidualNormFunction")) << what;
+        EXPECT_LE(max_diff_of(f.y, u.y), 1e-5) << what;
+        EXPECT_LE(max_diff_of(f.gx, u.gx), 1e-5) << what;
+        EXPECT_LE(max_diff_of(f.gr, u.gr), 1e-5) << what;
+        EXPECT_LE(max_diff_of(f.gw, u.gw), 1e-5) << what;
+        EXPECT_LE(max_diff_of(f.gb, u.gb), 1e-5) << what;
+    }
+}
+
+TEST(FusedResidualLayerNorm, Bf16SublayerOutputAndFp32Residual) {
+    // As under autocast: the dense output bf16, the residual fp32; the sum is exact in fp32 on
+    // both sides, so values and the fp32 gradients agree to 1e-5; grad_x is rounded to bf16.
+    torch::manual_seed(13);
+    auto x = (torch::randn({4, 3, 24}) * 2).to(torch::kBFloat16), r = torch::randn({4, 3, 24});
+    auto w = torch::randn({24}) + 1, b = torch::randn({24});
+    const auto f = run_residual_norm(x, r, w, b, true);
+    const auto u = run_residual_norm(x, r, w, b, false);
+    EXPECT_EQ(f.y.scalar_type(), torch::kFloat);
+    EXPECT_EQ(f.gx.scalar_type(), torch::kBFloat16);
+    EXPECT_LE(max_diff_of(f.y, u.y), 1e-5);
+    EXPECT_LE(max_diff_of(f.gr, u.gr), 1e-5);
+    EXPECT_LE(max_diff_of(f.gw, u.gw), 1e-5);
+    EXPECT_LE(max_diff_of(f.gb, u.gb), 1e-5);
+    EXPECT_LE(max_diff_of(f.gx, u.gx), max_abs_of(u.gx) / 128);
+}
+
+// ---- a whole model ------------------------------------------------------------------------------
+
+TEST(FusedTraining, TinyMaskedLmSameLossAndGradients) {
+    // Hidden 16, FFN 32, 2 heads, 2 layers, no dropout; a padded batch with ignored positions.
+    // The three kernels on vs off: the same loss and every parameter gradient to 1e-5.
+    for (const std::string preset : {"bert-a", "tupe-a"}) {
+        auto c = test_support::tiny16_config(preset, 40, 24, /*dropout=*/false);
+        BertForMaskedLM m(c);
+        test_support::randomize_parameters(*m, 21, 0.3, /*unit_layer_norm_gains=*/true);
+        torch::manual_seed(4);
+        const int64_t B = 3, T = 11;
+        auto ids = torch::randint(5, 40, {B, T}, torch::kLong);
+        auto mask = torch::ones({B, T}, torch::kLong);
+        mask[1].slice(0, 8) = 0;
+        auto labels = torch::full({B, T}, -100, torch::kLong);
+        labels[0][2] = 7;
+        labels[0][10] = 9;
+        labels[1][4] = 12;
+        labels[2][0] = 3;
+        std::vector<torch::Tensor> losses;
+        std::vector<std::vector<torch::Tensor>> grads;
+        for (bool fused : {true, false}) {
+            set_fused_training_enabled(fused);
+            m->zero_grad();
+            auto out = m->forward(ids, mask, labels);
+            set_fused_training_enabled(true);
+            EXPECT_EQ(graph_has_node(out.loss, "CrossEntropyFunction"), fused) << preset;
+            EXPECT_EQ(graph_has_node(out.loss, "BiasGeluFunction"), fused) << preset;
+            EXPECT_EQ(graph_has_node(out.loss, "ResidualNormFunction"), fused) << preset;
+            out.loss.backward();
+            losses.push_back(out.loss.detach());
+            grads.emplace_back();
+            for (auto& p : m->parameters())
+                grads.back().push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+        }
+        EXPECT_LE(max_diff_of(losses[0], losses[1]), 1e-5) << preset;
+        const auto names = m->named_parameters().keys();
+        for (size_t i = 0; i < grads[0].size(); ++i) {
+            ASSERT_EQ(grads[0][i].defined(), grads[1][i].defined()) << preset << " " << names[i];
+            if (grads[0][i].defined())
+                EXPECT_LE(max_diff_of(grads[0][i], grads[1][i]), 1e-5) << preset << " " << names[i];
+        }
+    }
+}
+
+}  // namespace
