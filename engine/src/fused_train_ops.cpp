@@ -51,6 +51,42 @@ int64_t train_grain(int64_t elements_per_item) {
     return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, elements_per_item));
 }
 
+// The row loops of these kernels, compiled twice: a baseline copy and one for AVX2 with FMA
+// (GCC contracts a * b + c into one rounding there; both copies agree with the compositions
+// to the tolerances of tests/engine/test_fused_train_ops.cpp, not bit for bit).
+template <typename K>
+void train_items_baseline(const K& k, int64_t i0, int64_t i1) {
+    k.run(i0, i1);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#define TUPE_TRAIN_FMA 1
+template <typename K>
+__attribute__((target("avx2,fma"))) void train_items_fma(const K& k, int64_t i0, int64_t i1) {
+    k.run(i0, i1);
+}
+#endif
+
+bool use_fma_rows() {
+#ifdef TUPE_TRAIN_FMA
+    static const bool yes = use_avx2() && __builtin_cpu_supports("fma");
+    return yes;
+#else
+    return false;
+#endif
+}
+
+template <typename K>
+void train_items(const K& k, int64_t items, int64_t grain) {
+    const bool fma = use_fma_rows();
+    at::parallel_for(0, items, grain, [&](int64_t i0, int64_t i1) {
+#ifdef TUPE_TRAIN_FMA
+        if (fma) return train_items_fma(k, i0, i1);
+#endif
+        train_items_baseline(k, i0, i1);
+    });
+}
+
 // Sums `blocks` rows of `n` fp32 partials into out (n).
 void sum_partials(const float* partial, int64_t blocks, int64_t n, float* out) {
     std::fill(out, out + n, 0.0f);
@@ -60,20 +96,23 @@ void sum_partials(const float* partial, int64_t blocks, int64_t n, float* out) {
 
 // ---- cross-entropy over the MLM rows ----------------------------------------------------------
 
-// Forward: per row the log of the sum of exp (max-shifted) and the target's loss.
+// Forward: per row e = exp(x - max), kept for the backward (it replaces the logits, which
+// nothing else keeps), its sum and the target's loss max + log(sum) - x[t].
 template <typename T>
 struct CrossEntropyForward {
     const T* x;        // (M, V)
     const int64_t* t;  // (M)
-    float* lse;        // (M)
+    float* e;          // (M, V)
+    float* inv_sum;    // (M): 1 / sum of e
     double* row_loss;  // (M), 0 for an ignored row
     int64_t V, ignore;
 
     TUPE_INLINE void run(int64_t r0, int64_t r1) const {
         for (int64_t r = r0; r < r1; ++r) {
             const T* row = x + r * V;
+            float* er = e + r * V;
             if (t[r] == ignore) {
-                lse[r] = 0.0f;
+                inv_sum[r] = 0.0f;
                 row_loss[r] = 0.0;
                 continue;
             }
@@ -87,46 +126,49 @@ struct CrossEntropyForward {
             }
             const F8 vmx = splat(mx);
             F8 vsum = splat(0.0f);
-            for (j = 0; j + kLanes <= V; j += kLanes) vsum += exp8(load(row + j) - vmx);
+            for (j = 0; j + kLanes <= V; j += kLanes) {
+                const F8 ev = exp8(load(row + j) - vmx);
+                store(ev, er + j);
+                vsum += ev;
+            }
             float sum = sum_lanes(vsum);
             if (j < V) {
-                const F8 e = exp8(load(row + j, V - j) - vmx);
-                for (int64_t k = 0; k < V - j; ++k) sum += e[k];
+                const F8 ev = exp8(load(row + j, V - j) - vmx);
+                store(ev, er + j, V - j);
+                for (int64_t k = 0; k < V - j; ++k) sum += ev[k];
             }
-            const float l = mx + std::log(sum);
-            lse[r] = l;
-            row_loss[r] =
-                static_cast<double>(l) - static_cast<double>(static_cast<float>(row[t[r]]));
+            inv_sum[r] = 1.0f / sum;
+            row_loss[r] = static_cast<double>(mx) + std::log(static_cast<double>(sum)) -
+                          static_cast<double>(static_cast<float>(row[t[r]]));
         }
     }
 };
 
-// Backward: grad = (exp(x - lse) - onehot(t)) * scale, one pass; 0 for an ignored row.
+// Backward: grad = (e / sum - onehot(t)) * scale, one pass over e; 0 for an ignored row.
 template <typename T>
 struct CrossEntropyBackward {
-    const T* x;
+    const float* e;
     const int64_t* t;
-    const float* lse;
+    const float* inv_sum;
     T* grad;
     int64_t V, ignore;
     float scale;
 
     TUPE_INLINE void run(int64_t r0, int64_t r1) const {
         for (int64_t r = r0; r < r1; ++r) {
-            const T* row = x + r * V;
+            const float* er = e + r * V;
             T* out = grad + r * V;
             if (t[r] == ignore) {
                 std::memset(static_cast<void*>(out), 0, V * sizeof(T));
                 continue;
             }
-            const F8 vl = splat(lse[r]), vs = splat(scale);
+            const float f = inv_sum[r] * scale;
+            const F8 vf = splat(f);
             int64_t j = 0;
-            for (; j + kLanes <= V; j += kLanes) store(exp8(load(row + j) - vl) * vs, out + j);
-            if (j < V) store(exp8(load(row + j, V - j) - vl) * vs, out + j, V - j);
-            // The target's entry: softmax - 1, from the same exp.
+            for (; j + kLanes <= V; j += kLanes) store(load(er + j) * vf, out + j);
+            if (j < V) store(load(er + j, V - j) * vf, out + j, V - j);
             const int64_t tj = t[r];
-            const float p = exp8(splat(static_cast<float>(row[tj]) - lse[r]))[0];
-            out[tj] = static_cast<T>((p - 1.0f) * scale);
+            out[tj] = static_cast<T>(er[tj] * f - scale);  // softmax - 1 at the target
         }
     }
 };
@@ -145,13 +187,15 @@ struct CrossEntropyFunction : public torch::autograd::Function<CrossEntropyFunct
                         " out of bounds for ", V, " classes");
             ++count;
         }
-        auto lse = torch::empty({M}, x.options().dtype(torch::kFloat));
+        auto e = torch::empty({M, V}, x.options().dtype(torch::kFloat));
+        auto inv_sum = torch::empty({M}, x.options().dtype(torch::kFloat));
         std::vector<double> row_loss(M);
         auto forward_rows = [&](auto* xp) {
             using T = std::remove_cv_t<std::remove_pointer_t<decltype(xp)>>;
-            const CrossEntropyForward<T> k{xp, tp,          lse.data_ptr<float>(), row_loss.data(),
-                                           V,  ignore_index};
-            parallel_items(k, M, train_grain(V));
+            const CrossEntropyForward<T> k{
+                xp, tp,          e.data_ptr<float>(), inv_sum.data_ptr<float>(), row_loss.data(),
+                V,  ignore_index};
+            train_items(k, M, train_grain(V));
         };
         if (x.scalar_type() == torch::kBFloat16)
             forward_rows(x.data_ptr<c10::BFloat16>());
@@ -162,41 +206,48 @@ struct CrossEntropyFunction : public torch::autograd::Function<CrossEntropyFunct
         // Mean over the rows that count; 0 / 0 = NaN when every row is ignored, as torch gives.
         const double mean =
             count ? total / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
-        ctx->save_for_backward({x, t, lse});
+        ctx->save_for_backward({e, t, inv_sum});
         ctx->saved_data["count"] = count;
         ctx->saved_data["ignore"] = ignore_index;
+        ctx->saved_data["type"] = static_cast<int64_t>(x.scalar_type());
         return torch::full({}, mean, x.options().dtype(torch::kFloat));
     }
 
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                    torch::autograd::variable_list grads) {
         const auto saved = ctx->get_saved_variables();
-        const auto &x = saved[0], &t = saved[1], &lse = saved[2];
+        const auto &e = saved[0], &t = saved[1], &inv_sum = saved[2];
         const int64_t count = ctx->saved_data["count"].toInt();
         const int64_t ignore = ctx->saved_data["ignore"].toInt();
+        const auto type = static_cast<torch::ScalarType>(ctx->saved_data["type"].toInt());
         if (!ctx->needs_input_grad(0)) return {torch::Tensor(), torch::Tensor(), torch::Tensor()};
-        const int64_t M = x.size(0), V = x.size(1);
+        const int64_t M = e.size(0), V = e.size(1);
         if (torch::GradMode::is_enabled()) {
-            // create_graph: the same formula in differentiable ops, for a second derivative.
+            // create_graph: the same formula in LibTorch ops (e and the sums are constants).
             auto valid = (t != ignore).to(torch::kFloat).unsqueeze(1);  // (M, 1)
             auto onehot = F::one_hot(t.clamp(0, V - 1), V).to(torch::kFloat);
             auto g = grads[0] / static_cast<double>(std::max<int64_t>(count, 1));
-            auto gx = (torch::softmax(x.to(torch::kFloat), -1) - onehot) * valid * g;
-            return {gx.to(x.scalar_type()), torch::Tensor(), torch::Tensor()};
+            auto gx = (e * inv_sum.unsqueeze(1) - onehot) * valid * g;
+            return {gx.to(type), torch::Tensor(), torch::Tensor()};
         }
         const float scale =
             count ? static_cast<float>(grads[0].item<double>() / static_cast<double>(count)) : 0.0f;
-        auto grad = torch::empty_like(x);
-        auto backward_rows = [&](auto* xp, auto* gp) {
-            using T = std::remove_cv_t<std::remove_pointer_t<decltype(xp)>>;
-            const CrossEntropyBackward<T> k{
-                xp, t.data_ptr<int64_t>(), lse.data_ptr<float>(), gp, V, ignore, scale};
-            parallel_items(k, M, train_grain(V));
+        auto grad = torch::empty({M, V}, e.options().dtype(type));
+        auto backward_rows = [&](auto* gp) {
+            using T = std::remove_cv_t<std::remove_pointer_t<decltype(gp)>>;
+            const CrossEntropyBackward<T> k{e.data_ptr<float>(),
+                                            t.data_ptr<int64_t>(),
+                                            inv_sum.data_ptr<float>(),
+                                            gp,
+                                            V,
+                                            ignore,
+                                            scale};
+            train_items(k, M, train_grain(V));
         };
-        if (x.scalar_type() == torch::kBFloat16)
-            backward_rows(x.data_ptr<c10::BFloat16>(), grad.data_ptr<c10::BFloat16>());
+        if (type == torch::kBFloat16)
+            backward_rows(grad.data_ptr<c10::BFloat16>());
         else
-            backward_rows(x.data_ptr<float>(), grad.data_ptr<float>());
+            backward_rows(grad.data_ptr<float>());
         return {grad, torch::Tensor(), torch::Tensor()};
     }
 };
@@ -228,38 +279,45 @@ TUPE_INLINE void gelu_parts(const F8& u, F8* cdf, F8* pdf) {
     *pdf = e * splat(kInvSqrt2Pi);
 }
 
+// Forward per row: u = x + b, y = u * Phi(u), and the derivative d = Phi(u) + u * pdf(u) kept
+// for the backward (it replaces x, which nothing else keeps), so the backward needs no exp.
 template <typename T>
 struct BiasGeluForward {
     const T* x;      // (N, F)
     const float* b;  // (F) or null
     T* y;
+    float* d;  // (N, F)
     int64_t F;
 
     TUPE_INLINE void run(int64_t r0, int64_t r1) const {
         for (int64_t r = r0; r < r1; ++r) {
             const T* xr = x + r * F;
             T* yr = y + r * F;
+            float* dr = d + r * F;
             for (int64_t j = 0; j < F; j += kLanes) {
                 const int64_t c = std::min(kLanes, F - j);
-                F8 u = c == kLanes ? load(xr + j) : load(xr + j, c);
-                if (b) u += c == kLanes ? load(b + j) : load(b + j, c);
+                const bool full = c == kLanes;
+                F8 u = full ? load(xr + j) : load(xr + j, c);
+                if (b) u += full ? load(b + j) : load(b + j, c);
                 F8 cdf, pdf;
                 gelu_parts(u, &cdf, &pdf);
-                if (c == kLanes)
+                if (full) {
                     store(u * cdf, yr + j);
-                else
+                    store(cdf + u * pdf, dr + j);
+                } else {
                     store(u * cdf, yr + j, c);
+                    store(cdf + u * pdf, dr + j, c);
+                }
             }
         }
     }
 };
 
-// Blocks of kTrainRowBlock rows: grad_x = g * (cdf + u * pdf), and the block's column sums of
-// grad_x (in fp32, before any rounding to bf16) into its row of `partial`.
+// Blocks of kTrainRowBlock rows: grad_x = g * d, and the block's column sums of grad_x (in
+// fp32, before any rounding to bf16) into its row of `partial`.
 template <typename T>
 struct BiasGeluBackward {
-    const T* x;
-    const float* b;
+    const float* d;
     const T* g;
     T* gx;
     float* partial;  // (blocks, F) or null
@@ -271,25 +329,19 @@ struct BiasGeluBackward {
             if (acc) std::fill(acc, acc + F, 0.0f);
             const int64_t r_end = std::min(N, (blk + 1) * kTrainRowBlock);
             for (int64_t r = blk * kTrainRowBlock; r < r_end; ++r) {
-                const T *xr = x + r * F, *gr = g + r * F;
+                const float* dr = d + r * F;
+                const T* gr = g + r * F;
                 T* out = gx + r * F;
                 for (int64_t j = 0; j < F; j += kLanes) {
                     const int64_t c = std::min(kLanes, F - j);
-                    const bool full = c == kLanes;
-                    F8 u = full ? load(xr + j) : load(xr + j, c);
-                    if (b) u += full ? load(b + j) : load(b + j, c);
-                    F8 cdf, pdf;
-                    gelu_parts(u, &cdf, &pdf);
-                    const F8 v = (full ? load(gr + j) : load(gr + j, c)) * (cdf + u * pdf);
-                    if (full)
+                    if (c == kLanes) {
+                        const F8 v = load(gr + j) * load(dr + j);
                         store(v, out + j);
-                    else
+                        if (acc) store(load(acc + j) + v, acc + j);
+                    } else {
+                        const F8 v = load(gr + j, c) * load(dr + j, c);
                         store(v, out + j, c);
-                    if (acc) {
-                        if (full)
-                            store(load(acc + j) + v, acc + j);
-                        else
-                            store(load(acc + j, c) + v, acc + j, c);
+                        if (acc) store(load(acc + j, c) + v, acc + j, c);
                     }
                 }
             }
@@ -305,16 +357,19 @@ struct BiasGeluFunction : public torch::autograd::Function<BiasGeluFunction> {
         torch::Tensor b;
         if (bias_in) b = bias_in->to(torch::kFloat).contiguous();
         auto y = torch::empty_like(x);
+        auto d = torch::empty(x.sizes(), x.options().dtype(torch::kFloat));
         auto rows = [&](auto* xp, auto* yp) {
             using T = std::remove_cv_t<std::remove_pointer_t<decltype(xp)>>;
-            const BiasGeluForward<T> k{xp, b.defined() ? b.data_ptr<float>() : nullptr, yp, F};
-            parallel_items(k, N, train_grain(F));
+            const BiasGeluForward<T> k{xp, b.defined() ? b.data_ptr<float>() : nullptr, yp,
+                                       d.data_ptr<float>(), F};
+            train_items(k, N, train_grain(F));
         };
         if (x.scalar_type() == torch::kBFloat16)
             rows(x.data_ptr<c10::BFloat16>(), y.data_ptr<c10::BFloat16>());
         else
             rows(x.data_ptr<float>(), y.data_ptr<float>());
-        ctx->save_for_backward({x, b});
+        ctx->save_for_backward({d});
+        ctx->saved_data["x_type"] = static_cast<int64_t>(x.scalar_type());
         ctx->saved_data["bias_type"] =
             static_cast<int64_t>(bias_in ? bias_in->scalar_type() : torch::kFloat);
         ctx->saved_data["has_bias"] = bias_in.has_value();
@@ -323,43 +378,38 @@ struct BiasGeluFunction : public torch::autograd::Function<BiasGeluFunction> {
 
     static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                    torch::autograd::variable_list grads) {
-        const auto saved = ctx->get_saved_variables();
-        const auto &x = saved[0], &b = saved[1];
+        const auto d = ctx->get_saved_variables()[0];
         const bool has_bias = ctx->saved_data["has_bias"].toBool();
+        const auto x_type = static_cast<torch::ScalarType>(ctx->saved_data["x_type"].toInt());
         const auto bias_type = static_cast<torch::ScalarType>(ctx->saved_data["bias_type"].toInt());
         const bool need_x = ctx->needs_input_grad(0);
         const bool need_b = has_bias && ctx->needs_input_grad(1);
         torch::Tensor gx, gb;
         if (!need_x && !need_b) return {gx, gb};
-        const int64_t F = x.size(-1), N = x.numel() / F;
+        const int64_t F = d.size(-1), N = d.numel() / F;
         if (torch::GradMode::is_enabled()) {
-            // create_graph: differentiable ops.
-            auto u = has_bias ? x.to(torch::kFloat) + b : x.to(torch::kFloat);
-            auto d =
-                0.5 * (1 + torch::erf(u * kSqrtHalf)) + u * torch::exp(u * u * -0.5) * kInvSqrt2Pi;
+            // create_graph: the same formula in LibTorch ops (d is then a constant).
             auto v = grads[0].to(torch::kFloat) * d;
-            if (need_x) gx = v.to(x.scalar_type());
+            if (need_x) gx = v.to(x_type);
             if (need_b) gb = v.reshape({N, F}).sum(0).to(bias_type);
             return {gx, gb};
         }
-        const auto g = grads[0].to(x.scalar_type()).contiguous();
-        gx = torch::empty_like(x);
+        const auto g = grads[0].to(x_type).contiguous();
+        gx = torch::empty(d.sizes(), d.options().dtype(x_type));
         const int64_t blocks = (N + kTrainRowBlock - 1) / kTrainRowBlock;
         std::vector<float> partial(need_b ? blocks * F : 0);
-        auto rows = [&](auto* xp, auto* gp, auto* gxp) {
-            using T = std::remove_cv_t<std::remove_pointer_t<decltype(xp)>>;
-            const BiasGeluBackward<T> k{xp,  has_bias ? b.data_ptr<float>() : nullptr, gp,
-                                        gxp, need_b ? partial.data() : nullptr,        N,
-                                        F};
-            parallel_items(k, blocks, train_grain(kTrainRowBlock * F));
+        auto rows = [&](auto* gp, auto* gxp) {
+            using T = std::remove_cv_t<std::remove_pointer_t<decltype(gp)>>;
+            const BiasGeluBackward<T> k{
+                d.data_ptr<float>(), gp, gxp, need_b ? partial.data() : nullptr, N, F};
+            train_items(k, blocks, train_grain(kTrainRowBlock * F));
         };
-        if (x.scalar_type() == torch::kBFloat16)
-            rows(x.data_ptr<c10::BFloat16>(), g.data_ptr<c10::BFloat16>(),
-                 gx.data_ptr<c10::BFloat16>());
+        if (x_type == torch::kBFloat16)
+            rows(g.data_ptr<c10::BFloat16>(), gx.data_ptr<c10::BFloat16>());
         else
-            rows(x.data_ptr<float>(), g.data_ptr<float>(), gx.data_ptr<float>());
+            rows(g.data_ptr<float>(), gx.data_ptr<float>());
         if (need_b) {
-            gb = torch::empty({F}, x.options().dtype(torch::kFloat));
+            gb = torch::empty({F}, d.options());
             sum_partials(partial.data(), blocks, F, gb.data_ptr<float>());
             if (bias_type != torch::kFloat) gb = gb.to(bias_type);
         }
@@ -499,7 +549,7 @@ struct ResidualNormFunction : public torch::autograd::Function<ResidualNormFunct
                                               out.data_ptr<float>(),
                                               C,
                                               static_cast<float>(eps)};
-            parallel_items(k, N, train_grain(C));
+            train_items(k, N, train_grain(C));
         };
         const bool xb = x.scalar_type() == torch::kBFloat16;
         const bool rb = res.scalar_type() == torch::kBFloat16;
@@ -551,7 +601,7 @@ struct ResidualNormFunction : public torch::autograd::Function<ResidualNormFunct
                                          need_wb ? partial.data() : nullptr,
                                          N,
                                          C};
-            parallel_items(k, blocks, train_grain(kTrainRowBlock * C));
+            train_items(k, blocks, train_grain(kTrainRowBlock * C));
             if (need_wb) {
                 auto both = torch::empty({2 * C}, g.options());
                 sum_partials(partial.data(), blocks, 2 * C, both.data_ptr<float>());

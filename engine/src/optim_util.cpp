@@ -122,7 +122,7 @@ bool fusable(const torch::Tensor& t) {
 // One parameter's update: elements [i0, i1) of p, grad, exp_avg and exp_avg_sq, in the order
 // of torch's tensor ops (no FMA), so each element rounds as torch's AdamW rounds it.
 struct AdamWUpdate {
-    float *pw;
+    float* pw;
     const float* gw;
     float *mw, *vw;
     float decay, b1, c1, b2, c2, sqrt_bias2, eps, step_size, scale;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../../engine/src/optim_util.h"
 #include "engine/bert.h"
 #include "engine/fused_train_ops.h"
 #include "support/test_support.h"
@@ -241,6 +242,40 @@ TEST(FusedResidualLayerNorm, Bf16SublayerOutputAndFp32Residual) {
     EXPECT_LE(max_diff_of(f.gw, u.gw), 1e-5);
     EXPECT_LE(max_diff_of(f.gb, u.gb), 1e-5);
     EXPECT_LE(max_diff_of(f.gx, u.gx), max_abs_of(u.gx) / 128);
+}
+
+// ---- gradient norm and the clipped AdamW step --------------------------------------------------
+
+TEST(GlobalGradNorm, ClipThenStepEqualsTheFoldedStep) {
+    // Parameters of odd sizes, one over a block of 16,384 elements, one without a gradient, one
+    // with a non-contiguous gradient (torch::norm's path). The one-pass norm equals
+    // clip_grad_norm_'s to 1e-6 relative, and fused_adamw_step with the clip scale folded in
+    // gives the weights of clip_grad_norm_ then torch's AdamW step to 1e-6.
+    torch::manual_seed(14);
+    std::vector<std::vector<int64_t>> shapes{{37}, {5, 7}, {130, 129}, {1}, {3, 4}};
+    std::vector<torch::Tensor> a, b;
+    for (const auto& s : shapes) {
+        a.push_back(torch::randn(s).requires_grad_(true));
+        b.push_back(a.back().detach().clone().requires_grad_(true));
+    }
+    for (size_t i = 0; i + 1 < shapes.size(); ++i) {
+        auto g = torch::randn(shapes[i]) * 0.3;
+        a[i].mutable_grad() = g.clone();
+        b[i].mutable_grad() = g.clone();
+    }
+    a[1].mutable_grad() = a[1].grad().t().contiguous().t();  // (5, 7), column-major
+    const double fused = engine::detail::global_grad_norm(a);
+    torch::optim::AdamW opt_a(a, torch::optim::AdamWOptions(1e-2).weight_decay(0.01));
+    torch::optim::AdamW opt_b(b, torch::optim::AdamWOptions(1e-2).weight_decay(0.01));
+    const double max_norm = 1.0;
+    const double reference = torch::nn::utils::clip_grad_norm_(b, max_norm);
+    EXPECT_NEAR(fused, reference, 1e-6 * reference);
+    ASSERT_GT(reference, max_norm) << "the test should clip";
+    // The non-contiguous gradient is not fusable: give the fused step a contiguous copy.
+    a[1].mutable_grad() = a[1].grad().contiguous();
+    ASSERT_TRUE(engine::detail::fused_adamw_step(opt_a, std::min(1.0, max_norm / (fused + 1e-6))));
+    opt_b.step();
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_LE(max_diff_of(a[i], b[i]), 1e-6) << i;
 }
 
 // ---- a whole model ------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 // Fused CPU kernels of the training step outside attention: the MLM loss (log-softmax + NLL over
 // the masked rows), the FFN's bias + erf GELU, and post-LN's residual add + LayerNorm, each one
 // pass forward and one pass backward (8-lane fp32 vectors + at::parallel_for; fp32 and bf16
-// inputs, computed in fp32). Under create_graph each backward is recorded in LibTorch ops, so a
-// first derivative can be differentiated again, except residual + LayerNorm's, whose saved
-// statistics are then constants. Shapes: M rows, V vocabulary, N = B * T tokens, C hidden, F FFN.
+// inputs, computed in fp32). Each forward keeps what its backward needs in place of its input:
+// the loss exp(logits - max), GELU its derivative, LayerNorm the normalised sum. Under
+// create_graph the backward is recorded in LibTorch ops with those as constants: a first
+// derivative, not a second. Shapes: M rows, V vocabulary, N = B * T tokens, C hidden, F FFN.
 #pragma once
 
 #include <torch/torch.h>
