@@ -236,46 +236,4 @@ bool fused_adamw_step(torch::optim::AdamW& optimizer, double grad_scale) {
     return true;
 }
 
-double global_grad_norm(const std::vector<torch::Tensor>& params) {
-    // The fp32 gradients as one sequence of blocks of up to kBlock elements: block b of a
-    // gradient is a task of its own, so small parameters and large ones spread alike.
-    constexpr int64_t kBlock = 16384;
-    struct Block {
-        const float* p;
-        int64_t n;
-    };
-    std::vector<Block> blocks;
-    double other = 0.0;
-    torch::NoGradGuard no_grad;
-    for (const auto& p : params) {
-        const auto& g = p.grad();
-        if (!g.defined()) continue;
-        if (!fusable(g)) {
-            const double n = g.norm(2).item<double>();
-            other += n * n;
-            continue;
-        }
-        const float* data = g.data_ptr<float>();
-        for (int64_t i = 0; i < g.numel(); i += kBlock)
-            blocks.push_back({data + i, std::min(kBlock, g.numel() - i)});
-    }
-    std::vector<double> partial(blocks.size());
-    at::parallel_for(0, static_cast<int64_t>(blocks.size()), 1, [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b) {
-            // Four fp64 accumulators: the compiler keeps them in vector registers.
-            double acc[4] = {0.0, 0.0, 0.0, 0.0};
-            const float* x = blocks[b].p;
-            const int64_t n = blocks[b].n;
-            int64_t i = 0;
-            for (; i + 4 <= n; i += 4)
-                for (int k = 0; k < 4; ++k) acc[k] += static_cast<double>(x[i + k]) * x[i + k];
-            for (; i < n; ++i) acc[0] += static_cast<double>(x[i]) * x[i];
-            partial[b] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-        }
-    });
-    double total = other;
-    for (double v : partial) total += v;
-    return std::sqrt(total);
-}
-
 }  // namespace engine::detail

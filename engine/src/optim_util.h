@@ -58,16 +58,11 @@ void set_lr(torch::optim::AdamW& optimizer, double lr);
 /// decay, bias-corrected moments, eps added after the bias correction) up to fp32 rounding,
 /// with every gradient multiplied by `grad_scale` on the fly (gradient clipping without a pass
 /// over the gradients). One pass over p, grad, exp_avg and exp_avg_sq per parameter instead of
-/// about ten kernels; the moments live in the optimizer's own state, so checkpoints
+/// about ten kernels, on 8-lane vectors (engine/src/simd_lanes.h, no FMA: each element rounds
+/// as the scalar formula does); the moments live in the optimizer's own state, so checkpoints
 /// (optimizer.save/load) are unchanged. Returns false and does nothing when it cannot apply
 /// (amsgrad, or a parameter, gradient or moment that is not a contiguous fp32 CPU tensor): the
 /// caller then scales the gradients and calls optimizer.step().
 bool fused_adamw_step(torch::optim::AdamW& optimizer, double grad_scale);
-
-/// The L2 norm of all the defined gradients of `params` together, as clip_grad_norm_ computes
-/// it (the norm of the per-parameter norms), in one parallel pass over the fp32 contiguous CPU
-/// gradients with fp64 partial sums over fixed blocks (the same result whatever the thread
-/// count); other gradients add their torch::norm.
-double global_grad_norm(const std::vector<torch::Tensor>& params);
 
 }  // namespace engine::detail

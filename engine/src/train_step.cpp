@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/fused_train_ops.h"
 #include "optim_util.h"
 
 namespace engine {
@@ -70,18 +69,13 @@ MlmStepResult mlm_train_step(BertForMaskedLM& model, torch::optim::Optimizer& op
     auto* adamw = options.fused_adamw ? dynamic_cast<torch::optim::AdamW*>(&optimizer) : nullptr;
     if (adamw && options.clip_norm > 0) {
         // clip_grad_norm_'s arithmetic (L2 norm of the per-parameter norms, coefficient
-        // max_norm / (norm + 1e-6) capped at 1), the norm in one pass over all the gradients
-        // and the scale applied inside the update.
+        // max_norm / (norm + 1e-6) capped at 1), but the scale is applied inside the update.
         torch::NoGradGuard no_grad;
-        if (fused_training_enabled()) {
-            r.grad_norm = detail::global_grad_norm(params);
-        } else {
-            std::vector<torch::Tensor> norms;
-            norms.reserve(params.size());
-            for (const auto& p : params)
-                if (p.grad().defined()) norms.push_back(p.grad().norm(2));
-            r.grad_norm = norms.empty() ? 0.0 : torch::stack(norms).norm(2).item<double>();
-        }
+        std::vector<torch::Tensor> norms;
+        norms.reserve(params.size());
+        for (const auto& p : params)
+            if (p.grad().defined()) norms.push_back(p.grad().norm(2));
+        r.grad_norm = norms.empty() ? 0.0 : torch::stack(norms).norm(2).item<double>();
         const double scale = std::min(1.0, options.clip_norm / (r.grad_norm + 1e-6));
         if (detail::fused_adamw_step(*adamw, scale)) return r;
         if (scale < 1.0)
