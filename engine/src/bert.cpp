@@ -12,6 +12,7 @@
 #include "engine/batched_matmul.h"
 #include "engine/fused_ops.h"
 #include "engine/fused_train_ops.h"
+#include "simd_lanes.h"
 
 namespace engine {
 
@@ -47,6 +48,82 @@ torch::Tensor bert_linear_gelu(torch::nn::Linear& dense, const torch::Tensor& x)
 
 // ---- dropout ----------------------------------------------------------------------------------
 
+#ifdef TUPE_SIMD_LANES
+namespace {
+
+using lanes::I8;
+using lanes::U8;
+typedef uint64_t BertU64x4 __attribute__((vector_size(32)));
+
+// The 32 x 32 -> 64-bit products a * k of 8 lanes, low and high halves; k holds the factor
+// zero-extended in each 64-bit lane.
+TUPE_INLINE void philox_mulhilo8(const U8& a, const BertU64x4& k, U8* lo, U8* hi) {
+    const BertU64x4 mask = BertU64x4{} + 0xFFFFFFFFull;
+    const BertU64x4 even = (BertU64x4)a & mask, odd = (BertU64x4)a >> 32;
+    const BertU64x4 pe = even * k, po = odd * k;
+    *lo = (U8)((pe & mask) | (po << 32));
+    *hi = (U8)((pe >> 32) | (po & ~mask));
+}
+
+// A Philox multiplier as philox_mulhilo8 takes it, hidden from constant folding: GCC then
+// multiplies the zero-extended lanes (pmuludq) instead of expanding the constant into shifts.
+TUPE_INLINE BertU64x4 philox_factor(uint32_t k) {
+    BertU64x4 v = BertU64x4{} + k;
+    __asm__("" : "+m"(v));
+    return v & (BertU64x4{} + 0xFFFFFFFFull);
+}
+
+// Keep masks of dropout's blocks: block b of `block` elements from at::Philox4_32(seed, b, 0),
+// element i of the block from output i % 4 of the 10-round Philox of counter i / 4 (the stream
+// a scalar loop of rng() calls gives, bit for bit), 8 counters (32 elements) at a time.
+struct DropoutMaskBlocks {
+    uint64_t seed;
+    float* m;
+    int64_t n, block;
+    uint32_t threshold;
+    float scale;
+
+    TUPE_INLINE void run(int64_t b0, int64_t b1) const {
+        constexpr uint32_t kA = 0x9E3779B9, kB = 0xBB67AE85;  // Philox key increments
+        constexpr uint32_t kSA = 0xD2511F53, kSB = 0xCD9E8D57;
+        const U8 lane{0, 1, 2, 3, 4, 5, 6, 7};
+        const BertU64x4 sa = philox_factor(kSA), sb = philox_factor(kSB);
+        for (int64_t b = b0; b < b1; ++b) {
+            const int64_t begin = b * block, end = std::min(n, begin + block);
+            for (int64_t i = begin; i < end; i += 32) {
+                U8 c0 = lane + static_cast<uint32_t>((i - begin) / 4), c1 = U8{};
+                U8 c2 = U8{} + static_cast<uint32_t>(b), c3 = U8{} + static_cast<uint32_t>(b >> 32);
+                uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+                for (int round = 0; round < 10; ++round) {
+                    U8 lo0, hi0, lo1, hi1;
+                    philox_mulhilo8(c0, sa, &lo0, &hi0);
+                    philox_mulhilo8(c2, sb, &lo1, &hi1);
+                    const U8 n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+                    c0 = n0;
+                    c1 = lo1;
+                    c2 = n2;
+                    c3 = lo0;
+                    k0 += kA;
+                    k1 += kB;
+                }
+                // Output q of counter lane l is element i + 4 l + q.
+                const lanes::F8 keep = lanes::splat(scale), drop = lanes::splat(0.0f);
+                const U8* out[4] = {&c0, &c1, &c2, &c3};
+                float v[4][8];
+                for (int q = 0; q < 4; ++q) {
+                    const lanes::F8 r = lanes::select((I8)(*out[q] >= threshold), keep, drop);
+                    std::memcpy(v[q], &r, sizeof r);
+                }
+                const int64_t count = std::min<int64_t>(32, end - i);
+                for (int64_t e = 0; e < count; ++e) m[i + e] = v[e & 3][e >> 2];
+            }
+        }
+    }
+};
+
+}  // namespace
+#endif
+
 // On CUDA, LibTorch's own. On CPU, LibTorch 1.13's dropout draws its mask with a
 // serial bernoulli_ (one Mersenne-Twister draw per element, single-threaded without MKL): ~10%
 // of a small-model training step. Here the keep mask comes from Philox (counter-based, so
@@ -69,6 +146,10 @@ torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
     const int64_t n = mask.numel(), block = 4096;
     const auto threshold = static_cast<uint32_t>(std::min(4294967295.0, p * 4294967296.0));
     const float scale = static_cast<float>(1.0 / (1.0 - p));
+#ifdef TUPE_SIMD_LANES
+    const DropoutMaskBlocks k{seed, m, n, block, threshold, scale};
+    lanes::parallel_items(k, (n + block - 1) / block, 16);
+#else
     at::parallel_for(0, (n + block - 1) / block, 16, [&](int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b) {
             at::Philox4_32 rng(seed, static_cast<uint64_t>(b), 0);
@@ -76,6 +157,7 @@ torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
             for (int64_t i = b * block; i < end; ++i) m[i] = rng() >= threshold ? scale : 0.0f;
         }
     });
+#endif
     // Under autocast x may be bf16: keep its dtype (the scale rounds to bf16, as it does in
     // LibTorch's own bf16 dropout).
     return x * (x.scalar_type() == torch::kFloat ? mask : mask.to(x.scalar_type()));

@@ -1,13 +1,17 @@
 // Fused training kernels (engine/fused_train_ops.h) against their unfused LibTorch compositions:
 // the MLM cross-entropy, bias + GELU and residual + LayerNorm; values and gradients in fp32 and
 // bf16, odd widths (not a multiple of 8 lanes), a single row, T = 1, ignored targets, a tiny
-// BertForMaskedLM whose loss and gradients agree with the kernels on and off, and the vectorised
-// AdamW step with the clip scale folded in against clip_grad_norm_ then torch's step.
+// BertForMaskedLM whose loss and gradients agree with the kernels on and off; the vectorised
+// AdamW step with the clip scale folded in against clip_grad_norm_ then torch's step, and the
+// vectorised dropout draw against the scalar Philox stream.
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/PhiloxRNGEngine.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -276,6 +280,36 @@ TEST(FusedAdamWClip, FoldedScaleEqualsClipThenStep) {
         for (size_t i = 0; i < a.size(); ++i)
             EXPECT_LE(max_diff_of(a[i], b[i]), 1e-6) << "step " << step << " parameter " << i;
         for (size_t i = 0; i + 1 < shapes.size(); ++i) b[i].mutable_grad() = a[i].grad().clone();
+    }
+}
+
+// ---- dropout's keep mask ---------------------------------------------------------------------
+
+TEST(DropoutDraw, VectorPhiloxGivesTheScalarStream) {
+    // engine::dropout draws 8 Philox counters at a time: the same keep mask, bit for bit, as
+    // one at::Philox4_32(seed, block, 0) per block of 4,096 elements called once per element.
+    for (int64_t n : {1, 31, 33, 4096, 4097, 10000}) {
+        for (double p : {0.1, 0.5}) {
+            torch::manual_seed(n);
+            const auto y = engine::dropout(torch::ones({n}), p, true);
+            torch::manual_seed(n);
+            uint64_t seed = 0;
+            {
+                auto gen = at::detail::getDefaultCPUGenerator();
+                std::lock_guard<std::mutex> lock(gen.mutex());
+                seed = gen.get<at::CPUGeneratorImpl>()->random64();
+            }
+            const auto threshold = static_cast<uint32_t>(p * 4294967296.0);
+            const float scale = static_cast<float>(1.0 / (1.0 - p));
+            auto expected = torch::empty({n});
+            float* e = expected.data_ptr<float>();
+            for (int64_t b = 0; b * 4096 < n; ++b) {
+                at::Philox4_32 rng(seed, static_cast<uint64_t>(b), 0);
+                for (int64_t i = b * 4096; i < std::min(n, (b + 1) * 4096); ++i)
+                    e[i] = rng() >= threshold ? scale : 0.0f;
+            }
+            EXPECT_TRUE(torch::equal(y, expected)) << n << " " << p;
+        }
     }
 }
 
