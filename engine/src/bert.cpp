@@ -147,17 +147,23 @@ torch::Tensor dropout(const torch::Tensor& x, double p, bool training) {
     const auto threshold = static_cast<uint32_t>(std::min(4294967295.0, p * 4294967296.0));
     const float scale = static_cast<float>(1.0 / (1.0 - p));
 #ifdef TUPE_SIMD_LANES
-    const DropoutMaskBlocks k{seed, m, n, block, threshold, scale};
-    lanes::parallel_items(k, (n + block - 1) / block, 16);
+    const bool lanes8 = fused_training_enabled();
+    if (lanes8) {
+        const DropoutMaskBlocks k{seed, m, n, block, threshold, scale};
+        lanes::parallel_items(k, (n + block - 1) / block, 16);
+    }
 #else
-    at::parallel_for(0, (n + block - 1) / block, 16, [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b) {
-            at::Philox4_32 rng(seed, static_cast<uint64_t>(b), 0);
-            const int64_t end = std::min(n, (b + 1) * block);
-            for (int64_t i = b * block; i < end; ++i) m[i] = rng() >= threshold ? scale : 0.0f;
-        }
-    });
+    const bool lanes8 = false;
 #endif
+    if (!lanes8) {
+        at::parallel_for(0, (n + block - 1) / block, 16, [&](int64_t b0, int64_t b1) {
+            for (int64_t b = b0; b < b1; ++b) {
+                at::Philox4_32 rng(seed, static_cast<uint64_t>(b), 0);
+                const int64_t end = std::min(n, (b + 1) * block);
+                for (int64_t i = b * block; i < end; ++i) m[i] = rng() >= threshold ? scale : 0.0f;
+            }
+        });
+    }
     // Under autocast x may be bf16: keep its dtype (the scale rounds to bf16, as it does in
     // LibTorch's own bf16 dropout).
     return x * (x.scalar_type() == torch::kFloat ? mask : mask.to(x.scalar_type()));

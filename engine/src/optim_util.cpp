@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/fused_train_ops.h"
 #include "engine/torch_compat.h"
 #include "simd_lanes.h"
 
@@ -162,10 +163,11 @@ struct AdamWUpdate {
 
 void run_adamw(const AdamWUpdate& k, int64_t n) {
 #ifdef TUPE_SIMD_LANES
-    lanes::parallel_items(k, n, 16384);
-#else
-    at::parallel_for(0, n, 16384, [&](int64_t i0, int64_t i1) { k.run(i0, i1); });
+    if (fused_training_enabled()) return lanes::parallel_items(k, n, 16384);
 #endif
+    at::parallel_for(0, n, 16384, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) k.element(i);
+    });
 }
 
 }  // namespace

@@ -309,6 +309,9 @@ TEST(DropoutDraw, VectorPhiloxGivesTheScalarStream) {
                     e[i] = rng() >= threshold ? scale : 0.0f;
             }
             EXPECT_TRUE(torch::equal(y, expected)) << n << " " << p;
+            FusedTrainingOff off;  // the scalar loop
+            torch::manual_seed(n);
+            EXPECT_TRUE(torch::equal(engine::dropout(torch::ones({n}), p, true), expected));
         }
     }
 }

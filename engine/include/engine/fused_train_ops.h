@@ -51,10 +51,11 @@ torch::Tensor unfused_residual_layer_norm(const torch::Tensor& x, const torch::T
                                           const torch::Tensor& weight, const torch::Tensor& bias,
                                           double eps);
 
-/// Process-wide switch for these three kernels (default on, or off when the environment sets
-/// TUPE_FUSED_TRAINING=0, so that two runs of one binary compare them). Off, each function is its
-/// unfused composition and the model calls LibTorch's ops as before. Not meant to be flipped while
-/// another thread is in a forward pass.
+/// Process-wide switch for these three kernels and for the 8-lane loops of dropout's Philox draw
+/// and the fused AdamW step (both equal to their scalar loops bit for bit); default on, off when
+/// the environment sets TUPE_FUSED_TRAINING=0, so that two runs of one binary compare them.
+/// Off, each function here is its unfused composition and the model calls LibTorch's ops. Not
+/// meant to be flipped while another thread is in a forward pass.
 void set_fused_training_enabled(bool enabled);
 bool fused_training_enabled();
 
