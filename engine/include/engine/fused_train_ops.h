@@ -18,10 +18,10 @@ namespace engine {
 ///
 /// logits (M, V) fp32 or bf16 (the loss is computed in fp32, as the upcast composition
 /// cross_entropy(logits.to(kFloat), targets) does), targets (M) int64 in [0, V) or ignore_index.
-/// Forward: per row the max, the log of the sum of exp and the target's logit, one read of the
-/// logits; backward: (softmax - onehot) * grad / n in one pass, in the logits' dtype; rows with
-/// ignore_index get 0. All rows ignored gives NaN, as torch does. Other dtypes, devices or
-/// shapes, or the toggle off: the composition above, op for op.
+/// Forward: per row the max, then exp(x - max) (kept, fp32) and its sum; the loss is
+/// max + log(sum) - x[target]. Backward: (softmax - onehot) * grad / n in one pass over the kept
+/// exp, in the logits' dtype; rows with ignore_index get 0. All rows ignored gives NaN, as torch
+/// does. Other dtypes, devices or shapes, or the toggle off: the composition above, op for op.
 torch::Tensor fused_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
                                   int64_t ignore_index = -100);
 
@@ -35,7 +35,7 @@ torch::Tensor unfused_cross_entropy(const torch::Tensor& logits, const torch::Te
 /// fixed blocks (the same sum whatever the thread count).
 torch::Tensor fused_bias_gelu(const torch::Tensor& x, const torch::Tensor& bias);
 
-/// torch::gelu(bias.defined() ? x + bias : x), the reference in tests.
+/// torch::gelu(bias.defined() ? x + bias.to(x's dtype) : x), the reference in tests.
 torch::Tensor unfused_bias_gelu(const torch::Tensor& x, const torch::Tensor& bias);
 
 /// layer_norm(x + residual) over the last dimension, with weight and bias (C) fp32; x and
