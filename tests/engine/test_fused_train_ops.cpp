@@ -51,10 +51,16 @@ bool graph_has_node(const torch::Tensor& t, const std::string& name) {
     return false;
 }
 
-// Turns the fused kernels off for the guard's lifetime.
-struct FusedTrainingOff {
-    FusedTrainingOff() { set_fused_training_enabled(false); }
-    ~FusedTrainingOff() { set_fused_training_enabled(true); }
+// Sets the fused-kernel switch for the guard's lifetime and restores it after, so these tests
+// check the kernels also when the environment runs the suite with TUPE_FUSED_TRAINING=0.
+struct FusedTrainingAs {
+    explicit FusedTrainingAs(bool on) : before(fused_training_enabled()) {
+        set_fused_training_enabled(on);
+    }
+    ~FusedTrainingAs() { set_fused_training_enabled(before); }
+    FusedTrainingAs(const FusedTrainingAs&) = delete;
+    FusedTrainingAs& operator=(const FusedTrainingAs&) = delete;
+    bool before;
 };
 
 // ---- cross-entropy ----------------------------------------------------------------------------
@@ -88,6 +94,7 @@ CeOutcome run_ce(const CeCase& c, bool fused) {
 }
 
 TEST(FusedCrossEntropy, MatchesCompositionFp32) {
+    FusedTrainingAs on(true);
     // (M, V): odd widths, a single row, a single class, the MLM head's width.
     for (auto [M, V] : std::vector<std::pair<int64_t, int64_t>>{
              {7, 37}, {1, 8}, {1, 1}, {5, 3}, {12, 800}, {3, 8000}}) {
@@ -105,6 +112,7 @@ TEST(FusedCrossEntropy, MatchesCompositionFp32) {
 }
 
 TEST(FusedCrossEntropy, IgnoredRowsGetNoGradientAndAllIgnoredIsNan) {
+    FusedTrainingAs on(true);
     auto c = make_ce(6, 19, true);
     const auto f = run_ce(c, true);
     for (int64_t r = 1; r < 6; r += 3) EXPECT_EQ(max_abs_of(f.grad[r]), 0.0) << r;
@@ -117,6 +125,7 @@ TEST(FusedCrossEntropy, IgnoredRowsGetNoGradientAndAllIgnoredIsNan) {
 }
 
 TEST(FusedCrossEntropy, Bf16LogitsMatchTheUpcastComposition) {
+    FusedTrainingAs on(true);
     // bf16 logits: both sides read the same bf16 values and compute in fp32, so the loss agrees
     // to fp32 rounding; the bf16 gradients differ by at most one bf16 rounding (2^-8 relative).
     const auto c = make_ce(9, 61, true, torch::kBFloat16);
@@ -127,6 +136,7 @@ TEST(FusedCrossEntropy, Bf16LogitsMatchTheUpcastComposition) {
 }
 
 TEST(FusedCrossEntropy, OutOfRangeTargetThrowsAndOtherTypesFallBack) {
+    FusedTrainingAs on(true);
     auto c = make_ce(3, 5, false);
     c.targets[1] = 5;
     EXPECT_THROW(fused_cross_entropy(c.logits, c.targets), c10::Error);
@@ -135,7 +145,7 @@ TEST(FusedCrossEntropy, OutOfRangeTargetThrowsAndOtherTypesFallBack) {
     EXPECT_FALSE(graph_has_node(loss, "CrossEntropyFunction"));
     EXPECT_EQ(loss.scalar_type(), torch::kDouble);
     const auto e = make_ce(3, 5, false);
-    FusedTrainingOff off;
+    FusedTrainingAs off(false);
     EXPECT_FALSE(
         graph_has_node(fused_cross_entropy(leaf(e.logits), e.targets), "CrossEntropyFunction"));
 }
@@ -159,6 +169,7 @@ Grads run_bias_gelu(const torch::Tensor& x0, const torch::Tensor& b0, bool fused
 }
 
 TEST(FusedBiasGelu, MatchesCompositionFp32) {
+    FusedTrainingAs on(true);
     // Widths 37 and 5 (lane tails), 256 (the quickstart's FFN), one row, T = 1, no bias.
     for (auto shape :
          std::vector<std::vector<int64_t>>{{3, 5, 37}, {1, 1, 8}, {2, 1, 5}, {4, 256}, {1, 3}}) {
@@ -177,6 +188,7 @@ TEST(FusedBiasGelu, MatchesCompositionFp32) {
 }
 
 TEST(FusedBiasGelu, Bf16InputWithFp32Bias) {
+    FusedTrainingAs on(true);
     // As under autocast: a bf16 matmul result and the fp32 parameter. Output and grad_x bf16
     // (one bf16 rounding apart from the composition's); grad_bias fp32, summed in fp32 here and
     // from bf16 row gradients in the composition: within 1% of its largest entry.
@@ -213,6 +225,7 @@ NormGrads run_residual_norm(const torch::Tensor& x0, const torch::Tensor& r0,
 }
 
 TEST(FusedResidualLayerNorm, MatchesCompositionFp32) {
+    FusedTrainingAs on(true);
     // C = 64 (the quickstart's), 7 and 13 (lane tails), one row, T = 1.
     for (auto shape :
          std::vector<std::vector<int64_t>>{{2, 3, 64}, {1, 1, 7}, {5, 13}, {1, 64}, {40, 16}}) {
@@ -233,6 +246,7 @@ TEST(FusedResidualLayerNorm, MatchesCompositionFp32) {
 }
 
 TEST(FusedResidualLayerNorm, Bf16SublayerOutputAndFp32Residual) {
+    FusedTrainingAs on(true);
     // As under autocast: the dense output bf16, the residual fp32; the sum is exact in fp32 on
     // both sides, so values and the fp32 gradients agree to 1e-5; grad_x is rounded to bf16.
     torch::manual_seed(13);
@@ -252,6 +266,7 @@ TEST(FusedResidualLayerNorm, Bf16SublayerOutputAndFp32Residual) {
 // ---- the clipped AdamW step ------------------------------------------------------------------
 
 TEST(FusedAdamWClip, FoldedScaleEqualsClipThenStep) {
+    FusedTrainingAs on(true);
     // Parameters of odd sizes (lane tails), one over a parallel block of 16,384 elements, one
     // without a gradient: fused_adamw_step with clip_grad_norm_'s coefficient folded into the
     // update (as mlm_train_step calls it) gives the weights of clip_grad_norm_ then torch's
@@ -286,6 +301,7 @@ TEST(FusedAdamWClip, FoldedScaleEqualsClipThenStep) {
 // ---- dropout's keep mask ---------------------------------------------------------------------
 
 TEST(DropoutDraw, VectorPhiloxGivesTheScalarStream) {
+    FusedTrainingAs on(true);
     // engine::dropout draws 8 Philox counters at a time: the same keep mask, bit for bit, as
     // one at::Philox4_32(seed, block, 0) per block of 4,096 elements called once per element.
     for (int64_t n : {1, 31, 33, 4096, 4097, 10000}) {
@@ -309,7 +325,7 @@ TEST(DropoutDraw, VectorPhiloxGivesTheScalarStream) {
                     e[i] = rng() >= threshold ? scale : 0.0f;
             }
             EXPECT_TRUE(torch::equal(y, expected)) << n << " " << p;
-            FusedTrainingOff off;  // the scalar loop
+            FusedTrainingAs off(false);  // the scalar loop
             torch::manual_seed(n);
             EXPECT_TRUE(torch::equal(engine::dropout(torch::ones({n}), p, true), expected));
         }
@@ -319,6 +335,7 @@ TEST(DropoutDraw, VectorPhiloxGivesTheScalarStream) {
 // ---- a whole model ------------------------------------------------------------------------------
 
 TEST(FusedTraining, TinyMaskedLmSameLossAndGradients) {
+    FusedTrainingAs on(true);
     // Hidden 16, FFN 32, 2 heads, 2 layers, no dropout; a padded batch with ignored positions.
     // The three kernels on vs off: the same loss and every parameter gradient to 1e-5.
     for (const std::string preset : {"bert-a", "tupe-a"}) {
