@@ -7,8 +7,9 @@
 #                         tasks), print the curves, Table 1 with intervals and the claims table
 #   ./run.sh test         install, check the formatting (scripts/format.sh --check), build,
 #                         prepare the default data, run every test executable, build the
-#                         headless set (-DTUPE_WITH_QT=OFF: no Qt) and run its tests, then a
-#                         bounded fuzzing run (scripts/fuzz.sh)
+#                         headless set (-DTUPE_WITH_QT=OFF: no Qt) and run its tests, compile
+#                         the headless set against LibTorch 2.6's headers
+#                         (scripts/torch2_check.sh), then a bounded fuzzing run (scripts/fuzz.sh)
 #   ./run.sh build        install and build only
 set -euo pipefail
 
@@ -136,6 +137,16 @@ run_headless() {
         ctest --test-dir "$hb" --output-on-failure -j "$JOBS" "${only[@]}"
 }
 
+run_torch2() {
+    # LibTorch 2.x readiness: every translation unit of the headless build compiled
+    # (-fsyntax-only) against Debian 13's libtorch-dev 2.6 headers, fetched from the Debian
+    # archive into ~/.cache/tupe/torch2 (12 MB, once); about 4 minutes on 2 cores. Fails on a TU
+    # that does not compile or when the headers cannot be fetched. TUPE_SKIP_TORCH2=1 skips it.
+    if [ "${TUPE_SKIP_TORCH2:-0}" = 1 ]; then return; fi
+    log "compiling the headless build against LibTorch 2.6's headers (scripts/torch2_check.sh)"
+    "$ROOT/scripts/torch2_check.sh" --jobs "$JOBS"
+}
+
 run_fuzz() {
     # A bounded libFuzzer run of the file readers (tests/fuzz; clang + ASan in $BUILD-fuzz),
     # 30 s per target over its seed corpus; fails on a crash. TUPE_SKIP_FUZZ=1 skips it.
@@ -146,7 +157,7 @@ run_fuzz() {
 
 case "${1:-}" in
     quickstart) install_deps; build; prepare_data; quickstart ;;
-    test) install_deps; check_format; build; prepare_data; run_tests; run_headless; run_fuzz ;;
+    test) install_deps; check_format; build; prepare_data; run_tests; run_headless; run_torch2; run_fuzz ;;
     build) install_deps; build ;;
     *) echo "usage: ./run.sh quickstart | test | build" >&2; exit 2 ;;
 esac

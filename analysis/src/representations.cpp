@@ -173,7 +173,8 @@ PositionVectors describe_position_vectors(const torch::Tensor& vectors, const st
     out.cosine = torch::mm(unit, unit.t()).to(torch::kFloat);  // (P, P)
     // PCA by the SVD of the centred vectors: X = U S V^T, the projection on axis k is U_k S_k.
     auto centred = v - v.mean(0, /*keepdim=*/true);
-    auto svd = torch::linalg::svd(centred, /*full_matrices=*/false, c10::nullopt);
+    // at::linalg_svd, not torch::linalg::svd: LibTorch 2.6 ships no torch/linalg.h.
+    auto svd = torch::linalg_svd(centred, /*full_matrices=*/false);
     auto u = std::get<0>(svd), s = std::get<1>(svd);
     const int64_t k = std::min<int64_t>(2, s.size(0));
     auto pca = torch::zeros({v.size(0), 2}, torch::kDouble);

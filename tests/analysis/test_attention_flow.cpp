@@ -268,7 +268,7 @@ TEST(PositionVectors, ACircleHasItsAnglesAsCosinesAndTwoAxes) {
     // Twelve points on a circle of radius 2 in a random plane of R^6.
     const int64_t P = 12;
     torch::manual_seed(4);
-    const auto basis = std::get<0>(torch::linalg::qr(torch::randn({6, 2}, torch::kDouble)));
+    const auto basis = std::get<0>(torch::linalg_qr(torch::randn({6, 2}, torch::kDouble)));
     const auto theta = torch::arange(P, torch::kDouble) * (2 * M_PI / P);
     const auto plane = torch::stack({theta.cos(), theta.sin()}, 1) * 2.0;  // (P, 2)
     const PositionVectors v = describe_position_vectors(torch::mm(plane, basis.t()), "circle");
