@@ -411,27 +411,12 @@ TEST(FusedAttentionSoftmax, TinyMaskedLmSameLossAndGradients) {
         labels[0][2] = 7;
         labels[0][11] = 9;
         labels[1][4] = 12;
-        std::vector<torch::Tensor> losses;
-        std::vector<std::vector<torch::Tensor>> grads;
-        for (bool fused : {true, false}) {
-            set_fused_attention_enabled(fused);
-            m->zero_grad();
-            auto out = m->forward(ids, mask, labels);
-            set_fused_attention_enabled(true);
-            EXPECT_EQ(graph_has_fused_node(out.loss), fused) << preset;
-            out.loss.backward();
-            losses.push_back(out.loss.detach());
-            grads.emplace_back();
-            for (auto& p : m->parameters())
-                grads.back().push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
-        }
-        EXPECT_LE(max_diff(losses[0], losses[1]), 1e-5) << preset;
-        const auto names = m->named_parameters().keys();
-        for (size_t i = 0; i < grads[0].size(); ++i) {
-            ASSERT_EQ(grads[0][i].defined(), grads[1][i].defined()) << preset << " " << names[i];
-            if (grads[0][i].defined()) {
-                EXPECT_LE(max_diff(grads[0][i], grads[1][i]), 1e-5) << preset << " " << names[i];
-            }
-        }
+        test_support::expect_switch_keeps_loss_and_gradients(
+            m, ids, mask, labels, [](bool on) { set_fused_attention_enabled(on); },
+            [] { set_fused_attention_enabled(true); },
+            [&](const torch::Tensor& loss, bool fused) {
+                EXPECT_EQ(graph_has_fused_node(loss), fused) << preset;
+            },
+            preset);
     }
 }

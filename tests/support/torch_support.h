@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -70,6 +71,40 @@ inline engine::BertForMaskedLM randomized_word_model(const std::string& preset,
     model->to(torch::kDouble);
     model->eval();
     return model;
+}
+
+/// A tiny model's masked-LM loss and every parameter's gradient with a code-path switch on and
+/// off: for `on` in {true, false}, `set(on)` before the forward, `restore()` after it (before the
+/// backward, which must take the path the forward chose), `check(loss, on)` on the loss (e.g.
+/// that the fused node is in its graph exactly when on); then the two losses and each gradient
+/// (defined in both or neither) must agree to 1e-5. `label` names the case in failures.
+inline void expect_switch_keeps_loss_and_gradients(
+    engine::BertForMaskedLM& m, const torch::Tensor& ids, const torch::Tensor& mask,
+    const torch::Tensor& labels, const std::function<void(bool)>& set,
+    const std::function<void()>& restore,
+    const std::function<void(const torch::Tensor&, bool)>& check, const std::string& label) {
+    std::vector<torch::Tensor> losses;
+    std::vector<std::vector<torch::Tensor>> grads;
+    for (bool on : {true, false}) {
+        set(on);
+        m->zero_grad();
+        auto out = m->forward(ids, mask, labels);
+        restore();
+        check(out.loss, on);
+        out.loss.backward();
+        losses.push_back(out.loss.detach());
+        grads.emplace_back();
+        for (auto& p : m->parameters())
+            grads.back().push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+    }
+    EXPECT_LE((losses[0] - losses[1]).abs().max().item<double>(), 1e-5) << label;
+    const auto names = m->named_parameters().keys();
+    for (size_t i = 0; i < grads[0].size(); ++i) {
+        ASSERT_EQ(grads[0][i].defined(), grads[1][i].defined()) << label << " " << names[i];
+        if (grads[0][i].defined())
+            EXPECT_LE((grads[0][i] - grads[1][i]).abs().max().item<double>(), 1e-5)
+                << label << " " << names[i];
+    }
 }
 
 }  // namespace test_support
