@@ -1,8 +1,8 @@
-// Fused CPU kernels of the training step (engine/fused_train_ops.h): the MLM loss, bias + GELU
-// and residual + LayerNorm, each a custom autograd function whose forward and backward are one
-// pass over their rows. Rows are split by at::parallel_for; reductions over rows (bias and
-// LayerNorm gradients) are summed in fixed blocks of rows, so the result does not depend on the
-// thread count. Each row runs on 8-lane fp32 vectors (engine/src/simd_lanes.h).
+// Fused CPU kernels of the training step (engine/fused_train_ops.h): the MLM loss and bias +
+// GELU, each a custom autograd function whose forward and backward are one pass over their rows
+// (residual + LayerNorm: fused_layer_norm.cpp), and the process-wide switch. Rows are split by
+// at::parallel_for; the bias gradient is summed in fixed blocks of rows, so the result does not
+// depend on the thread count. Each row runs on 8-lane fp32 vectors (engine/src/simd_lanes.h).
 #include "engine/fused_train_ops.h"
 
 #include <ATen/Parallel.h>
@@ -17,6 +17,7 @@
 #include <limits>
 #include <vector>
 
+#include "fused_train_rows.h"
 #include "simd_lanes.h"
 
 namespace engine {
@@ -30,69 +31,10 @@ std::atomic<bool> g_fused_training{[] {
     return !(env && std::strcmp(env, "0") == 0);
 }()};
 
-bool fusable_type(const torch::Tensor& t) {
-    return t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16;
-}
-
-bool fusable_cpu(const torch::Tensor& t) {
-    return t.defined() && t.device().is_cpu() && t.layout() == torch::kStrided && fusable_type(t);
-}
-
 #ifdef TUPE_SIMD_LANES
 
 using namespace lanes;
-
-// Rows per block of a reduction over rows (bias, LayerNorm gain): fixed, so the partial sums
-// and their order do not depend on the thread count.
-constexpr int64_t kTrainRowBlock = 32;
-
-// Tasks of about 32k elements, so small inputs stay on one thread.
-int64_t train_grain(int64_t elements_per_item) {
-    return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, elements_per_item));
-}
-
-// The row loops of these kernels, compiled twice: a baseline copy and one for AVX2 with FMA
-// (GCC contracts a * b + c into one rounding there; both copies agree with the compositions
-// to the tolerances of tests/engine/test_fused_train_ops.cpp, not bit for bit).
-template <typename K>
-void train_items_baseline(const K& k, int64_t i0, int64_t i1) {
-    k.run(i0, i1);
-}
-
-#if defined(__x86_64__) || defined(__i386__)
-#define TUPE_TRAIN_FMA 1
-template <typename K>
-__attribute__((target("avx2,fma"))) void train_items_fma(const K& k, int64_t i0, int64_t i1) {
-    k.run(i0, i1);
-}
-#endif
-
-bool use_fma_rows() {
-#ifdef TUPE_TRAIN_FMA
-    static const bool yes = use_avx2() && __builtin_cpu_supports("fma");
-    return yes;
-#else
-    return false;
-#endif
-}
-
-template <typename K>
-void train_items(const K& k, int64_t items, int64_t grain) {
-    const bool fma = use_fma_rows();
-    at::parallel_for(0, items, grain, [&](int64_t i0, int64_t i1) {
-#ifdef TUPE_TRAIN_FMA
-        if (fma) return train_items_fma(k, i0, i1);
-#endif
-        train_items_baseline(k, i0, i1);
-    });
-}
-
-// Sums `blocks` rows of `n` fp32 partials into out (n).
-void sum_partials(const float* partial, int64_t blocks, int64_t n, float* out) {
-    std::fill(out, out + n, 0.0f);
-    for (int64_t b = 0; b < blocks; ++b)
-        for (int64_t j = 0; j < n; ++j) out[j] += partial[b * n + j];
-}
+using namespace fused_rows;
 
 // ---- cross-entropy over the MLM rows ----------------------------------------------------------
 
@@ -418,206 +360,6 @@ struct BiasGeluFunction : public torch::autograd::Function<BiasGeluFunction> {
     }
 };
 
-// ---- residual + LayerNorm ---------------------------------------------------------------------
-
-// Forward per row: u = x + r in fp32, mean and biased variance (two passes over the row),
-// xhat = (u - mean) * rstd kept for the backward, out = xhat * w + b.
-template <typename X, typename R>
-struct ResidualNormForward {
-    const X* x;
-    const R* res;
-    const float *w, *b;
-    float* xhat;  // (N, C)
-    float* rstd;  // (N)
-    float* out;   // (N, C)
-    int64_t C;
-    float eps;
-
-    TUPE_INLINE void run(int64_t r0, int64_t r1) const {
-        for (int64_t r = r0; r < r1; ++r) {
-            const X* xr = x + r * C;
-            const R* rr = res + r * C;
-            float* h = xhat + r * C;
-            F8 vsum = splat(0.0f);
-            for (int64_t j = 0; j < C; j += kLanes) {
-                const int64_t c = std::min(kLanes, C - j);
-                const F8 u =
-                    c == kLanes ? load(xr + j) + load(rr + j) : load(xr + j, c) + load(rr + j, c);
-                if (c == kLanes)
-                    store(u, h + j);
-                else
-                    store(u, h + j, c);
-                vsum += u;  // zero-padded lanes add nothing
-            }
-            const float mean = sum_lanes(vsum) / static_cast<float>(C);
-            const F8 vmean = splat(mean);
-            F8 vvar = splat(0.0f);
-            int64_t j = 0;
-            for (; j + kLanes <= C; j += kLanes) {
-                const F8 d = load(h + j) - vmean;
-                vvar += d * d;
-            }
-            float var = sum_lanes(vvar);
-            for (; j < C; ++j) var += (h[j] - mean) * (h[j] - mean);
-            const float rs = 1.0f / std::sqrt(var / static_cast<float>(C) + eps);
-            rstd[r] = rs;
-            const F8 vrs = splat(rs);
-            float* o = out + r * C;
-            for (j = 0; j + kLanes <= C; j += kLanes) {
-                const F8 xh = (load(h + j) - vmean) * vrs;
-                store(xh, h + j);
-                store(xh * load(w + j) + load(b + j), o + j);
-            }
-            for (; j < C; ++j) {
-                const float xh = (h[j] - mean) * rs;
-                h[j] = xh;
-                o[j] = xh * w[j] + b[j];
-            }
-        }
-    }
-};
-
-// Backward over blocks of rows: gw = g * w; grad_u = rstd * (gw - mean(gw) - xhat *
-// mean(gw * xhat)); the block's sums of g * xhat and g into partial (blocks, 2C).
-struct ResidualNormBackward {
-    const float* g;
-    const float* xhat;
-    const float* rstd;
-    const float* w;
-    float* gu;
-    float* partial;  // (blocks, 2C) or null
-    int64_t N, C;
-
-    TUPE_INLINE void run(int64_t b0, int64_t b1) const {
-        for (int64_t blk = b0; blk < b1; ++blk) {
-            float* acc = partial ? partial + blk * 2 * C : nullptr;
-            if (acc) std::fill(acc, acc + 2 * C, 0.0f);
-            const int64_t r_end = std::min(N, (blk + 1) * kTrainRowBlock);
-            for (int64_t r = blk * kTrainRowBlock; r < r_end; ++r) {
-                const float *gr = g + r * C, *h = xhat + r * C;
-                float* o = gu + r * C;
-                F8 vs = splat(0.0f), vd = splat(0.0f);
-                int64_t j = 0;
-                for (; j + kLanes <= C; j += kLanes) {
-                    const F8 gv = load(gr + j), hv = load(h + j), gw = gv * load(w + j);
-                    vs += gw;
-                    vd += gw * hv;
-                    if (acc) {
-                        store(load(acc + j) + gv * hv, acc + j);
-                        store(load(acc + C + j) + gv, acc + C + j);
-                    }
-                }
-                float s = sum_lanes(vs), d = sum_lanes(vd);
-                for (int64_t k = j; k < C; ++k) {
-                    const float gw = gr[k] * w[k];
-                    s += gw;
-                    d += gw * h[k];
-                    if (acc) {
-                        acc[k] += gr[k] * h[k];
-                        acc[C + k] += gr[k];
-                    }
-                }
-                const float inv_c = 1.0f / static_cast<float>(C), rs = rstd[r];
-                const F8 vms = splat(s * inv_c), vmd = splat(d * inv_c), vrs = splat(rs);
-                for (j = 0; j + kLanes <= C; j += kLanes)
-                    store(vrs * (load(gr + j) * load(w + j) - vms - load(h + j) * vmd), o + j);
-                for (; j < C; ++j) o[j] = rs * (gr[j] * w[j] - s * inv_c - h[j] * d * inv_c);
-            }
-        }
-    }
-};
-
-struct ResidualNormFunction : public torch::autograd::Function<ResidualNormFunction> {
-    static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x_in,
-                                 const torch::Tensor& res_in, const torch::Tensor& weight,
-                                 const torch::Tensor& bias, double eps) {
-        const auto x = x_in.contiguous(), res = res_in.contiguous();
-        const auto w = weight.contiguous(), b = bias.contiguous();
-        const int64_t C = x.size(-1), N = x.numel() / C;
-        auto out = torch::empty(x.sizes(), x.options().dtype(torch::kFloat));
-        auto xhat = torch::empty({N, C}, x.options().dtype(torch::kFloat));
-        auto rstd = torch::empty({N}, x.options().dtype(torch::kFloat));
-        auto rows = [&](auto* xp, auto* rp) {
-            using X = std::remove_cv_t<std::remove_pointer_t<decltype(xp)>>;
-            using R = std::remove_cv_t<std::remove_pointer_t<decltype(rp)>>;
-            const ResidualNormForward<X, R> k{xp,
-                                              rp,
-                                              w.data_ptr<float>(),
-                                              b.data_ptr<float>(),
-                                              xhat.data_ptr<float>(),
-                                              rstd.data_ptr<float>(),
-                                              out.data_ptr<float>(),
-                                              C,
-                                              static_cast<float>(eps)};
-            train_items(k, N, train_grain(C));
-        };
-        const bool xb = x.scalar_type() == torch::kBFloat16;
-        const bool rb = res.scalar_type() == torch::kBFloat16;
-        if (xb && rb)
-            rows(x.data_ptr<c10::BFloat16>(), res.data_ptr<c10::BFloat16>());
-        else if (xb)
-            rows(x.data_ptr<c10::BFloat16>(), res.data_ptr<float>());
-        else if (rb)
-            rows(x.data_ptr<float>(), res.data_ptr<c10::BFloat16>());
-        else
-            rows(x.data_ptr<float>(), res.data_ptr<float>());
-        ctx->save_for_backward({xhat, rstd, w});
-        ctx->saved_data["x_type"] = static_cast<int64_t>(x.scalar_type());
-        ctx->saved_data["res_type"] = static_cast<int64_t>(res.scalar_type());
-        return out;
-    }
-
-    static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                   torch::autograd::variable_list grads) {
-        const auto saved = ctx->get_saved_variables();
-        const auto &xhat = saved[0], &rstd = saved[1], &w = saved[2];
-        const auto x_type = static_cast<torch::ScalarType>(ctx->saved_data["x_type"].toInt());
-        const auto res_type = static_cast<torch::ScalarType>(ctx->saved_data["res_type"].toInt());
-        const bool need_u = ctx->needs_input_grad(0) || ctx->needs_input_grad(1);
-        const bool need_wb = ctx->needs_input_grad(2) || ctx->needs_input_grad(3);
-        torch::Tensor gx, gr, gw, gb;
-        if (!need_u && !need_wb) return {gx, gr, gw, gb, {}};
-        const int64_t N = xhat.size(0), C = xhat.size(1);
-        const auto shape = grads[0].sizes().vec();
-        torch::Tensor gu;
-        if (torch::GradMode::is_enabled()) {
-            // create_graph: differentiable ops.
-            auto g = grads[0].reshape({N, C}).to(torch::kFloat);
-            auto gwx = g * w;
-            auto rs = rstd.unsqueeze(1);
-            gu = rs * (gwx - gwx.mean(1, true) - xhat * (gwx * xhat).mean(1, true));
-            gw = (g * xhat).sum(0);
-            gb = g.sum(0);
-        } else {
-            const auto g = grads[0].to(torch::kFloat).contiguous();
-            gu = torch::empty({N, C}, g.options());
-            const int64_t blocks = (N + kTrainRowBlock - 1) / kTrainRowBlock;
-            std::vector<float> partial(need_wb ? blocks * 2 * C : 0);
-            const ResidualNormBackward k{g.data_ptr<float>(),
-                                         xhat.data_ptr<float>(),
-                                         rstd.data_ptr<float>(),
-                                         w.data_ptr<float>(),
-                                         gu.data_ptr<float>(),
-                                         need_wb ? partial.data() : nullptr,
-                                         N,
-                                         C};
-            train_items(k, blocks, train_grain(kTrainRowBlock * C));
-            if (need_wb) {
-                auto both = torch::empty({2 * C}, g.options());
-                sum_partials(partial.data(), blocks, 2 * C, both.data_ptr<float>());
-                gw = both.slice(0, 0, C);
-                gb = both.slice(0, C);
-            }
-        }
-        gu = gu.view(shape);
-        if (ctx->needs_input_grad(0)) gx = gu.to(x_type);
-        if (ctx->needs_input_grad(1)) gr = gu.to(res_type);
-        if (!ctx->needs_input_grad(2)) gw = torch::Tensor();
-        if (!ctx->needs_input_grad(3)) gb = torch::Tensor();
-        return {gx, gr, gw, gb, {}};
-    }
-};
-
 #endif  // TUPE_SIMD_LANES
 
 }  // namespace
@@ -636,7 +378,7 @@ torch::Tensor unfused_cross_entropy(const torch::Tensor& logits, const torch::Te
 torch::Tensor fused_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
                                   int64_t ignore_index) {
 #ifdef TUPE_SIMD_LANES
-    if (fused_training_enabled() && fusable_cpu(logits) && logits.dim() == 2 &&
+    if (fused_training_enabled() && fused_rows::fusable_cpu(logits) && logits.dim() == 2 &&
         logits.size(1) > 0 && targets.defined() && targets.device().is_cpu() &&
         targets.scalar_type() == torch::kLong && targets.dim() == 1 &&
         targets.size(0) == logits.size(0))
@@ -652,36 +394,15 @@ torch::Tensor unfused_bias_gelu(const torch::Tensor& x, const torch::Tensor& bia
 
 torch::Tensor fused_bias_gelu(const torch::Tensor& x, const torch::Tensor& bias) {
 #ifdef TUPE_SIMD_LANES
-    if (fused_training_enabled() && fusable_cpu(x) && x.dim() >= 1 && x.numel() > 0 &&
-        (!bias.defined() || (fusable_cpu(bias) && bias.dim() == 1 && bias.size(0) == x.size(-1)))) {
+    if (fused_training_enabled() && fused_rows::fusable_cpu(x) && x.dim() >= 1 && x.numel() > 0 &&
+        (!bias.defined() ||
+         (fused_rows::fusable_cpu(bias) && bias.dim() == 1 && bias.size(0) == x.size(-1)))) {
         c10::optional<torch::Tensor> b;
         if (bias.defined()) b = bias;
         return BiasGeluFunction::apply(x, b);
     }
 #endif
     return unfused_bias_gelu(x, bias);
-}
-
-torch::Tensor unfused_residual_layer_norm(const torch::Tensor& x, const torch::Tensor& residual,
-                                          const torch::Tensor& weight, const torch::Tensor& bias,
-                                          double eps) {
-    auto u = x + residual;
-    if (u.scalar_type() != weight.scalar_type()) u = u.to(weight.scalar_type());
-    return torch::layer_norm(u, {weight.size(0)}, weight, bias, eps);
-}
-
-torch::Tensor fused_residual_layer_norm(const torch::Tensor& x, const torch::Tensor& residual,
-                                        const torch::Tensor& weight, const torch::Tensor& bias,
-                                        double eps) {
-#ifdef TUPE_SIMD_LANES
-    if (fused_training_enabled() && fusable_cpu(x) && fusable_cpu(residual) &&
-        x.sizes() == residual.sizes() && x.dim() >= 1 && x.numel() > 0 && weight.defined() &&
-        bias.defined() && weight.scalar_type() == torch::kFloat &&
-        bias.scalar_type() == torch::kFloat && weight.device().is_cpu() && weight.dim() == 1 &&
-        weight.size(0) == x.size(-1) && bias.sizes() == weight.sizes())
-        return ResidualNormFunction::apply(x, residual, weight, bias, eps);
-#endif
-    return unfused_residual_layer_norm(x, residual, weight, bias, eps);
 }
 
 void set_fused_training_enabled(bool enabled) { g_fused_training.store(enabled); }

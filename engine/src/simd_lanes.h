@@ -1,7 +1,8 @@
-// 8-lane fp32 vectors for the engine's own CPU kernels (fused_ops.cpp, fused_train_ops.cpp):
-// GCC/Clang vector extensions, loads and stores of fp32 and bf16 (bf16 widened exactly, rounded
-// to nearest even on the way back), Cephes' expf and the run-time choice of an AVX2 copy of a
-// kernel's loops. Internal to the engine; every helper is inlined into its caller.
+// 8-lane fp32 vectors for the engine's own CPU kernels (fused_ops.cpp, fused_train_ops.cpp,
+// fused_layer_norm.cpp): GCC/Clang vector extensions, loads and stores of fp32 and bf16 (bf16
+// widened exactly, rounded to nearest even on the way back), Cephes' expf and the run-time
+// choice of an AVX2 copy of a kernel's loops. Internal to the engine; every helper is inlined
+// into its caller.
 #pragma once
 
 #include <ATen/Parallel.h>
