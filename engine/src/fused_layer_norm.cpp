@@ -2,8 +2,6 @@
 // pass per row forward (the sum, its mean and variance, the normalised row kept for the
 // backward) and one backward (grad_u per row; the gain and bias gradients summed over fixed
 // blocks of rows), on 8-lane fp32 vectors (engine/src/simd_lanes.h).
-#include "engine/fused_train_ops.h"
-
 #include <c10/util/BFloat16.h>
 
 #include <algorithm>
@@ -12,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/fused_train_ops.h"
 #include "fused_train_rows.h"
 
 namespace engine {

@@ -33,40 +33,12 @@ inline int64_t train_grain(int64_t elements_per_item) {
     return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, elements_per_item));
 }
 
-// The row loops of these kernels, compiled twice: a baseline copy and one for AVX2 with FMA
-// (GCC contracts a * b + c into one rounding there; both copies agree with the compositions
-// to the tolerances of tests/engine/test_fused_train_ops.cpp, not bit for bit).
-template <typename K>
-void train_items_baseline(const K& k, int64_t i0, int64_t i1) {
-    k.run(i0, i1);
-}
-
-#if defined(__x86_64__) || defined(__i386__)
-#define TUPE_TRAIN_FMA 1
-template <typename K>
-__attribute__((target("avx2,fma"))) void train_items_fma(const K& k, int64_t i0, int64_t i1) {
-    k.run(i0, i1);
-}
-#endif
-
-inline bool use_fma_rows() {
-#ifdef TUPE_TRAIN_FMA
-    static const bool yes = lanes::use_avx2() && __builtin_cpu_supports("fma");
-    return yes;
-#else
-    return false;
-#endif
-}
-
+// The row loops of these kernels, compiled twice (lanes::parallel_items): a baseline copy and one
+// for AVX2 with FMA (GCC contracts a * b + c into one rounding there; both copies agree with the
+// compositions to the tolerances of tests/engine/test_fused_train_ops.cpp, not bit for bit).
 template <typename K>
 void train_items(const K& k, int64_t items, int64_t grain) {
-    const bool fma = use_fma_rows();
-    at::parallel_for(0, items, grain, [&](int64_t i0, int64_t i1) {
-#ifdef TUPE_TRAIN_FMA
-        if (fma) return train_items_fma(k, i0, i1);
-#endif
-        train_items_baseline(k, i0, i1);
-    });
+    lanes::parallel_items</*Fma=*/true>(k, items, grain);
 }
 
 // Sums `blocks` rows of `n` fp32 partials into out (n).

@@ -171,8 +171,10 @@ TUPE_INLINE F8 sqrt8(const F8& v) {
 // ---- kernels compiled twice ---------------------------------------------------------------------
 
 // A kernel K is a struct whose TUPE_INLINE run(i0, i1) does items [i0, i1). parallel_items runs
-// it under at::parallel_for, in a copy compiled for AVX2 when use_avx2() (no FMA in either
-// copy, so both round alike) or the baseline copy.
+// it under at::parallel_for, in a copy compiled for AVX2 when use_avx2() or the baseline copy.
+// Neither contracts a * b + c into an FMA, so both round alike; with Fma = true (the training
+// step's kernels, engine/src/fused_train_rows.h) the AVX2 copy may, where the CPU has FMA, and
+// then agrees with the baseline to the kernels' tolerances rather than bit for bit.
 template <typename K>
 void run_items_baseline(const K& k, int64_t i0, int64_t i1) {
     k.run(i0, i1);
@@ -184,14 +186,32 @@ template <typename K>
 __attribute__((target("avx2"))) void run_items_avx2(const K& k, int64_t i0, int64_t i1) {
     k.run(i0, i1);
 }
+template <typename K>
+__attribute__((target("avx2,fma"))) void run_items_avx2_fma(const K& k, int64_t i0, int64_t i1) {
+    k.run(i0, i1);
+}
 #endif
 
-template <typename K>
+inline bool use_avx2_fma() {
+#ifdef TUPE_LANES_AVX2
+    static const bool yes = use_avx2() && __builtin_cpu_supports("fma");
+    return yes;
+#else
+    return false;
+#endif
+}
+
+template <bool Fma = false, typename K>
 void parallel_items(const K& k, int64_t items, int64_t grain) {
-    const bool avx2 = use_avx2();
+    const bool fast = Fma ? use_avx2_fma() : use_avx2();
     at::parallel_for(0, items, grain, [&](int64_t i0, int64_t i1) {
 #ifdef TUPE_LANES_AVX2
-        if (avx2) return run_items_avx2(k, i0, i1);
+        if (fast) {
+            if constexpr (Fma)
+                return run_items_avx2_fma(k, i0, i1);
+            else
+                return run_items_avx2(k, i0, i1);
+        }
 #endif
         run_items_baseline(k, i0, i1);
     });
