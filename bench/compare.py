@@ -16,8 +16,9 @@ OpenMP pool, glibc malloc), and with the run-time `tupe` itself is built with
 LD_PRELOAD), so the ratio separates what the run-time buys from what the C++ code buys.
 --py-runtime default|tuned picks one.
 """
-import glob
+
 import argparse
+import glob
 import json
 import os
 import statistics
@@ -35,10 +36,30 @@ def load():
 
 
 def run_cpp(args):
-    cmd = [args.tupe, "bench", "--preset", args.preset, "--size", args.size, "--seq",
-           str(args.seq), "--batch", str(args.batch), "--threads", str(args.threads), "--dtype",
-           args.dtype, "--steps", str(args.steps), "--warmup", str(args.warmup), "--vocab-size",
-           str(args.vocab_size), "--format", "json"] + (["--finetune"] if args.finetune else [])
+    cmd = [
+        args.tupe,
+        "bench",
+        "--preset",
+        args.preset,
+        "--size",
+        args.size,
+        "--seq",
+        str(args.seq),
+        "--batch",
+        str(args.batch),
+        "--threads",
+        str(args.threads),
+        "--dtype",
+        args.dtype,
+        "--steps",
+        str(args.steps),
+        "--warmup",
+        str(args.warmup),
+        "--vocab-size",
+        str(args.vocab_size),
+        "--format",
+        "json",
+    ] + (["--finetune"] if args.finetune else [])
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)
     data = json.loads(out.stdout)
     return data, {v["variant"]: v for v in data["variants"]}
@@ -53,10 +74,12 @@ def tuned_env():
         return None
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = os.path.dirname(omp[0]) + (
-        ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+        ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else ""
+    )
     env["LD_PRELOAD"] = tcm[0]
     # The tupe launcher also overrides OpenBLAS's core where it fell back to Prescott-class
-    # kernels (docs/performance.md, "OpenBLAS core detection"); the same run-time gets the same core.
+    # kernels (docs/performance.md, "OpenBLAS core detection"); the same run-time gets the same
+    # core.
     core = launcher_core(args_tupe[0]) if args_tupe else None
     if core and "OPENBLAS_CORETYPE" not in env:
         env["OPENBLAS_CORETYPE"] = core
@@ -69,8 +92,9 @@ args_tupe = []
 def launcher_core(tupe):
     """The OPENBLAS_CORETYPE the tupe launcher sets on this machine, or None."""
     try:
-        out = subprocess.run([tupe, "doctor", "--no-matmul"], check=True, stdout=subprocess.PIPE,
-                             text=True).stdout
+        out = subprocess.run(
+            [tupe, "doctor", "--no-matmul"], check=True, stdout=subprocess.PIPE, text=True
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
     for line in out.splitlines():
@@ -80,11 +104,30 @@ def launcher_core(tupe):
 
 
 def run_py(args, style, env=None):
-    cmd = [sys.executable, os.path.join(HERE, "reference_bert.py"), "--preset", args.preset,
-           "--size", args.size, "--seq", str(args.seq), "--batch", str(args.batch), "--threads",
-           str(args.threads), "--dtype", args.dtype, "--steps", str(args.steps), "--warmup",
-           str(args.warmup), "--vocab-size", str(args.vocab_size), "--style", style] + \
-        (["--finetune"] if args.finetune else [])
+    cmd = [
+        sys.executable,
+        os.path.join(HERE, "reference_bert.py"),
+        "--preset",
+        args.preset,
+        "--size",
+        args.size,
+        "--seq",
+        str(args.seq),
+        "--batch",
+        str(args.batch),
+        "--threads",
+        str(args.threads),
+        "--dtype",
+        args.dtype,
+        "--steps",
+        str(args.steps),
+        "--warmup",
+        str(args.warmup),
+        "--vocab-size",
+        str(args.vocab_size),
+        "--style",
+        style,
+    ] + (["--finetune"] if args.finetune else [])
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, env=env)
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
     return {r["variant"]: r for r in rows}
@@ -92,8 +135,9 @@ def run_py(args, style, env=None):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tupe", default=os.environ.get(
-        "TUPE", os.path.join(ROOT, "build", "cli", "tupe")))
+    ap.add_argument(
+        "--tupe", default=os.environ.get("TUPE", os.path.join(ROOT, "build", "cli", "tupe"))
+    )
     ap.add_argument("--preset", default="bert-a,tupe-a,tupe-r")
     ap.add_argument("--size", default="small", choices=["quickstart", "tiny", "small", "base"])
     ap.add_argument("--seq", type=int, default=None, help="default 64 at quickstart, else 128")
@@ -103,14 +147,24 @@ def main():
     ap.add_argument("--steps", type=int, default=4, help="timed steps per variant and round")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2, help="C++/Python alternations")
-    ap.add_argument("--hf", action="store_true",
-                    help="also time HF-style eager (Q/K/V apart, MLM logits at every position)")
-    ap.add_argument("--py-runtime", default="both", choices=["both", "default", "tuned"],
-                    help="PyTorch as installed, with tupe's run-time (OpenMP OpenBLAS, "
-                         "tcmalloc), or both (default)")
+    ap.add_argument(
+        "--hf",
+        action="store_true",
+        help="also time HF-style eager (Q/K/V apart, MLM logits at every position)",
+    )
+    ap.add_argument(
+        "--py-runtime",
+        default="both",
+        choices=["both", "default", "tuned"],
+        help="PyTorch as installed, with tupe's run-time (OpenMP OpenBLAS, "
+        "tcmalloc), or both (default)",
+    )
     ap.add_argument("--json", help="write every measurement to this file")
-    ap.add_argument("--finetune", action="store_true",
-                    help="fine-tuning steps (tupe bench --finetune, reference_bert.py --finetune)")
+    ap.add_argument(
+        "--finetune",
+        action="store_true",
+        help="fine-tuning steps (tupe bench --finetune, reference_bert.py --finetune)",
+    )
     args = ap.parse_args()
     if args.seq is None:
         args.seq = 64 if args.size == "quickstart" else 128
@@ -119,9 +173,12 @@ def main():
     args_tupe.append(args.tupe)
     env_tuned = tuned_env() if args.py_runtime != "default" else None
     if args.py_runtime == "tuned" and env_tuned is None:
-        sys.exit("compare.py: --py-runtime tuned needs libopenblas0-openmp and libtcmalloc-minimal4")
-    runtimes = ([("py", None)] if args.py_runtime != "tuned" else []) + \
-        ([("pyt", env_tuned)] if env_tuned is not None else [])
+        sys.exit(
+            "compare.py: --py-runtime tuned needs libopenblas0-openmp and libtcmalloc-minimal4"
+        )
+    runtimes = ([("py", None)] if args.py_runtime != "tuned" else []) + (
+        [("pyt", env_tuned)] if env_tuned is not None else []
+    )
     if not os.access(args.tupe, os.X_OK):
         sys.exit(f"compare.py: no tupe executable at {args.tupe} (build it, or pass --tupe PATH)")
 
@@ -141,7 +198,9 @@ def main():
             for v in variants:
                 times[impl][v] += py_last[v]["times"]
         if args.hf:
-            print(f"round {r + 1}/{args.rounds}: PyTorch, HF style ...", file=sys.stderr, flush=True)
+            print(
+                f"round {r + 1}/{args.rounds}: PyTorch, HF style ...", file=sys.stderr, flush=True
+            )
             hf = run_py(args, "hf", env_tuned if args.py_runtime == "tuned" else None)
             for v in variants:
                 times["hf"][v] += hf[v]["times"]
@@ -154,14 +213,18 @@ def main():
         header += [f"{names[impl]} s/step", f"C++ vs {names[impl]}"]
     if args.hf:
         header += ["HF-style s/step", "C++ vs HF-style"]
-    header += ["C++ examples/s"] if args.finetune else \
-        ["C++ tok/s", "C++ GFLOP/s", "util", "RSS MiB"]
+    header += (
+        ["C++ examples/s"] if args.finetune else ["C++ tok/s", "C++ GFLOP/s", "util", "RSS MiB"]
+    )
     rows = [header]
     for v in variants:
         c = med["cpp"][v]
         cv = cpp_last[v]
-        same = "same" if cv["params"] == py_last[v]["params"] else \
-            f"{cv['params']}/{py_last[v]['params']} DIFFER"
+        same = (
+            "same"
+            if cv["params"] == py_last[v]["params"]
+            else f"{cv['params']}/{py_last[v]['params']} DIFFER"
+        )
         row = [v, same, f"{c:.3f}"]
         for impl, _ in runtimes:
             p = med[impl][v]
@@ -172,37 +235,57 @@ def main():
         if args.finetune:
             row += [f"{args.batch / c:,.0f}"]
         else:
-            row += [f"{args.batch * args.seq / c:,.0f}", f"{cv['flops_per_step'] / c / 1e9:.1f}",
-                    f"{cv['flops_per_step'] / c / meta['matmul_peak_flops']:.0%}",
-                    f"{cv['rss_peak_bytes'] / 2**20:.0f}"]
+            row += [
+                f"{args.batch * args.seq / c:,.0f}",
+                f"{cv['flops_per_step'] / c / 1e9:.1f}",
+                f"{cv['flops_per_step'] / c / meta['matmul_peak_flops']:.0%}",
+                f"{cv['rss_peak_bytes'] / 2**20:.0f}",
+            ]
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    print(f"size {args.size}, seq {args.seq}, batch {args.batch}, {args.threads} threads, "
-          f"{args.dtype}; median of {args.rounds} x {args.steps} steps per variant after "
-          f"{args.warmup} warm-up; C++ and PyTorch alternated; "
-          + ("fine-tuning steps, length-bucketed batches; " if args.finetune else
-             f"matmul peak {meta['matmul_peak_flops'] / 1e9:.1f} GFLOP/s ({args.dtype}); ")
-          + f"C++ run-time: BLAS "
-          f"threads {meta.get('blas_threading') or 'not OpenBLAS'}, {meta.get('allocator', '?')}"
-          + ("; PyTorch = as installed" if args.py_runtime != "tuned" else "")
-          + ("; PyTorch+rt = with LD_LIBRARY_PATH=openblas-openmp, LD_PRELOAD=tcmalloc"
-             + (f", OPENBLAS_CORETYPE={env_tuned['OPENBLAS_CORETYPE']}"
-                if "OPENBLAS_CORETYPE" in env_tuned else "")
-             if env_tuned is not None else ""))
+    print(
+        f"size {args.size}, seq {args.seq}, batch {args.batch}, {args.threads} threads, "
+        f"{args.dtype}; median of {args.rounds} x {args.steps} steps per variant after "
+        f"{args.warmup} warm-up; C++ and PyTorch alternated; "
+        + (
+            "fine-tuning steps, length-bucketed batches; "
+            if args.finetune
+            else f"matmul peak {meta['matmul_peak_flops'] / 1e9:.1f} GFLOP/s ({args.dtype}); "
+        )
+        + f"C++ run-time: BLAS "
+        f"threads {meta.get('blas_threading') or 'not OpenBLAS'}, {meta.get('allocator', '?')}"
+        + ("; PyTorch = as installed" if args.py_runtime != "tuned" else "")
+        + (
+            "; PyTorch+rt = with LD_LIBRARY_PATH=openblas-openmp, LD_PRELOAD=tcmalloc"
+            + (
+                f", OPENBLAS_CORETYPE={env_tuned['OPENBLAS_CORETYPE']}"
+                if "OPENBLAS_CORETYPE" in env_tuned
+                else ""
+            )
+            if env_tuned is not None
+            else ""
+        )
+    )
     for r in rows:
         print("  ".join(x.rjust(w) if i else x.ljust(w) for i, (x, w) in enumerate(zip(r, widths))))
     if "bert-a" in variants:
         for impl, name in [("cpp", "C++")] + [(i, names[i]) for i, _ in runtimes]:
-            over = [f"{v} {100 * (med[impl][v] / med[impl]['bert-a'] - 1):+.1f}%"
-                    for v in variants if v != "bert-a"]
+            over = [
+                f"{v} {100 * (med[impl][v] / med[impl]['bert-a'] - 1):+.1f}%"
+                for v in variants
+                if v != "bert-a"
+            ]
             if over:
                 print(f"TUPE overhead over bert-a, {name}: " + ", ".join(over))
-    print(f"load average (1/5/15 min) before and after each round: {' | '.join(loads)}; "
-          f"{time.time() - started:.0f} s")
+    print(
+        f"load average (1/5/15 min) before and after each round: {' | '.join(loads)}; "
+        f"{time.time() - started:.0f} s"
+    )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "times_s": times, "median_s": med, "loads": loads}, f,
-                      indent=1)
+            json.dump(
+                {"args": vars(args), "times_s": times, "median_s": med, "loads": loads}, f, indent=1
+            )
 
 
 if __name__ == "__main__":

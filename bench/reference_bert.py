@@ -16,6 +16,7 @@ runner's length buckets do, padded to each batch's longest; AdamW (betas 0.9/0.9
 decay on biases and LayerNorm) and clipping as engine::finetune.
 Output: one JSON object per variant on stdout (median s/step, tokens/s, params).
 """
+
 import argparse
 import json
 import math
@@ -37,7 +38,7 @@ SIZES = {  # core/engine/src/config.cpp
 
 
 def t5_bucket(rel, num_buckets=32, max_distance=128):
-    """T5 bidirectional bucket of rel = key - query, as relative_position_bucket in guolinke/TUPE."""
+    """T5 bidirectional bucket of rel = key - query (relative_position_bucket, guolinke/TUPE)."""
     ret = 0
     n = -rel
     num_buckets //= 2
@@ -47,14 +48,17 @@ def t5_bucket(rel, num_buckets=32, max_distance=128):
     max_exact = num_buckets // 2
     if n < max_exact:
         return ret + n
-    large = max_exact + int(math.log(n / max_exact) / math.log(max_distance / max_exact)
-                            * (num_buckets - max_exact))
+    large = max_exact + int(
+        math.log(n / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
+    )
     return ret + min(large, num_buckets - 1)
 
 
 def bucket_matrix(T, num_buckets=32, max_distance=128, cls_buckets=True):
-    b = torch.tensor([[t5_bucket(j - i, num_buckets, max_distance) for j in range(T)]
-                      for i in range(T)], dtype=torch.long)
+    b = torch.tensor(
+        [[t5_bucket(j - i, num_buckets, max_distance) for j in range(T)] for i in range(T)],
+        dtype=torch.long,
+    )
     if cls_buckets:  # TUPE-R: others -> [CLS] uses bucket nb, [CLS] -> others bucket nb/2
         b[:, 0] = num_buckets
         b[0, :] = num_buckets // 2
@@ -84,10 +88,10 @@ class UntiedPositionBias(nn.Module):
 
     def forward(self, T):
         H, d = self.H, self.d
-        w = norm(self.pos_ln, self.pos.weight[: T + 1])                         # (T+1, C)
+        w = norm(self.pos_ln, self.pos.weight[: T + 1])  # (T+1, C)
         q = self.pos_q_linear(w).view(T + 1, H, d).transpose(0, 1) * self.scaling  # (H, T+1, d)
         k = self.pos_k_linear(w).view(T + 1, H, d).transpose(0, 1)
-        a = torch.bmm(q, k.transpose(1, 2))                               # (H, T+1, T+1)
+        a = torch.bmm(q, k.transpose(1, 2))  # (H, T+1, T+1)
         theta1, theta2 = a[:, 0, 0], a[:, 1, 1]
         bias = a[:, 1:, 1:]
         # [CLS] reset: column 0 <- theta2, then row 0 <- theta1.
@@ -95,7 +99,7 @@ class UntiedPositionBias(nn.Module):
         bias = torch.cat([theta1.view(H, 1, 1).expand(H, 1, T), bias[:, 1:, :]], 1)
         if self.rel is not None:
             bias = bias + F.embedding(self.buckets[:T, :T], self.rel.weight).permute(2, 0, 1)
-        return bias                                                       # (H, T, T)
+        return bias  # (H, T, T)
 
 
 class Layer(nn.Module):
@@ -123,9 +127,9 @@ class Layer(nn.Module):
         q = q.view(B, T, self.H, self.d).transpose(1, 2)
         k = k.view(B, T, self.H, self.d).transpose(1, 2)
         v = v.view(B, T, self.H, self.d).transpose(1, 2)
-        scores = torch.matmul(q * self.scaling, k.transpose(-2, -1))     # (B, H, T, T)
+        scores = torch.matmul(q * self.scaling, k.transpose(-2, -1))  # (B, H, T, T)
         if pos_bias is not None:
-            scores = scores + pos_bias.unsqueeze(0)                      # broadcast over B
+            scores = scores + pos_bias.unsqueeze(0)  # broadcast over B
         scores = scores + mask_bias
         probs = self.drop(torch.softmax(scores, -1))
         ctx = torch.matmul(probs, v).transpose(1, 2).reshape(B, T, C)
@@ -145,11 +149,13 @@ class BertForMaskedLM(nn.Module):
         self.token_type = nn.Embedding(2, C)
         self.emb_ln = nn.LayerNorm(C, eps=eps)
         self.drop = nn.Dropout(p)
-        self.pos_bias = (UntiedPositionBias(C, H, s["max_pos"], preset == "tupe-r", eps)
-                         if tupe else None)
+        self.pos_bias = (
+            UntiedPositionBias(C, H, s["max_pos"], preset == "tupe-r", eps) if tupe else None
+        )
         self.layers = nn.ModuleList(
             Layer(C, H, s["ffn"], 2.0 if tupe else 1.0, eps, p, style == "same")
-            for _ in range(s["layers"]))
+            for _ in range(s["layers"])
+        )
         self.head_dense = nn.Linear(C, C)
         self.head_ln = nn.LayerNorm(C, eps=eps)
         self.head_bias = nn.Parameter(torch.zeros(vocab))
@@ -166,7 +172,7 @@ class BertForMaskedLM(nn.Module):
             index = (flat != -100).nonzero().squeeze(1)
             h = x.reshape(-1, x.size(-1)).index_select(0, index)
             targets = flat.index_select(0, index)
-        else:                      # HF: logits everywhere, ignore_index
+        else:  # HF: logits everywhere, ignore_index
             h, targets = x.reshape(-1, x.size(-1)), flat
         t = norm(self.head_ln, F.gelu(self.head_dense(h)))
         logits = F.linear(t, self.word.weight, self.head_bias)
@@ -216,7 +222,7 @@ def finetune_batches(args):
     g = torch.Generator().manual_seed(1)
     batches = []
     for b in range(0, n, args.batch):
-        lens = [w + 2 for w in words[b:b + args.batch]]
+        lens = [w + 2 for w in words[b : b + args.batch]]
         T = max(lens)
         ids = torch.randint(5, args.vocab_size, (len(lens), T), generator=g)
         mask = torch.zeros(len(lens), T, dtype=torch.long)
@@ -237,20 +243,32 @@ def bench_finetune(preset, args):
     params = list(model.parameters())
     decay = [p for n, p in model.named_parameters() if not (n.endswith("bias") or "ln" in n)]
     no_decay = [p for n, p in model.named_parameters() if n.endswith("bias") or "ln" in n]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=2e-5, betas=(0.9, 0.98), eps=1e-6)
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=2e-5,
+        betas=(0.9, 0.98),
+        eps=1e-6,
+    )
     times = []
     for i, batch in enumerate(finetune_batches(args)):
         dt, value = train_step(model, opt, params, batch, preset, args)
         if i >= args.warmup:
             times.append(dt)
     med = statistics.median(times)
-    return dict(implementation="pytorch-" + args.style + "-finetune", variant=preset,
-                size=args.size, seq=args.seq, batch=args.batch,
-                threads=torch.get_num_threads(), dtype=args.dtype, median_s=med,
-                examples_per_s=args.batch / med, params=sum(p.numel() for p in params),
-                loss=value, times=times)
+    return dict(
+        implementation="pytorch-" + args.style + "-finetune",
+        variant=preset,
+        size=args.size,
+        seq=args.seq,
+        batch=args.batch,
+        threads=torch.get_num_threads(),
+        dtype=args.dtype,
+        median_s=med,
+        examples_per_s=args.batch / med,
+        params=sum(p.numel() for p in params),
+        loss=value,
+        times=times,
+    )
 
 
 def train_step(model, opt, params, batch, preset, args):
@@ -276,8 +294,8 @@ def train_step(model, opt, params, batch, preset, args):
 def synthetic_batch(B, T, vocab, seed=1):
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(5, vocab, (B, T), generator=g)
-    ids[:, 0] = 2                                   # [CLS]
-    chosen = torch.rand(B, T, generator=g) < 0.15   # 15% of positions are MLM targets
+    ids[:, 0] = 2  # [CLS]
+    chosen = torch.rand(B, T, generator=g) < 0.15  # 15% of positions are MLM targets
     chosen[:, 0] = False
     labels = torch.where(chosen, ids, torch.full_like(ids, -100))
     return ids, torch.ones(B, T, dtype=torch.long), labels
@@ -296,10 +314,20 @@ def bench(preset, args):
         if i >= args.warmup:
             times.append(dt)
     med = statistics.median(times)
-    return dict(implementation="pytorch-" + args.style, variant=preset, size=args.size,
-                seq=args.seq, batch=args.batch, threads=torch.get_num_threads(),
-                dtype=args.dtype, median_s=med, tokens_per_s=args.batch * args.seq / med,
-                params=sum(p.numel() for p in params), loss=value, times=times)
+    return dict(
+        implementation="pytorch-" + args.style,
+        variant=preset,
+        size=args.size,
+        seq=args.seq,
+        batch=args.batch,
+        threads=torch.get_num_threads(),
+        dtype=args.dtype,
+        median_s=med,
+        tokens_per_s=args.batch * args.seq / med,
+        params=sum(p.numel() for p in params),
+        loss=value,
+        times=times,
+    )
 
 
 def main():
@@ -312,11 +340,16 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
-    ap.add_argument("--vocab-size", type=int, default=None,
-                    help="default 8000 at quickstart (the Brown vocabulary), else 30522")
+    ap.add_argument(
+        "--vocab-size",
+        type=int,
+        default=None,
+        help="default 8000 at quickstart (the Brown vocabulary), else 30522",
+    )
     ap.add_argument("--style", default="same", choices=["same", "hf"])
-    ap.add_argument("--finetune", action="store_true",
-                    help="time fine-tuning steps (as tupe bench --finetune)")
+    ap.add_argument(
+        "--finetune", action="store_true", help="time fine-tuning steps (as tupe bench --finetune)"
+    )
     args = ap.parse_args()
     quick = args.size == "quickstart"
     if args.seq is None:
@@ -324,13 +357,17 @@ def main():
     if args.vocab_size is None:
         args.vocab_size = 8000 if quick else 30522
     if args.seq > SIZES[args.size]["max_pos"]:
-        sys.exit(f"reference_bert.py: --seq {args.seq} exceeds max positions "
-                 f"{SIZES[args.size]['max_pos']} of size {args.size}")
+        sys.exit(
+            f"reference_bert.py: --seq {args.seq} exceeds max positions "
+            f"{SIZES[args.size]['max_pos']} of size {args.size}"
+        )
     torch.set_num_threads(args.threads)
     for preset in args.preset.split(","):
         if preset not in ("bert-a", "tupe-a", "tupe-r"):
-            sys.exit(f"reference_bert.py: --preset: unknown variant '{preset}' "
-                     "(expected bert-a, tupe-a, tupe-r)")
+            sys.exit(
+                f"reference_bert.py: --preset: unknown variant '{preset}' "
+                "(expected bert-a, tupe-a, tupe-r)"
+            )
         run = bench_finetune if args.finetune else bench
         print(json.dumps(run(preset, args)), flush=True)
 

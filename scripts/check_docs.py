@@ -22,6 +22,7 @@ one-line summary and exit status 0. Python 3 standard library only.
     python3 scripts/check_docs.py                          # links only
     python3 scripts/check_docs.py --tupe build/cli/tupe    # links and commands
 """
+
 import argparse
 import os
 import re
@@ -36,9 +37,11 @@ FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*$")
 # [text](target "title") and ![alt](target); the text may hold one level of [brackets] and
 # newlines, the target balanced (parentheses).
-LINK = re.compile(r"(!?)\[((?:[^\[\]]|\[[^\[\]]*\])*)\]"
-                  r"\(\s*(<[^>]*>|[^()\s]+(?:\([^()\s]*\)[^()\s]*)*)"
-                  r"(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*\)")
+LINK = re.compile(
+    r"(!?)\[((?:[^\[\]]|\[[^\[\]]*\])*)\]"
+    r"\(\s*(<[^>]*>|[^()\s]+(?:\([^()\s]*\)[^()\s]*)*)"
+    r"(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*\)"
+)
 AUTOLINK = re.compile(r"<(https?://[^>\s]+)>")
 HTML_ANCHOR = re.compile(r"<a\s+[^>]*(?:name|id)\s*=\s*\"([^\"]+)\"", re.I)
 TUPE_BINARY = re.compile(r"^(?:tupe|(?:\./)?(?:[\w.+-]+/)*cli/tupe)$")
@@ -74,7 +77,7 @@ def strip_code_spans(text):
                 out.append(text[i:j])
                 i = j
                 continue
-            out.append(re.sub(r"[^\n]", " ", text[i:end + len(ticks)]))
+            out.append(re.sub(r"[^\n]", " ", text[i : end + len(ticks)]))
             i = end + len(ticks)
         else:
             out.append(text[i])
@@ -119,8 +122,12 @@ class Document:
                 self.in_code.append(fence is not None)
                 continue
             self.in_code.append(True)
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and \
-                    line.strip() == m.group(1):
+            if (
+                m
+                and m.group(1)[0] == fence[0]
+                and len(m.group(1)) >= len(fence)
+                and line.strip() == m.group(1)
+            ):
                 self.blocks.append(block)
                 fence, block = None, None
             else:
@@ -181,6 +188,7 @@ class Checker:
     def check_paragraph(self, doc, first, text):
         def line_of(offset):
             return first + text.count("\n", 0, offset)
+
         for m in AUTOLINK.finditer(text):
             self.external.append((doc.rel, line_of(m.start()), m.group(1)))
         for m in LINK.finditer(text):
@@ -205,22 +213,30 @@ class Checker:
         if not anchor:
             return
         if not full.endswith(".md") or not os.path.isfile(full):
-            self.problem(doc.rel, number, "link to '%s': an anchor in a file that is not Markdown"
-                         % target)
+            self.problem(
+                doc.rel, number, "link to '%s': an anchor in a file that is not Markdown" % target
+            )
             return
         target_doc = self.document(full)
         if anchor not in target_doc.anchors:
             near = sorted(a for a in target_doc.anchors if a.startswith(anchor[:6]))
             hint = " (headings there: %s)" % ", ".join(near[:4]) if near else ""
-            self.problem(doc.rel, number, "link to '%s': no heading '#%s' in %s%s"
-                         % (target, anchor, target_doc.rel, hint))
+            self.problem(
+                doc.rel,
+                number,
+                "link to '%s': no heading '#%s' in %s%s" % (target, anchor, target_doc.rel, hint),
+            )
 
     # ---- commands ------------------------------------------------------------------------------
     def help_options(self, sub):
         if sub not in self.help:
             try:
-                r = subprocess.run([self.tupe, sub, "--help"], stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, timeout=60)
+                r = subprocess.run(
+                    [self.tupe, sub, "--help"],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    timeout=60,
+                )
             except (OSError, subprocess.TimeoutExpired) as e:
                 sys.exit("check_docs: cannot run %s %s --help: %s" % (self.tupe, sub, e))
             text = r.stdout.decode("utf-8", "replace")
@@ -254,8 +270,11 @@ class Checker:
             tokens = text.split()
         segment = []
         for token in tokens + [";"]:
-            parts = re.split(r"(&&|\|\||;)$", token) if token not in ("&&", "||", ";", "|") \
+            parts = (
+                re.split(r"(&&|\|\||;)$", token)
+                if token not in ("&&", "||", ";", "|")
                 else ["", token]
+            )
             word, sep = parts[0], parts[1] if len(parts) > 1 else ""
             if word:
                 segment.append(word)
@@ -272,8 +291,11 @@ class Checker:
         self.commands += 1
         options = self.help_options(sub)
         if options is None:
-            self.problem(doc.rel, number, "`tupe %s`: no such command (`%s %s --help` fails)"
-                         % (sub, self.tupe, sub))
+            self.problem(
+                doc.rel,
+                number,
+                "`tupe %s`: no such command (`%s %s --help` fails)" % (sub, self.tupe, sub),
+            )
             return
         for token in tokens[2:]:
             token = token.lstrip("[(").rstrip("]),")
@@ -281,8 +303,11 @@ class Checker:
                 continue
             name = token[2:].split("=", 1)[0]
             if name not in options:
-                self.problem(doc.rel, number, "`tupe %s --%s`: `tupe %s --help` lists no such "
-                             "option" % (sub, name, sub))
+                self.problem(
+                    doc.rel,
+                    number,
+                    "`tupe %s --%s`: `tupe %s --help` lists no such option" % (sub, name, sub),
+                )
         self.run_if_cheap(doc, number, tokens)
 
     def run_if_cheap(self, doc, number, tokens):
@@ -292,15 +317,21 @@ class Checker:
             return
         self.ran += 1
         try:
-            r = subprocess.run([self.tupe] + tokens[1:], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, timeout=120, cwd=self.root)
+            r = subprocess.run(
+                [self.tupe] + tokens[1:],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                timeout=120,
+                cwd=self.root,
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             self.problem(doc.rel, number, "`%s` did not finish: %s" % (" ".join(tokens), e))
             return
         if r.returncode != 0:
             last = r.stdout.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
-            self.problem(doc.rel, number, "`%s` exits %d: %s"
-                         % (" ".join(tokens), r.returncode, last[0]))
+            self.problem(
+                doc.rel, number, "`%s` exits %d: %s" % (" ".join(tokens), r.returncode, last[0])
+            )
 
     def run(self):
         files = doc_files(self.root)
@@ -314,11 +345,15 @@ class Checker:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tupe", metavar="PATH",
-                        help="the built tupe binary; without it only links are checked")
+    parser.add_argument(
+        "--tupe", metavar="PATH", help="the built tupe binary; without it only links are checked"
+    )
     parser.add_argument("--root", default=ROOT, help="the repository root (default: %(default)s)")
-    parser.add_argument("--list-external", action="store_true",
-                        help="also list the external http(s) links (never fetched)")
+    parser.add_argument(
+        "--list-external",
+        action="store_true",
+        help="also list the external http(s) links (never fetched)",
+    )
     args = parser.parse_args()
     if args.tupe and not os.access(args.tupe, os.X_OK):
         sys.exit("check_docs: %s is not an executable" % args.tupe)
@@ -334,8 +369,10 @@ def main():
     what = "%d links (%d external, not fetched)" % (checker.links, len(checker.external))
     if args.tupe:
         what += ", %d tupe command lines against %d subcommands' --help, %d run" % (
-            checker.commands, sum(1 for v in checker.help.values() if v is not None),
-            checker.ran)
+            checker.commands,
+            sum(1 for v in checker.help.values() if v is not None),
+            checker.ran,
+        )
     else:
         what += "; commands not checked (no --tupe)"
     print("check_docs: %d files, %s: no problems" % (len(files), what))

@@ -35,12 +35,18 @@ TOLERANCE = 1e-4
 
 WORDS = {
     "det": "the a this that every some one another".split(),
-    "adj": ("small large red quiet old young bright dark happy early late green cold warm "
-            "heavy light quick slow tall short").split(),
-    "noun": ("dog cat river house city tree child teacher garden window road letter ship "
-             "mountain market friend student engine story question").split(),
-    "verb": ("sees finds follows builds reads carries opens watches answers paints "
-             "crosses visits remembers").split(),
+    "adj": (
+        "small large red quiet old young bright dark happy early late green cold warm "
+        "heavy light quick slow tall short"
+    ).split(),
+    "noun": (
+        "dog cat river house city tree child teacher garden window road letter ship "
+        "mountain market friend student engine story question"
+    ).split(),
+    "verb": (
+        "sees finds follows builds reads carries opens watches answers paints "
+        "crosses visits remembers"
+    ).split(),
     "prep": "near under behind beside across inside over".split(),
     "adv": "slowly often never quietly again today".split(),
 }
@@ -74,6 +80,7 @@ def cmd_corpus(args):
 
 # ---- bench summary -----------------------------------------------------------------------------
 
+
 def cmd_bench_summary(args):
     rc = 0
     for path in args.files:
@@ -84,32 +91,43 @@ def cmd_bench_summary(args):
             print(f"{path}: cannot read: {e}")
             rc = 1
             continue
-        head = (f"{b['device']} {b['dtype']} size {b['size']} seq {b['seq']} batch {b['batch']}"
-                f" ({b['steps']} steps after {b['warmup']} warm-up)")
+        head = (
+            f"{b['device']} {b['dtype']} size {b['size']} seq {b['seq']} batch {b['batch']}"
+            f" ({b['steps']} steps after {b['warmup']} warm-up)"
+        )
         unit, scale = ("TFLOP/s", 1e12) if b["matmul_peak_flops"] >= 1e12 else ("GFLOP/s", 1e9)
         peak = b["matmul_peak_flops"] / scale
         for v in b["variants"]:
-            print(f"figure: bench {head}: {v['variant']} {v['median_s']:.4f} s/step, "
-                  f"{v['tokens_per_s']:,.0f} tok/s, {v['achieved_flops'] / scale:.1f} {unit}"
-                  f" = {100 * v['utilisation']:.0f}% of the measured {peak:.1f} {unit} matmul"
-                  f" peak, {v['relative_to_first']:.3f}x {b['variants'][0]['variant']},"
-                  f" loss {v['loss']:.3f}, params {v['params']:,}")
+            print(
+                f"figure: bench {head}: {v['variant']} {v['median_s']:.4f} s/step, "
+                f"{v['tokens_per_s']:,.0f} tok/s, {v['achieved_flops'] / scale:.1f} {unit}"
+                f" = {100 * v['utilisation']:.0f}% of the measured {peak:.1f} {unit} matmul"
+                f" peak, {v['relative_to_first']:.3f}x {b['variants'][0]['variant']},"
+                f" loss {v['loss']:.3f}, params {v['params']:,}"
+            )
     return rc
 
 
 # ---- readers -----------------------------------------------------------------------------------
 
+
 def read_safetensors(path):
     """name -> tensor of a .safetensors file, without the safetensors package."""
     import torch
 
-    dtypes = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-              "F64": torch.float64, "I64": torch.int64, "I32": torch.int32}
+    dtypes = {
+        "F32": torch.float32,
+        "F16": torch.float16,
+        "BF16": torch.bfloat16,
+        "F64": torch.float64,
+        "I64": torch.int64,
+        "I32": torch.int32,
+    }
     with open(path, "rb") as f:
         blob = f.read()
     (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n])
-    data = memoryview(blob)[8 + n:]
+    header = json.loads(blob[8 : 8 + n])
+    data = memoryview(blob)[8 + n :]
     out = {}
     for name, info in header.items():
         if name == "__metadata__":
@@ -148,6 +166,7 @@ def rel_diff(a, b):
 #   FFN         h = LayerNorm(a + (gelu(a Wi^T + bi) Wo2^T + bo2)), erf GELU ("gelu")
 #   MLM head    logits = LayerNorm(gelu(h Wt^T + bt)) word^T + bias (decoder tied to word)
 
+
 class PlainBert:
     def __init__(self, weights, config):
         self.w = {k: v.double() for k, v in weights.items()}
@@ -159,8 +178,13 @@ class PlainBert:
     def _ln(self, x, name):
         import torch.nn.functional as F
 
-        return F.layer_norm(x, (x.shape[-1],), self.w[name + ".weight"], self.w[name + ".bias"],
-                            self.c["layer_norm_eps"])
+        return F.layer_norm(
+            x,
+            (x.shape[-1],),
+            self.w[name + ".weight"],
+            self.w[name + ".bias"],
+            self.c["layer_norm_eps"],
+        )
 
     def forward(self, ids, types):
         import torch
@@ -171,8 +195,11 @@ class PlainBert:
         H = c["num_attention_heads"]
         d = c["hidden_size"] // H
         e = "bert.embeddings."
-        x = (w[e + "word_embeddings.weight"][ids] + w[e + "position_embeddings.weight"][:T] +
-             w[e + "token_type_embeddings.weight"][types])  # (T, C)
+        x = (
+            w[e + "word_embeddings.weight"][ids]
+            + w[e + "position_embeddings.weight"][:T]
+            + w[e + "token_type_embeddings.weight"][types]
+        )  # (T, C)
         x = self._ln(x, e + "LayerNorm")
         hidden, scores_all, probs_all = [x], [], []
         for i in range(c["num_hidden_layers"]):
@@ -184,15 +211,19 @@ class PlainBert:
             scores = q @ k.transpose(1, 2) / math.sqrt(d)  # (H, T, T)
             probs = torch.softmax(scores, dim=-1)
             ctx = (probs @ v).transpose(0, 1).reshape(T, H * d)  # (H, T, d) -> (T, C)
-            a = self._ln(x + self._linear(ctx, p + "attention.output.dense"),
-                         p + "attention.output.LayerNorm")
+            a = self._ln(
+                x + self._linear(ctx, p + "attention.output.dense"),
+                p + "attention.output.LayerNorm",
+            )
             f = self._linear(F.gelu(self._linear(a, p + "intermediate.dense")), p + "output.dense")
             x = self._ln(a + f, p + "output.LayerNorm")
             hidden.append(x)
             scores_all.append(scores)
             probs_all.append(probs)
-        t = self._ln(F.gelu(self._linear(x, "cls.predictions.transform.dense")),
-                     "cls.predictions.transform.LayerNorm")
+        t = self._ln(
+            F.gelu(self._linear(x, "cls.predictions.transform.dense")),
+            "cls.predictions.transform.LayerNorm",
+        )
         logits = t @ w["bert.embeddings.word_embeddings.weight"].T + w["cls.predictions.bias"]
         return {"hidden": hidden, "scores": scores_all, "probs": probs_all, "logits": logits}
 
@@ -210,46 +241,64 @@ class Checks:
     def check(self, what, got, ref, tol=TOLERANCE):
         rel, absd = rel_diff(got, ref)
         ok = rel <= tol
-        print(f"figure: {what}: max |diff| {absd:.3e}, relative {rel:.3e} "
-              f"({'ok' if ok else 'FAILED'}, tolerance {tol:g})")
+        print(
+            f"figure: {what}: max |diff| {absd:.3e}, relative {rel:.3e} "
+            f"({'ok' if ok else 'FAILED'}, tolerance {tol:g})"
+        )
         if not ok:
             self.failed.append(what)
 
 
-def compare_transformers(transformers, export, ids, types, ins_logits, ins_probs, ref, L,
-                         checks):
+def compare_transformers(transformers, export, ids, types, ins_logits, ins_probs, ref, L, checks):
     import torch
 
     try:
         model, info = transformers.BertForMaskedLM.from_pretrained(
-            export, attn_implementation="eager", output_loading_info=True)
+            export, attn_implementation="eager", output_loading_info=True
+        )
     except TypeError:  # older transformers without attn_implementation
-        model, info = transformers.BertForMaskedLM.from_pretrained(
-            export, output_loading_info=True)
+        model, info = transformers.BertForMaskedLM.from_pretrained(export, output_loading_info=True)
     model = model.float().eval()
     missing = [k for k in info.get("missing_keys", []) if "decoder" not in k]
-    print(f"from_pretrained: missing keys {info.get('missing_keys', [])}, unexpected "
-          f"{info.get('unexpected_keys', [])}")
+    print(
+        f"from_pretrained: missing keys {info.get('missing_keys', [])}, unexpected "
+        f"{info.get('unexpected_keys', [])}"
+    )
     if missing or info.get("unexpected_keys"):
         checks.failed.append("from_pretrained keys")
-    out = model(input_ids=ids.unsqueeze(0), token_type_ids=types.unsqueeze(0),
-                attention_mask=torch.ones_like(ids).unsqueeze(0), output_attentions=True,
-                output_hidden_states=True, return_dict=True)
+    out = model(
+        input_ids=ids.unsqueeze(0),
+        token_type_ids=types.unsqueeze(0),
+        attention_mask=torch.ones_like(ids).unsqueeze(0),
+        output_attentions=True,
+        output_hidden_states=True,
+        return_dict=True,
+    )
     if out.attentions is None or len(out.attentions) != L:
         print("transformers returned no attentions (attn_implementation?)")
         checks.failed.append("transformers attentions")
     else:
         hf_probs = torch.stack([a[0] for a in out.attentions])  # L x (1, H, T, T) -> (L, H, T, T)
-        checks.check("tupe inspect vs transformers BertForMaskedLM, attention probs "
-                     "(all layers)", torch.stack(ins_probs), hf_probs)
+        checks.check(
+            "tupe inspect vs transformers BertForMaskedLM, attention probs (all layers)",
+            torch.stack(ins_probs),
+            hf_probs,
+        )
         # HF returns no pre-softmax scores; log-probs equal them up to a per-row constant.
-        checks.check("tupe inspect vs transformers, attention logits row-centred vs "
-                     "row-centred log-probs", centred(torch.stack(ins_logits).double()),
-                     centred(hf_probs.double().clamp_min(1e-300).log()), tol=1e-3)
-    checks.check("plain-torch BERT vs transformers, MLM logits (T x V)", out.logits[0],
-                 ref["logits"])
-    checks.check("plain-torch BERT vs transformers, final hidden state",
-                 out.hidden_states[-1][0], ref["hidden"][-1])
+        checks.check(
+            "tupe inspect vs transformers, attention logits row-centred vs row-centred log-probs",
+            centred(torch.stack(ins_logits).double()),
+            centred(hf_probs.double().clamp_min(1e-300).log()),
+            tol=1e-3,
+        )
+    checks.check(
+        "plain-torch BERT vs transformers, MLM logits (T x V)", out.logits[0], ref["logits"]
+    )
+    checks.check(
+        "plain-torch BERT vs transformers, final hidden state",
+        out.hidden_states[-1][0],
+        ref["hidden"][-1],
+    )
 
 
 def cmd_hf_compare(args):
@@ -258,25 +307,33 @@ def cmd_hf_compare(args):
     torch.set_grad_enabled(False)
     with open(os.path.join(args.export, "config.json")) as f:
         config = json.load(f)
-    print(f"export {args.export}: model_type {config.get('model_type')}, "
-          f"{config['num_hidden_layers']} layers, hidden {config['hidden_size']}, "
-          f"{config['num_attention_heads']} heads, vocab {config['vocab_size']}")
+    print(
+        f"export {args.export}: model_type {config.get('model_type')}, "
+        f"{config['num_hidden_layers']} layers, hidden {config['hidden_size']}, "
+        f"{config['num_attention_heads']} heads, vocab {config['vocab_size']}"
+    )
     if config.get("model_type") != "bert":
         print("not a BERT export (only bert-a exports load into BertForMaskedLM)")
         return 1
     weights = read_safetensors(os.path.join(args.export, "model.safetensors"))
-    print(f"model.safetensors: {len(weights)} tensors, "
-          f"{sum(t.numel() for t in weights.values()):,} parameters")
+    print(
+        f"model.safetensors: {len(weights)} tensors, "
+        f"{sum(t.numel() for t in weights.values()):,} parameters"
+    )
     checks = Checks()
     if args.pt:
         pt = torch.load(args.pt)
         common = sorted(set(pt) & set(weights))
         only = sorted(set(pt) ^ set(weights))
-        print(f"{args.pt}: {len(pt)} tensors, {len(common)} shared with model.safetensors"
-              + (f", differing names: {only}" if only else ""))
+        print(
+            f"{args.pt}: {len(pt)} tensors, {len(common)} shared with model.safetensors"
+            + (f", differing names: {only}" if only else "")
+        )
         worst = max((rel_diff(pt[n].float(), weights[n].float())[0], n) for n in common)
-        print(f"figure: export .pt vs model.safetensors: worst relative diff {worst[0]:.3e} "
-              f"({worst[1]})")
+        print(
+            f"figure: export .pt vs model.safetensors: worst relative diff {worst[0]:.3e} "
+            f"({worst[1]})"
+        )
         if worst[0] != 0.0:
             checks.failed.append("export .pt vs model.safetensors")
 
@@ -285,27 +342,38 @@ def cmd_hf_compare(args):
     L = config["num_hidden_layers"]
     ins_logits = [read_npy(os.path.join(args.inspect, f"layer{i}_logits.npy")) for i in range(L)]
     ins_probs = [read_npy(os.path.join(args.inspect, f"layer{i}_probs.npy")) for i in range(L)]
-    print(f"inspect {args.inspect}: {ids.numel()} tokens, {L} layers of logits and probs, "
-          f"shape {tuple(ins_logits[0].shape)}")
+    print(
+        f"inspect {args.inspect}: {ids.numel()} tokens, {L} layers of logits and probs, "
+        f"shape {tuple(ins_logits[0].shape)}"
+    )
 
     # 1. The plain-torch reference (float64) against tupe inspect: logits and probs per layer.
     ref = PlainBert(weights, config).forward(ids, types)
-    checks.check("plain-torch BERT vs tupe inspect, attention logits (all layers)",
-                 torch.stack(ins_logits), torch.stack(ref["scores"]))
-    checks.check("plain-torch BERT vs tupe inspect, attention probs (all layers)",
-                 torch.stack(ins_probs), torch.stack(ref["probs"]))
+    checks.check(
+        "plain-torch BERT vs tupe inspect, attention logits (all layers)",
+        torch.stack(ins_logits),
+        torch.stack(ref["scores"]),
+    )
+    checks.check(
+        "plain-torch BERT vs tupe inspect, attention probs (all layers)",
+        torch.stack(ins_probs),
+        torch.stack(ref["probs"]),
+    )
 
     # 2. transformers' BertForMaskedLM on the same folder.
     try:
         import transformers
     except ImportError:
-        print("figure: transformers not installed: skipped the BertForMaskedLM comparison "
-              "(the plain-torch BERT above is the reference)")
+        print(
+            "figure: transformers not installed: skipped the BertForMaskedLM comparison "
+            "(the plain-torch BERT above is the reference)"
+        )
         return 1 if checks.failed else 0
     print(f"transformers {transformers.__version__}, torch {torch.__version__}")
     try:
-        compare_transformers(transformers, args.export, ids, types, ins_logits, ins_probs, ref,
-                             L, checks)
+        compare_transformers(
+            transformers, args.export, ids, types, ins_logits, ins_probs, ref, L, checks
+        )
     except Exception as e:  # an API change in transformers must not hide the figures above
         import traceback
 
@@ -332,6 +400,7 @@ def cmd_weights_compare(args):
     if set(a) != set(b):
         print(f"different names: {sorted(set(a) ^ set(b))}")
         return 1
+
     # As tests/engine/test_distributed.cpp: relative to the tensor's largest value, floored at
     # 1e-3. The floor matters for attention.self.key.bias: softmax ignores a per-row constant, so
     # its gradient is zero up to rounding and it stays at ~1e-9, where any summation order
@@ -342,16 +411,20 @@ def cmd_weights_compare(args):
 
     worst = max((rel(n), n) for n in a)
     ok = worst[0] <= args.tol
-    print(f"figure: {args.what}: {len(a)} tensors, worst max|diff| / max(|tensor|, {args.floor:g})"
-          f" {worst[0]:.3e} ({worst[1]}; {'ok' if ok else 'FAILED'}, tolerance {args.tol:g})")
+    print(
+        f"figure: {args.what}: {len(a)} tensors, worst max|diff| / max(|tensor|, {args.floor:g})"
+        f" {worst[0]:.3e} ({worst[1]}; {'ok' if ok else 'FAILED'}, tolerance {args.tol:g})"
+    )
     if args.runs:
         la, lb = (final_validation_loss(r) for r in args.runs)
         if la is None or lb is None:
             print(f"no validation loss in {args.runs}")
             return 1
         loss_ok = abs(la - lb) <= 1e-4
-        print(f"figure: {args.what}: final validation loss {la:.6f} vs {lb:.6f}, |diff| "
-              f"{abs(la - lb):.2e} ({'ok' if loss_ok else 'FAILED'}, tolerance 1e-4)")
+        print(
+            f"figure: {args.what}: final validation loss {la:.6f} vs {lb:.6f}, |diff| "
+            f"{abs(la - lb):.2e} ({'ok' if loss_ok else 'FAILED'}, tolerance 1e-4)"
+        )
         ok = ok and loss_ok
     return 0 if ok else 1
 
@@ -376,10 +449,12 @@ def cmd_run_summary(args):
     gaps = sorted(b[2] - a[2] for a, b in zip(train, train[1:]) if b[0] == a[0] + 1 and a[0] >= 2)
     tokens = int(config.get("train.batch_size", "0")) * int(config.get("data.max_seq_len", "0"))
     label = args.label or os.path.basename(os.path.normpath(args.run))
-    text = (f"figure: pretrain {label}: {config.get('model.preset')} {config.get('model.size')}, "
-            f"{config.get('train.device')} {config.get('train.dtype')}, batch "
-            f"{config.get('train.batch_size')} x seq {config.get('data.max_seq_len')}, "
-            f"{train[-1][0] if train else 0} steps")
+    text = (
+        f"figure: pretrain {label}: {config.get('model.preset')} {config.get('model.size')}, "
+        f"{config.get('train.device')} {config.get('train.dtype')}, batch "
+        f"{config.get('train.batch_size')} x seq {config.get('data.max_seq_len')}, "
+        f"{train[-1][0] if train else 0} steps"
+    )
     if gaps:
         med = gaps[len(gaps) // 2]
         text += f", median {med:.4f} s/step ({tokens / med:,.0f} tok/s, steps 3..)"
@@ -393,6 +468,7 @@ def cmd_run_summary(args):
 
 # ---- .deb without dpkg -------------------------------------------------------------------------
 
+
 def cmd_unpack_deb(args):
     import io
     import tarfile
@@ -404,9 +480,9 @@ def cmd_unpack_deb(args):
         return 1
     pos = 8
     while pos + 60 <= len(blob):
-        name = blob[pos:pos + 16].decode().strip().rstrip("/")
-        size = int(blob[pos + 48:pos + 58].decode().strip())
-        body = blob[pos + 60:pos + 60 + size]
+        name = blob[pos : pos + 16].decode().strip().rstrip("/")
+        size = int(blob[pos + 48 : pos + 58].decode().strip())
+        body = blob[pos + 60 : pos + 60 + size]
         pos += 60 + size + (size & 1)
         if name.startswith("data.tar"):
             if name.endswith(".zst"):
@@ -424,8 +500,9 @@ def cmd_unpack_deb(args):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("corpus")
     c.add_argument("out")
@@ -443,8 +520,12 @@ def main():
     c.add_argument("--tol", type=float, default=1e-4)
     c.add_argument("--floor", type=float, default=1e-3)
     c.add_argument("--what", default="weights")
-    c.add_argument("--runs", nargs=2, metavar="RUN_DIR", help="also compare their final "
-                   "validation losses (metrics.tsv)")
+    c.add_argument(
+        "--runs",
+        nargs=2,
+        metavar="RUN_DIR",
+        help="also compare their final validation losses (metrics.tsv)",
+    )
     c = sub.add_parser("run-summary")
     c.add_argument("run")
     c.add_argument("--label")
@@ -452,10 +533,14 @@ def main():
     c.add_argument("deb")
     c.add_argument("dir")
     args = p.parse_args()
-    return {"corpus": cmd_corpus, "bench-summary": cmd_bench_summary,
-            "hf-compare": cmd_hf_compare, "weights-compare": cmd_weights_compare,
-            "run-summary": cmd_run_summary,
-            "unpack-deb": cmd_unpack_deb}[args.cmd](args)
+    return {
+        "corpus": cmd_corpus,
+        "bench-summary": cmd_bench_summary,
+        "hf-compare": cmd_hf_compare,
+        "weights-compare": cmd_weights_compare,
+        "run-summary": cmd_run_summary,
+        "unpack-deb": cmd_unpack_deb,
+    }[args.cmd](args)
 
 
 if __name__ == "__main__":
