@@ -41,10 +41,11 @@ PositionalCorrelation tupe_positional_correlation(engine::BertModel& model, int6
     const auto groups = static_cast<int64_t>(positional->projections->size());
     for (int64_t g = 0; g < groups; ++g) {
         PositionalCorrelationGroup group;
-        auto a = positional->untied_correlation(T, g);  // (H, T+1, T+1), position rows 0..T
-        group.theta1 = to_cpu_float(a.select(1, 0).select(1, 0));  // A[h, 0, 0]
-        group.theta2 = to_cpu_float(a.select(1, 1).select(1, 1));  // A[h, 1, 1]
-        group.raw = to_cpu_float(a.slice(1, 1).slice(2, 1));       // rows/cols 1..T: (H, T, T)
+        // At the model's positions (model.position_offset), as forward(T) above.
+        auto a = positional->untied_correlation(T, g);
+        group.theta1 = to_cpu_float(a.theta1);  // table row 0: (H)
+        group.theta2 = to_cpu_float(a.theta2);  // table row 1: (H)
+        group.raw = to_cpu_float(a.body);       // rows p_t + 1: (H, T, T)
         group.reset = group.raw.clone();
         if (config.untie_cls) {
             // Column 0 (others -> [CLS]) <- theta2, then row 0 ([CLS] -> all) <- theta1.

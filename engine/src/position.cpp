@@ -422,15 +422,34 @@ torch::Tensor PositionEncodingImpl::untied_rows(const torch::Tensor& rows, int64
     return torch::bmm(pos_q, pos_k.transpose(1, 2));  // (H, n, n)
 }
 
-torch::Tensor PositionEncodingImpl::untied_correlation(int64_t seq_len, int64_t group) {
+UntiedCorrelation PositionEncodingImpl::untied_correlation(const torch::Tensor& positions,
+                                                           int64_t group) {
     TORCH_CHECK(description_.untied, "untied_correlation needs absolute_position = untied, got ",
                 description_.absolute);
-    TORCH_CHECK(seq_len <= config_.max_position_embeddings, "sequence of ", seq_len,
-                " tokens exceeds max_position_embeddings = ", config_.max_position_embeddings);
-    return untied_rows(
-        torch::arange(seq_len + 1,
-                      torch::TensorOptions().dtype(torch::kLong).device(pos->weight.device())),
-        group);
+    TORCH_CHECK(positions.dim() == 1 && positions.size(0) >= 1, "positions must be (T), got ",
+                positions.sizes());
+    const int64_t last = positions.max().item<int64_t>();
+    TORCH_CHECK(last < config_.max_position_embeddings, "last position ", last,
+                " does not fit max_position_embeddings = ", config_.max_position_embeddings);
+    // Rows 0 and 1 are the reset's own (guolinke/TUPE: theta1 from row 0, theta2 from row 1),
+    // whatever the positions; token t uses row p_t + 1. With p_0 = 0, row 1 is also token 0's
+    // row and the (T+1)-row product of the reference gives the same numbers; with any other
+    // first position (model.position_offset, a shifted window, randomized positions) row 1
+    // must be asked for on its own, or theta2 would move with the positions.
+    auto p = positions.to(torch::kLong).to(pos->weight.device());
+    const bool from_zero = positions[0].item<int64_t>() == 0;
+    auto head = torch::arange(from_zero ? 1 : 2, p.options());
+    auto a = untied_rows(torch::cat({head, p + 1}), group);  // (H, n, n), n = T+1 or T+2
+    const int64_t skip = from_zero ? 1 : 2;
+    UntiedCorrelation out;
+    out.theta1 = a.select(1, 0).select(1, 0);  // (H): A[h, 0, 0]
+    out.theta2 = a.select(1, 1).select(1, 1);  // (H): A[h, 1, 1]
+    out.body = a.slice(1, skip).slice(2, skip);  // (H, T, T)
+    return out;
+}
+
+UntiedCorrelation PositionEncodingImpl::untied_correlation(int64_t seq_len, int64_t group) {
+    return untied_correlation(positions(seq_len, pos->weight.device()), group);
 }
 
 torch::Tensor PositionEncodingImpl::t5_bias(const torch::Tensor& positions) {
@@ -770,17 +789,13 @@ PositionTerms PositionEncodingImpl::compute(const torch::Tensor& positions,
         lp.scaling = scaling;
         torch::Tensor bias;
         if (abs == "untied") {
-            // Token t uses row p_t + 1; row 0 is the extra "[CLS] to others" row.
-            auto rows = torch::cat({torch::zeros({1}, positions.options()), positions + 1});
-            auto a = untied_rows(rows, g);     // (H, T+1, T+1)
-            bias = a.slice(1, 1).slice(2, 1);  // (H, T, T)
+            auto a = untied_correlation(positions, g);
+            bias = a.body;  // (H, T, T)
             if (config_.untie_cls) {
-                // [CLS] reset: column 0 <- theta2 = A[h,1,1], then row 0 <- theta1 = A[h,0,0].
-                auto theta1 = a.select(1, 0).select(1, 0);  // (H)
-                auto theta2 = a.select(1, 1).select(1, 1);  // (H)
-                auto col = theta2.view({H, 1, 1}).expand({H, T, 1});
+                // [CLS] reset: column 0 <- theta2, then row 0 <- theta1 (row wins at [0,0]).
+                auto col = a.theta2.view({H, 1, 1}).expand({H, T, 1});
                 bias = torch::cat({col, bias.slice(2, 1)}, 2);
-                auto row = theta1.view({H, 1, 1}).expand({H, 1, T});
+                auto row = a.theta1.view({H, 1, 1}).expand({H, 1, T});
                 bias = torch::cat({row, bias.slice(1, 1)}, 1);
             }
         }

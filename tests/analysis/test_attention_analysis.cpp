@@ -345,6 +345,33 @@ TEST(PositionalCorrelation, ThetaPositionsAndSoftmaxRows) {
     expect_close(g.probs, torch::softmax(g.total, -1), 1e-6, "softmax of total");
 }
 
+// A model trained at model.position_offset: raw reads the rows its layers read (p_t + 1), so
+// total = reset + relative still holds, and theta1/theta2 stay rows 0 and 1.
+TEST(PositionalCorrelation, FollowsThePositionOffset) {
+    auto config = tiny_config("tupe-r");
+    config.position_offset = 5;
+    engine::BertModel model(config);
+    randomize(*model, 22);
+    const int64_t T = 8, H = config.num_attention_heads, d = config.head_dim();
+    auto pc = tupe_positional_correlation(model, T);
+    const auto& g = pc.groups[0];
+    torch::NoGradGuard no_grad;
+    auto& pb = model->position;
+    auto proj = pb->projections->ptr<engine::PositionProjectionImpl>(0);
+    auto p = pb->pos_ln(pb->pos->weight);
+    auto q = proj->pos_q_linear(p).view({-1, H, d});
+    auto k = proj->pos_k_linear(p).view({-1, H, d});
+    const double scale = 1.0 / std::sqrt(2.0 * d);
+    for (int64_t h = 0; h < H; ++h) {
+        EXPECT_NEAR(g.theta2[h].item<double>(), (q[1][h] * k[1][h]).sum().item<double>() * scale,
+                    1e-5);
+        // raw[2][3] is A over rows offset + 3 and offset + 4.
+        EXPECT_NEAR(g.raw[h][2][3].item<double>(),
+                    (q[5 + 3][h] * k[5 + 4][h]).sum().item<double>() * scale, 1e-5);
+    }
+    expect_close(g.total, g.reset + pc.relative, 1e-5, "total = reset + relative");
+}
+
 TEST(PositionalCorrelation, PerLayerGroupsTieClsAndWrongVariant) {
     auto config = tiny_config("tupe-a");
     config.shared_pos_term = false;

@@ -90,16 +90,19 @@ torch::Tensor tupe_a(BertModel& bert, int64_t T, int64_t h, const std::string& g
     return torch::matmul(q, k.t()) / std::sqrt(2.0 * c.head_dim());
 }
 
-// The full TUPE positional bias [i][j] for head h, written element by element.
-torch::Tensor tupe_bias_by_hand(BertModel& bert, int64_t T, int64_t h, bool reset, bool rel) {
+// The full TUPE positional bias [i][j] for head h, written element by element, with token t at
+// position offset + t (table row offset + t + 1); the reset's theta1 and theta2 are rows 0 and
+// 1 whatever the offset (Ke et al. 2021, Eq. 9).
+torch::Tensor tupe_bias_by_hand(BertModel& bert, int64_t T, int64_t h, bool reset, bool rel,
+                                int64_t offset = 0) {
     const auto& c = bert->config();
-    auto a = tupe_a(bert, T, h);
+    auto a = tupe_a(bert, T + offset, h);
     auto table =
         rel ? param(*bert, "position_bias.relative_attention_bias.weight") : torch::Tensor();
     auto out = torch::zeros({T, T});
     for (int64_t i = 0; i < T; ++i)
         for (int64_t j = 0; j < T; ++j) {
-            double v = a[i + 1][j + 1].item<double>();
+            double v = a[offset + i + 1][offset + j + 1].item<double>();
             int64_t bucket = t5_relative_bucket(j - i, c.rel_pos_bins, c.max_rel_pos);
             if (reset && j == 0) v = a[1][1].item<double>(), bucket = c.rel_pos_bins;
             if (reset && i == 0) v = a[0][0].item<double>(), bucket = c.rel_pos_bins / 2;
@@ -183,14 +186,70 @@ TEST(UntiedPositionBias, ClsRowUsesTheta1AndColumnTheta2) {
     torch::NoGradGuard g;
     auto terms = bert->position->forward(T);
     ASSERT_EQ(terms.layers.size(), 1u);
-    auto a = bert->position->untied_correlation(T);  // (H, T+1, T+1)
+    auto a = tupe_a(bert, T, 0);  // (T+1, T+1) of head 0, by hand
+    auto a1 = tupe_a(bert, T, 1);
     for (int64_t h = 0; h < 2; ++h) {
-        const float theta1 = a[h][0][0].item<float>(), theta2 = a[h][1][1].item<float>();
+        auto& ah = h == 0 ? a : a1;
+        const float theta1 = ah[0][0].item<float>(), theta2 = ah[1][1].item<float>();
         for (int64_t j = 0; j < T; ++j)
-            EXPECT_FLOAT_EQ(terms.layers[0].bias[h][0][j].item<float>(), theta1);
+            EXPECT_NEAR(terms.layers[0].bias[h][0][j].item<float>(), theta1, 1e-5);
         for (int64_t i = 1; i < T; ++i)
-            EXPECT_FLOAT_EQ(terms.layers[0].bias[h][i][0].item<float>(), theta2);
-        EXPECT_FLOAT_EQ(terms.layers[0].bias[h][3][5].item<float>(), a[h][4][6].item<float>());
+            EXPECT_NEAR(terms.layers[0].bias[h][i][0].item<float>(), theta2, 1e-5);
+        EXPECT_NEAR(terms.layers[0].bias[h][3][5].item<float>(), ah[4][6].item<float>(), 1e-5);
+    }
+}
+
+// theta1 and theta2 are learned values free of position (Ke et al. 2021, Eq. 9 and App. B):
+// shifting the positions (model.position_offset, a shifted window, randomized positions) moves
+// every other entry of the untied term but never [CLS]'s row and column.
+TEST(UntiedPositionBias, ClsResetDoesNotMoveWithThePositions) {
+    for (const std::string preset : {"tupe-a", "tupe-r"}) {
+        BertModel bert(tiny(preset));
+        randomize(*bert, 5);
+        const int64_t T = 6;
+        torch::NoGradGuard g;
+        bert->eval();
+        auto at_zero = bert->position->forward(T).layers[0].bias;  // (H, T, T)
+        for (const int64_t offset : {1, 7}) {
+            bert->position->set_position_offset(offset);
+            auto shifted = bert->position->forward(T).layers[0].bias;
+            EXPECT_TRUE(torch::equal(shifted.select(1, 0), at_zero.select(1, 0)))
+                << preset << " offset " << offset << ": [CLS] row moved";
+            EXPECT_TRUE(torch::equal(shifted.select(2, 0), at_zero.select(2, 0)))
+                << preset << " offset " << offset << ": [CLS] column moved";
+            for (int64_t h = 0; h < 2; ++h)
+                EXPECT_TRUE(torch::allclose(shifted[h],
+                                            tupe_bias_by_hand(bert, T, h, true, preset == "tupe-r",
+                                                              offset),
+                                            1e-5, 1e-5))
+                    << preset << " offset " << offset << " head " << h;
+        }
+        bert->position->set_position_offset(0);
+        // Randomized positions in training: any sorted draw, the same [CLS] row and column.
+        for (int64_t draw = 0; draw < 3; ++draw) {
+            auto p = std::get<0>(torch::randperm(20, torch::kLong).slice(0, 0, T).sort());
+            auto bias = bert->position->forward(p).layers[0].bias;
+            EXPECT_TRUE(torch::equal(bias.select(1, 0), at_zero.select(1, 0))) << preset;
+            EXPECT_TRUE(torch::equal(bias.select(2, 0), at_zero.select(2, 0))) << preset;
+        }
+    }
+}
+
+// A model trained at model.position_offset reads the same formula at its own positions.
+TEST(UntiedPositionBias, PositionOffsetLogitsEqualTheFormula) {
+    auto config = tiny("tupe-a");
+    config.position_offset = 7;
+    BertModel bert(config);
+    randomize(*bert, 6);
+    const int64_t T = 8;
+    auto ids = ids_for(T, 40);
+    auto out = run(bert, ids);
+    auto x = embed(bert, ids, false);
+    torch::NoGradGuard g;
+    for (int64_t h = 0; h < 2; ++h) {
+        auto expect = word_term(bert, x, 0, h) + tupe_bias_by_hand(bert, T, h, true, false, 7);
+        EXPECT_TRUE(torch::allclose(out.attention_logits[0][0][h], expect, 1e-4, 1e-4))
+            << "head " << h;
     }
 }
 

@@ -126,7 +126,7 @@ TermStats term_statistics(const FourTerms& terms);
 
 /// The untied term of one group of layers (one group when shared_pos_term, else one per layer).
 struct PositionalCorrelationGroup {
-    torch::Tensor raw;     ///< (H, T, T): A = (p'U^Q)(p'U^K)^T * scale, position rows 1..T
+    torch::Tensor raw;     ///< (H, T, T): A = (p'U^Q)(p'U^K)^T * scale, table rows p_t + 1
     torch::Tensor reset;   ///< (H, T, T): raw with row 0 <- theta1, column 0 <- theta2
                            ///< (== raw for tupe-a-tie-cls)
     torch::Tensor total;   ///< (H, T, T): the bias the model adds to the logits (reset + relative)

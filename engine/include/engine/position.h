@@ -165,6 +165,14 @@ struct LayerPosition {
                                                              const torch::Tensor& k) const;
 };
 
+/// TUPE's positional correlation before the [CLS] reset (PositionEncodingImpl::
+/// untied_correlation), scaled by 1/sqrt(d * attention_scale_factor).
+struct UntiedCorrelation {
+    torch::Tensor theta1;  ///< (H): table row 0 with itself, [CLS] -> others
+    torch::Tensor theta2;  ///< (H): table row 1 with itself, others -> [CLS]
+    torch::Tensor body;    ///< (H, T, T): token i -> token j, rows p_i + 1 and p_j + 1
+};
+
 /// The positional terms for all layers: one entry shared by all layers, or one per layer
 /// (per-layer terms, or local and global layers that differ in their window or RoPE base).
 struct PositionTerms {
@@ -255,9 +263,14 @@ class PositionEncodingImpl : public torch::nn::Module {
     PositionTerms forward(const torch::Tensor& positions, torch::ScalarType dtype = torch::kFloat);
     PositionTerms forward(int64_t seq_len);
 
-    /// TUPE's raw correlation A = (p'U^Q / sqrt(d * factor))(p'U^K)^T over position rows
-    /// 0..T, (H, T+1, T+1), before the [CLS] reset; for analysis. `group` picks the layer group.
-    torch::Tensor untied_correlation(int64_t seq_len, int64_t group = 0);
+    /// TUPE's raw correlation A = (p'U^Q / sqrt(d * factor))(p'U^K)^T before the [CLS] reset,
+    /// over table rows [0, 1, positions + 1] (token t at position p_t uses row p_t + 1):
+    /// theta1 = A[0,0] and theta2 = A[1,1] are the reset's values, free of the positions (Ke et
+    /// al. 2021, Eq. 9 and App. B; guolinke/TUPE reads rows 0 and 1), body = A[2:, 2:].
+    /// `group` picks the layer group. The seq_len form is at positions(seq_len), the positions
+    /// forward(seq_len) uses, so an analysis reads what the layers receive.
+    UntiedCorrelation untied_correlation(const torch::Tensor& positions, int64_t group = 0);
+    UntiedCorrelation untied_correlation(int64_t seq_len, int64_t group = 0);
     /// The T5 relative bias alone, (H, T, T); undefined when the scheme has none.
     torch::Tensor relative_bias(int64_t seq_len);
 
