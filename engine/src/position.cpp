@@ -442,8 +442,8 @@ UntiedCorrelation PositionEncodingImpl::untied_correlation(const torch::Tensor& 
     auto a = untied_rows(torch::cat({head, p + 1}), group);  // (H, n, n), n = T+1 or T+2
     const int64_t skip = from_zero ? 1 : 2;
     UntiedCorrelation out;
-    out.theta1 = a.select(1, 0).select(1, 0);  // (H): A[h, 0, 0]
-    out.theta2 = a.select(1, 1).select(1, 1);  // (H): A[h, 1, 1]
+    out.theta1 = a.select(1, 0).select(1, 0);    // (H): A[h, 0, 0]
+    out.theta2 = a.select(1, 1).select(1, 1);    // (H): A[h, 1, 1]
     out.body = a.slice(1, skip).slice(2, skip);  // (H, T, T)
     return out;
 }

@@ -218,10 +218,9 @@ TEST(UntiedPositionBias, ClsResetDoesNotMoveWithThePositions) {
             EXPECT_TRUE(torch::equal(shifted.select(2, 0), at_zero.select(2, 0)))
                 << preset << " offset " << offset << ": [CLS] column moved";
             for (int64_t h = 0; h < 2; ++h)
-                EXPECT_TRUE(torch::allclose(shifted[h],
-                                            tupe_bias_by_hand(bert, T, h, true, preset == "tupe-r",
-                                                              offset),
-                                            1e-5, 1e-5))
+                EXPECT_TRUE(torch::allclose(
+                    shifted[h], tupe_bias_by_hand(bert, T, h, true, preset == "tupe-r", offset),
+                    1e-5, 1e-5))
                     << preset << " offset " << offset << " head " << h;
         }
         bert->position->set_position_offset(0);
