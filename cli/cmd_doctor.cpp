@@ -75,9 +75,19 @@ int cmd_doctor(const Argv& argv) {
     };
 
     line("libtorch", TORCH_VERSION);
+    // hasCUDART(): libtorch_cuda's hooks are registered, i.e. this LibTorch is a CUDA build,
+    // whether or not the machine has a device (versionCUDART() is then e.g. 13020).
     const bool cuda = torch::cuda::is_available();
-    line("cuda", cuda ? "available, " + std::to_string(torch::cuda::device_count()) + " device(s)"
-                      : "not available (CPU build or no device)");
+    const bool cuda_build = at::globalContext().hasCUDART();
+    std::string cuda_rt;
+    if (cuda_build) {
+        const long v = at::globalContext().versionCUDART();
+        cuda_rt = "CUDA runtime " + std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+    }
+    line("cuda", cuda ? "available, " + std::to_string(torch::cuda::device_count()) +
+                            " device(s), " + cuda_rt
+                 : cuda_build ? "CUDA build (" + cuda_rt + "), no device"
+                              : "not available (a CPU-only LibTorch)");
 
     // ATen's own build summary: the CPU kernel level and the BLAS it was built against.
     std::istringstream cfg(at::show_config());
