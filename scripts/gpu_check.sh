@@ -314,6 +314,21 @@ TORCH_FLAGS=()
 CXX_FLAGS=""
 LINK_FLAGS=""
 NCCL_NOTE=""
+WHEEL_BUILD=0
+if [ "$DEVICE" = cuda ]; then
+    # The same build as scripts/cuda_build_check.sh where this Python's torch wheel has pip's
+    # CUDA toolkit beside it (python/requirements.in: cuda-toolkit[nvcc,crt]): its CMake
+    # arguments come from scripts/wheel_torch.sh. Otherwise the machine's own nvcc, below.
+    # shellcheck source=scripts/wheel_torch.sh
+    . "$ROOT/scripts/wheel_torch.sh"
+    if "$PY" -c 'import os, sys, torch; d = os.path.dirname(os.path.dirname(torch.__file__)); sys.exit(not os.path.exists(os.path.join(d, "nvidia", "cu13", "bin", "nvcc")))' 2>/dev/null &&
+        wheel_torch_setup "$BUILD" "$PY"; then
+        WHEEL_BUILD=1
+        TORCH_FLAGS+=("${WHEEL_CMAKE_ARGS[@]}")
+        CMAKE_PREFIX=("$WHEEL_TORCH_DIR/share/cmake" "${CMAKE_PREFIX[@]}")
+        say "" "build: the wheel's LibTorch $WHEEL_TORCH_VERSION with pip's CUDA toolkit (scripts/wheel_torch.sh, as scripts/cuda_build_check.sh)"
+    fi
+fi
 if [ "$DEVICE" = cuda ]; then
     TORCH_CMAKE=$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null)
     TORCH_DIR=$("$PY" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
@@ -329,7 +344,9 @@ if [ "$DEVICE" = cuda ]; then
                 ls /usr/include/nccl.h /usr/local/cuda/include/nccl.h /usr/local/cuda-*/include/nccl.h 2>/dev/null
               } | grep -v '/torch/' | head -n1)
     NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
-    if [ -n "$NVCC" ]; then
+    if [ "$WHEEL_BUILD" = 1 ]; then
+        :  # nvcc and the toolkit root are in WHEEL_CMAKE_ARGS
+    elif [ -n "$NVCC" ]; then
         CUDA_HOME="${CUDA_HOME:-$(dirname "$(dirname "$(readlink -f "$NVCC")")")}"
         PATH="$(dirname "$NVCC"):$PATH"
         export PATH
