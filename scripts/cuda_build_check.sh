@@ -89,8 +89,11 @@ for lib in libtorch_cuda.so libnccl.so.2 libcudart.so.13 libcublas.so.13 libcudn
     [ -n "$path" ] && [ "$path" != "not" ] || fail "ldd tupe: $lib not found"
     echo "cuda: $lib -> $path"
 done
-nm -DC "$TUPE" | grep -q 'ProcessGroupNCCL' || fail "tupe has no reference to c10d::ProcessGroupNCCL"
-echo "cuda: tupe refers to c10d::ProcessGroupNCCL (the data-parallel NCCL path is linked)"
+# (nm's output in a variable: with pipefail, grep -q closing the pipe early would fail nm.)
+symbols="$(nm -DC "$TUPE")"
+grep -q 'U c10d::ProcessGroupNCCL::ProcessGroupNCCL(' <<< "$symbols" ||
+    fail "tupe does not call c10d::ProcessGroupNCCL's constructor (nm -DC)"
+echo "cuda: tupe calls c10d::ProcessGroupNCCL's constructor from libtorch_cuda (the data-parallel NCCL path is linked)"
 doctor="$("$TUPE" doctor --no-matmul 2>&1)" || { echo "$doctor" >&2; fail "tupe doctor"; }
 cuda_line="$(awk '$1 == "cuda" { $1 = ""; sub(/^ +/, ""); print; exit }' <<< "$doctor")"
 grep -q '^CUDA build' <<< "$cuda_line" || fail "tupe doctor's cuda line is '$cuda_line', not a CUDA build"
