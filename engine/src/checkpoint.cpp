@@ -13,6 +13,7 @@
 
 #include "checkpoint_internal.h"
 #include "engine/errors.h"
+#include "engine/torch_compat.h"
 #include "engine/trainer.h"
 #include "zip_integrity.h"
 
@@ -22,7 +23,99 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kFormat = "tupe-workbench/checkpoint/1";
+// Format 2 writes AdamW's state by parameter position; format 1 (still read) held LibTorch's
+// optimizer archive, whose entries are named by the parameters' addresses in the writing
+// process, so two processes wrote different bytes for the same state.
+constexpr const char* kFormat = "tupe-workbench/checkpoint/2";
+constexpr const char* kFormat1 = "tupe-workbench/checkpoint/1";
+
+// AdamW's state, parameter by parameter in group order, with each group's options: the same
+// training state gives the same archive in any process (a resumed run's checkpoints hash as an
+// undisturbed run's), which LibTorch's address-keyed archive does not.
+void save_adamw_state(torch::optim::AdamW& optimizer, torch::serialize::OutputArchive& archive) {
+    int64_t index = 0;
+    const auto& groups = optimizer.param_groups();
+    archive.write("groups", c10::IValue(static_cast<int64_t>(groups.size())));
+    for (size_t g = 0; g < groups.size(); ++g) {
+        const auto& o = static_cast<const torch::optim::AdamWOptions&>(groups[g].options());
+        const std::string group = "group" + std::to_string(g) + ".";
+        archive.write(group + "params",
+                      c10::IValue(static_cast<int64_t>(groups[g].params().size())));
+        archive.write(group + "lr", c10::IValue(o.lr()));
+        archive.write(group + "beta1", c10::IValue(std::get<0>(o.betas())));
+        archive.write(group + "beta2", c10::IValue(std::get<1>(o.betas())));
+        archive.write(group + "eps", c10::IValue(o.eps()));
+        archive.write(group + "weight_decay", c10::IValue(o.weight_decay()));
+        archive.write(group + "amsgrad", c10::IValue(o.amsgrad()));
+        for (const auto& p : groups[g].params()) {
+            const std::string key = "param" + std::to_string(index++) + ".";
+            const auto it = optimizer.state().find(compat::optimizer_state_key(p));
+            archive.write(key + "has_state", c10::IValue(it != optimizer.state().end()));
+            if (it == optimizer.state().end()) continue;
+            const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+            archive.write(key + "step", c10::IValue(s.step()));
+            archive.write(key + "exp_avg", s.exp_avg());
+            archive.write(key + "exp_avg_sq", s.exp_avg_sq());
+            if (s.max_exp_avg_sq().defined())
+                archive.write(key + "max_exp_avg_sq", s.max_exp_avg_sq());
+        }
+    }
+}
+
+// The inverse of save_adamw_state; throws std::invalid_argument when the groups or their sizes
+// differ from the optimizer's.
+void load_adamw_state(torch::optim::AdamW& optimizer, torch::serialize::InputArchive& archive) {
+    c10::IValue value;
+    archive.read("groups", value);
+    auto& groups = optimizer.param_groups();
+    if (value.toInt() != static_cast<int64_t>(groups.size()))
+        throw std::invalid_argument("the checkpoint has " + std::to_string(value.toInt()) +
+                                    " parameter groups, the optimizer " +
+                                    std::to_string(groups.size()));
+    int64_t index = 0;
+    for (size_t g = 0; g < groups.size(); ++g) {
+        const std::string group = "group" + std::to_string(g) + ".";
+        archive.read(group + "params", value);
+        if (value.toInt() != static_cast<int64_t>(groups[g].params().size()))
+            throw std::invalid_argument("group " + std::to_string(g) + " holds " +
+                                        std::to_string(value.toInt()) + " parameters, not " +
+                                        std::to_string(groups[g].params().size()));
+        auto& o = static_cast<torch::optim::AdamWOptions&>(groups[g].options());
+        c10::IValue b1, b2;
+        archive.read(group + "lr", value);
+        o.lr(value.toDouble());
+        archive.read(group + "beta1", b1);
+        archive.read(group + "beta2", b2);
+        o.betas(std::make_tuple(b1.toDouble(), b2.toDouble()));
+        archive.read(group + "eps", value);
+        o.eps(value.toDouble());
+        archive.read(group + "weight_decay", value);
+        o.weight_decay(value.toDouble());
+        archive.read(group + "amsgrad", value);
+        o.amsgrad(value.toBool());
+        for (const auto& p : groups[g].params()) {
+            const std::string key = "param" + std::to_string(index++) + ".";
+            archive.read(key + "has_state", value);
+            if (!value.toBool()) continue;
+            auto state = std::make_unique<torch::optim::AdamWParamState>();
+            archive.read(key + "step", value);
+            state->step(value.toInt());
+            // A fresh tensor per read: reading into a defined tensor repoints its storage.
+            torch::Tensor exp_avg, exp_avg_sq, max;
+            archive.read(key + "exp_avg", exp_avg);
+            archive.read(key + "exp_avg_sq", exp_avg_sq);
+            if (!exp_avg.sizes().equals(p.sizes()) || !exp_avg_sq.sizes().equals(p.sizes()))
+                throw std::invalid_argument("the moments of parameter " +
+                                            std::to_string(index - 1) +
+                                            " have another shape than the parameter");
+            state->exp_avg(exp_avg.to(p.device()));
+            state->exp_avg_sq(exp_avg_sq.to(p.device()));
+            if (archive.try_read(key + "max_exp_avg_sq", max))
+                state->max_exp_avg_sq(max.to(p.device()));
+            optimizer.state()[compat::optimizer_state_key(p)] = std::move(state);
+        }
+    }
+}
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
@@ -81,7 +174,7 @@ void save_checkpoint(const std::string& path, const PretrainConfig& config, Bert
     archive.write("rng", at::detail::getDefaultCPUGenerator().get_state());  // dropout's RNG
     torch::serialize::OutputArchive model_archive, optimizer_archive;
     model->save(model_archive);
-    optimizer.save(optimizer_archive);
+    save_adamw_state(optimizer, optimizer_archive);
     archive.write("model", model_archive);
     archive.write("optimizer", optimizer_archive);
     // Atomic: a reader (or a resume after kill -9) sees the old file or the new one, never half.
@@ -125,9 +218,11 @@ RawCheckpoint read_checkpoint(const std::string& path, torch::Device device) {
                                         first_line(e.what_without_backtrace()));
     }
     c10::IValue value;
-    if (!archive.try_read("format", value) || !value.isString() || value.toStringRef() != kFormat)
+    if (!archive.try_read("format", value) || !value.isString() ||
+        (value.toStringRef() != kFormat && value.toStringRef() != kFormat1))
         throw CheckpointError(
             path, "not a TUPE Workbench checkpoint (no '" + std::string(kFormat) + "' format tag)");
+    raw.format = value.toStringRef() == kFormat ? 2 : 1;
     try {
         archive.read("config", value);
         raw.config = parse_config_text(value.toStringRef());
@@ -164,10 +259,15 @@ void restore_checkpoint(const std::string& path, RawCheckpoint& raw, BertForMask
                         torch::optim::AdamW& optimizer) {
     load_model_weights(path, model, raw.model);
     try {
-        optimizer.load(raw.optimizer);
+        if (raw.format == 1)
+            optimizer.load(raw.optimizer);
+        else
+            load_adamw_state(optimizer, raw.optimizer);
     } catch (const c10::Error& e) {
         throw CheckpointError(
             path, "optimizer state does not fit: " + first_line(e.what_without_backtrace()));
+    } catch (const std::invalid_argument& e) {
+        throw CheckpointError(path, std::string("optimizer state does not fit: ") + e.what());
     }
     auto generator = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(generator.mutex());

@@ -24,6 +24,9 @@ struct RawCheckpoint {
     std::vector<EvalReport> evals;
     torch::Tensor rng;
     torch::serialize::InputArchive model, optimizer;
+    /// 2: AdamW's state by parameter position (save_checkpoint); 1: LibTorch's own optimizer
+    /// archive, keyed by the parameters' addresses (checkpoints written before).
+    int format = 2;
 };
 
 /// Writes the config, where training stands, the CPU RNG (dropout's), the model and the

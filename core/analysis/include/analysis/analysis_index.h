@@ -93,8 +93,8 @@ struct AnalysisIndex {
     std::string size;     ///< e.g. "tiny"
     AnalysisIndexConfig config;
     int64_t sentences = 0, tokens = 0, forward_passes = 0;
-    double seconds = 0;
-    std::string axes;  ///< how to read the maps' axes
+    double seconds = 0;  ///< read from older files only; not written (write_index_json)
+    std::string axes;    ///< how to read the maps' axes
     std::vector<std::string> notes;
     std::vector<AnalysisIndexSkipped> skipped;
     std::vector<AnalysisIndexFile> files;
