@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/config.h"
+#include "experiments/analysis_artifacts.h"
 #include "experiments/experiment.h"
 #include "experiments/job_identity.h"
 #include "experiments/result_store.h"
@@ -274,6 +275,76 @@ TEST_F(JobIdentityTest, MigrationFromSchema4RelocatesRelativePaths) {
               (root / "runs/q/bert-a/analysis/index.json").generic_string());
     EXPECT_EQ(store.list_runs(1).at(0).out_dir, (root / "runs/q/bert-a").generic_string());
     EXPECT_TRUE(store.list_runs(1).at(0).identity.empty());  // stored before identities
+}
+
+// A schema-4 store whose relative paths also name files in another project (the working
+// directory of a reader, or of a writer): only a folder holding the store's own files (their
+// recorded hashes) is taken, a reader never looks in its working directory, and two folders
+// that both hold them are refused as ambiguous, leaving the file as it was.
+TEST_F(JobIdentityTest, MigrationFromSchema4TakesOnlyTheFolderThatHoldsTheStoresFiles) {
+    const auto make = [&](const fs::path& project, const std::string& content) {
+        write_file(project / "runs" / "q" / "bert-a" / "analysis" / "index.json", content);
+        fs::create_directories(project / "results");
+    };
+    const auto old_store = [&](const fs::path& db) {
+        sqlite3* raw = nullptr;
+        ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+        const auto& steps = schema_migrations();
+        for (int v = 0; v < 4; ++v)
+            ASSERT_EQ(sqlite3_exec(raw, steps[v].c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+        const std::string hash = experiments::file_hash(
+            (dir_ / "mine" / "runs" / "q" / "bert-a" / "analysis" / "index.json").string());
+        const std::string rows =
+            "PRAGMA user_version = 4;"
+            "INSERT INTO experiments (id, name, yaml_path, created_at) VALUES (1, 'q', '', 'x');"
+            "INSERT INTO runs (id, experiment_id, kind, name, out_dir) VALUES "
+            "(1, 1, 'pretrain', 'bert-a', 'runs/q/bert-a');"
+            "INSERT INTO artifacts (run_id, kind, path, hash) VALUES "
+            "(1, 'analysis', 'runs/q/bert-a/analysis/index.json', '" +
+            hash + "');";
+        ASSERT_EQ(sqlite3_exec(raw, rows.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+        sqlite3_close(raw);
+    };
+    make(dir_ / "mine", "{\"mine\": 1}");
+    make(dir_ / "theirs", "{\"theirs\": 1}");  // same name, other content
+    const fs::path db = dir_ / "mine" / "results" / "old.sqlite";
+    old_store(db);
+    const fs::path root = fs::canonical(dir_ / "mine");
+    {
+        // A writer in the other project: its file has another hash, so it is not evidence.
+        InDirectory in(dir_ / "theirs");
+        auto store = ResultStore::open(db.string());
+        EXPECT_EQ(store.artifacts(1).at(0).path,
+                  (root / "runs/q/bert-a/analysis/index.json").generic_string());
+    }
+    // The same store again, read from a folder holding an identical copy: a reader does not
+    // look there; and a writer there finds two folders with the store's files.
+    fs::remove(db);
+    old_store(db);
+    fs::create_directories(dir_ / "copy");
+    fs::copy(dir_ / "mine" / "runs", dir_ / "copy" / "runs", fs::copy_options::recursive);
+    {
+        InDirectory in(dir_ / "copy");
+        try {
+            ResultStore::open(db.string());
+            FAIL() << "an ambiguous migration was taken";
+        } catch (const StoreError& e) {
+            EXPECT_NE(std::string(e.what()).find("cannot migrate the schema-4 store"),
+                      std::string::npos)
+                << e.what();
+        }
+        sqlite3* raw = nullptr;
+        ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+        sqlite3_stmt* q = nullptr;
+        sqlite3_prepare_v2(raw, "PRAGMA user_version", -1, &q, nullptr);
+        sqlite3_step(q);
+        EXPECT_EQ(sqlite3_column_int(q, 0), 4);  // left as it was
+        sqlite3_finalize(q);
+        sqlite3_close(raw);
+        auto reader = ResultStore::open_for_reading(db.string());
+        EXPECT_EQ(reader.artifacts(1).at(0).path,
+                  (root / "runs/q/bert-a/analysis/index.json").generic_string());
+    }
 }
 
 TEST_F(JobIdentityTest, AnEmptyFileIsNotCalledAnOlderStore) {

@@ -123,11 +123,12 @@ TEST_F(EvidenceTest, PretrainSeedsMakeOneVariantPerSeedWithItsGroup) {
     EXPECT_EQ(spec.variants[3].name, "tupe-a@seed7");
     EXPECT_EQ(spec.variants[3].config.train.seed, 7u);
     EXPECT_EQ(spec.variants[3].config.model.preset, "tupe-a");
-    // One seed keeps the plain name and sets train.seed.
+    // One seed is named like any other (one naming rule) and sets train.seed.
     auto one = load_experiment(
         write("o.yaml", "name: o\nvariants: [bert-a]\npretrain_seeds: [5]\n").string());
     ASSERT_EQ(one.variants.size(), 1u);
-    EXPECT_EQ(one.variants[0].name, "bert-a");
+    EXPECT_EQ(one.variants[0].name, "bert-a@seed5");
+    EXPECT_EQ(one.variants[0].group, "bert-a");
     EXPECT_EQ(one.variants[0].config.train.seed, 5u);
     try {
         load_experiment(
@@ -731,8 +732,8 @@ TEST_F(EvidenceTest, AStoreOfTheOldSchemaIsMigratedForReading) {
         h.pretrain("bert-a", 1, 6.0);
     }
     {
-        // Back to schema 1: the predictions, job_claims and gathered_jobs tables did not exist
-        // then.
+        // Back to schema 1: the predictions, job_claims and gathered_jobs tables and the
+        // identities of runs and artifacts did not exist then.
         auto rw = ResultStore::open(path);
         (void)rw;
     }
@@ -743,7 +744,8 @@ TEST_F(EvidenceTest, AStoreOfTheOldSchemaIsMigratedForReading) {
                      "DROP TABLE predictions; DROP TABLE job_claims; DROP TABLE gathered_jobs; "
                      "DROP INDEX runs_fingerprint; "
                      "ALTER TABLE runs DROP COLUMN identity; ALTER TABLE runs DROP COLUMN "
-                     "fingerprint; ALTER TABLE runs DROP COLUMN cell; PRAGMA user_version = 1;",
+                     "fingerprint; ALTER TABLE runs DROP COLUMN cell; "
+                     "ALTER TABLE artifacts DROP COLUMN identity; PRAGMA user_version = 1;",
                      nullptr, nullptr, nullptr),
         SQLITE_OK);
     sqlite3_close(db);

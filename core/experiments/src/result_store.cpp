@@ -164,6 +164,12 @@ CREATE TABLE gathered_jobs (
     PRIMARY KEY (experiment_id, job, token)
 ) WITHOUT ROWID;
 )sql",
+        // Version 7: what determined each recorded file (ArtifactRecord::identity: the
+        // analysis, extrapolation, ablation or head-scan settings and input hashes), so a
+        // changed setting is never taken for the recorded output; '' for files stored before.
+        R"sql(
+ALTER TABLE artifacts ADD COLUMN identity TEXT NOT NULL DEFAULT '';
+)sql",
     };
     return steps;
 }
@@ -265,6 +271,15 @@ bool ResultStore::holds_data(const std::string& path) {
     return !error && size > 0;
 }
 
+std::string canonical_path(const std::string& path) {
+    if (path.empty()) return path;
+    std::error_code error;
+    fs::path p = fs::absolute(fs::path(path), error);
+    if (error) p = fs::path(path);
+    const fs::path resolved = fs::weakly_canonical(p, error);
+    return (error ? p : resolved).lexically_normal().generic_string();
+}
+
 ResultStore ResultStore::open_for_reading(const std::string& path, const StoreOptions& options) {
     try {
         return open(path, OpenMode::kReadOnly, options);
@@ -272,18 +287,24 @@ ResultStore ResultStore::open_for_reading(const std::string& path, const StoreOp
         // Only an older schema is mended; everything else (missing, newer, not SQLite) stands.
         if (e.message().find("is older than this build") == std::string::npos) throw;
     }
-    open(path, OpenMode::kReadWrite, options);  // migrates, then closes
+    // Migrates, then closes; a reader's working directory is no evidence of where the files
+    // of a schema-4 store are (relocate_paths_v5).
+    open_impl(path, OpenMode::kReadWrite, options, /*paths_from_working_directory=*/false);
     return open(path, OpenMode::kReadOnly, options);
 }
 
 ResultStore ResultStore::open(const std::string& path, OpenMode mode, const StoreOptions& options) {
+    return open_impl(path, mode, options, /*paths_from_working_directory=*/true);
+}
+
+ResultStore ResultStore::open_impl(const std::string& path, OpenMode mode,
+                                   const StoreOptions& options, bool paths_from_working_directory) {
     auto impl = std::make_unique<Impl>();
     impl->path = path;
-    {
-        std::error_code ignored;
-        impl->directory =
-            fs::absolute(fs::path(path), ignored).lexically_normal().parent_path().generic_string();
-    }
+    impl->paths_from_working_directory = paths_from_working_directory;
+    // Canonical, so a store named through a symlink (or a symlinked parent) stores every path
+    // relative to the same real folder as the same store named directly.
+    impl->directory = fs::path(canonical_path(path)).parent_path().generic_string();
     impl->mode = mode;
     impl->options = options;
     int flags = SQLITE_OPEN_READONLY;

@@ -122,11 +122,12 @@ bool ResultStore::ingest_run(std::int64_t experiment_id, const std::string& job,
             checkpoint.reset();
         }
         Query artifact(*impl_,
-                       "INSERT INTO artifacts (run_id, kind, path, size, hash, description) "
-                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+                       "INSERT INTO artifacts (run_id, kind, path, size, hash, description, "
+                       "identity) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
         for (const auto& a : bundle.artifacts) {
             artifact.bind(1, id).bind(2, a.kind).bind(3, impl_->to_stored(a.path));
-            artifact.bind(4, a.size).bind(5, a.hash).bind(6, a.description).run(what);
+            artifact.bind(4, a.size).bind(5, a.hash).bind(6, a.description);
+            artifact.bind(7, a.identity).run(what);
             artifact.reset();
         }
         Query mark(*impl_,

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "experiments/analysis_artifacts.h"
 #include "experiments/result_store.h"
 
 namespace experiments {
@@ -72,7 +73,10 @@ inline bool contains(const std::vector<std::string>& words, const std::string& w
 // One SQLite connection, its statement cache, and the error mapping every call goes through.
 struct Connection {
     std::string path;
-    std::string directory;  // absolute folder of the file: stored paths are relative to it
+    std::string directory;  // canonical folder of the file: stored paths are relative to it
+    // A schema-4 migration may look for relative paths under the working directory (a writer
+    // of the study, not a reader: relocate_paths_v5).
+    bool paths_from_working_directory = true;
     OpenMode mode = OpenMode::kReadWrite;
     StoreOptions options;
     sqlite3* db = nullptr;
@@ -178,10 +182,11 @@ struct Connection {
 
     // A path as the store keeps it: relative to `directory` (an absolute path outside the
     // store's file system tree stays absolute only when no relative form exists).
+    // Canonical first (canonical_path), so two names of one file are one row.
     std::string to_stored(const std::string& given) const {
         if (given.empty()) return given;
         namespace fs = std::filesystem;
-        const fs::path absolute = fs::absolute(fs::path(given)).lexically_normal();
+        const fs::path absolute(canonical_path(given));
         const fs::path relative = absolute.lexically_relative(fs::path(directory));
         return relative.empty() ? absolute.generic_string() : relative.generic_string();
     }
@@ -443,23 +448,72 @@ struct ResultStore::Impl : Connection {
     }
 
     // Schema 5 stores paths relative to the store's folder; before, they were stored as given,
-    // relative to the working directory of whoever wrote them, which is no longer known. Each
-    // relative path is read from the first place it exists: this process's working directory,
-    // the store folder's parent (the usual results/ beside runs/ layout), the store folder;
-    // a path found nowhere keeps the working-directory reading. Absolute paths are rewritten
-    // relative to the store too.
+    // relative to the working directory of whoever wrote them, which is no longer known. One
+    // base folder is chosen for all of them, on evidence: each candidate (the store folder's
+    // parent, the usual results/ beside runs/ layout; the store folder; this process's working
+    // directory, for a writer only) is supported by the recorded files found under it with
+    // the SHA-256 (or older hash) the store holds, and ruled out by one found with another
+    // hash (another project's file of the same name). Exactly one supported candidate is
+    // taken; two that both hold the store's files are refused (ambiguous), never guessed; with
+    // no evidence at all the store folder's parent is taken, whatever the working directory.
+    // Absolute paths are rewritten relative to the store too.
     void relocate_paths_v5() {
         namespace fs = std::filesystem;
         const fs::path dir(directory);
+        struct Row {
+            std::string path, hash;
+        };
+        std::vector<Row> relative;
+        const auto collect = [&](const char* sql) {
+            Query select(*this, sql);
+            while (select.step("read the stored paths"))
+                if (!select.text(0).empty() && !fs::path(select.text(0)).is_absolute())
+                    relative.push_back({select.text(0), select.text(1)});
+        };
+        collect("SELECT path, hash FROM checkpoints");
+        collect("SELECT path, hash FROM artifacts");
+        collect("SELECT out_dir, '' FROM runs");
+        std::vector<std::string> candidates;
+        std::error_code error;
+        for (const fs::path& base :
+             {dir.parent_path(), dir,
+              paths_from_working_directory ? fs::current_path(error) : fs::path()}) {
+            if (base.empty()) continue;
+            const std::string c = canonical_path(base.string());
+            if (std::find(candidates.begin(), candidates.end(), c) == candidates.end())
+                candidates.push_back(c);
+        }
+        std::vector<std::string> supported;
+        for (const auto& base : candidates) {
+            int found = 0, conflicting = 0;
+            for (const auto& row : relative) {
+                const fs::path file = fs::path(base) / row.path;
+                if (!fs::exists(file, error)) continue;
+                if (row.hash.empty() || !fs::is_regular_file(file, error)) {
+                    ++found;
+                    continue;
+                }
+                bool same = false;
+                try {
+                    same = file_hash_matches(file.string(), row.hash);
+                } catch (const std::exception&) {
+                }
+                same ? ++found : ++conflicting;
+            }
+            if (found > 0 && conflicting == 0) supported.push_back(base);
+        }
+        if (supported.size() > 1)
+            throw StoreError(path,
+                             "cannot migrate the schema-4 store: its relative paths name "
+                             "the recorded files under both " +
+                                 supported[0] + " and " + supported[1] +
+                                 "; move one copy away, or open the store from a "
+                                 "folder that is neither");
+        const fs::path base = supported.empty() ? dir.parent_path() : fs::path(supported[0]);
         const auto relocate = [&](const std::string& old) -> std::string {
             if (old.empty()) return old;
             const fs::path p(old);
-            if (p.is_absolute()) return to_stored(old);
-            std::error_code error;
-            for (const fs::path& base : {fs::current_path(error), dir.parent_path(), dir})
-                if (!base.empty() && fs::exists(base / p, error))
-                    return to_stored((base / p).string());
-            return to_stored(fs::absolute(p, error).string());
+            return to_stored(p.is_absolute() ? old : (base / p).string());
         };
         const auto rewrite = [&](const char* table, const char* column, const char* key) {
             std::vector<std::pair<std::int64_t, std::string>> rows;

@@ -158,12 +158,12 @@ std::vector<ArtifactRecord> ResultStore::artifacts(std::int64_t run_id) {
     return impl_->with_retry([&] {
         std::vector<ArtifactRecord> out;
         Query q(*impl_,
-                "SELECT id, run_id, kind, path, size, hash, description FROM artifacts "
-                "WHERE run_id = ?1 ORDER BY id");
+                "SELECT id, run_id, kind, path, size, hash, description, identity FROM "
+                "artifacts WHERE run_id = ?1 ORDER BY id");
         q.bind(1, run_id);
         while (q.step("read artifacts")) {
             out.push_back({q.integer(0), q.integer(1), q.text(2), impl_->from_stored(q.text(3)),
-                           q.integer(4), q.text(5), q.text(6)});
+                           q.integer(4), q.text(5), q.text(6), q.text(7)});
         }
         return out;
     });

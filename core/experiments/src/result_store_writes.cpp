@@ -109,19 +109,22 @@ void ResultStore::add_params(std::int64_t run_id,
 
 namespace {
 
-// Test hook TUPE_TEST_KILL_IN_TRANSACTION=metrics:N (inert unless set): the N-th add_metrics
-// of this process raises SIGKILL inside its transaction, after the first row is written, to
-// test that the next process finds that transaction rolled back and every earlier one intact.
-// Before it dies it prints one line to stderr: the rows committed so far by this process and
-// the first row of the batch that dies.
+// Test hook TUPE_TEST_KILL_IN_TRANSACTION=metrics:N or output:N (inert unless set): the N-th
+// add_metrics (record_output) of this process raises SIGKILL inside its transaction, after
+// rows are written, to test that the next process finds that transaction rolled back and
+// every earlier one intact. Before it dies it prints one line to stderr: what it was writing.
 struct KillInTransaction {
     long at = 0;         // the add_metrics call to die in; 0 = never
     long calls = 0;      // add_metrics calls so far
     long committed = 0;  // metric rows committed by this process
+    long output_at = 0;  // the record_output call to die in; 0 = never
+    long output_calls = 0;
     KillInTransaction() {
         const char* env = std::getenv("TUPE_TEST_KILL_IN_TRANSACTION");
         if (env != nullptr && std::strncmp(env, "metrics:", 8) == 0)
             at = std::strtol(env + 8, nullptr, 10);
+        if (env != nullptr && std::strncmp(env, "output:", 7) == 0)
+            output_at = std::strtol(env + 7, nullptr, 10);
     }
 };
 
@@ -229,16 +232,17 @@ void ResultStore::add_checkpoint(const CheckpointRecord& checkpoint) {
 namespace {
 
 constexpr const char* kUpsertArtifact =
-    "INSERT INTO artifacts (run_id, kind, path, size, hash, description) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (run_id, path) DO UPDATE SET "
+    "INSERT INTO artifacts (run_id, kind, path, size, hash, description, identity) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (run_id, path) DO UPDATE SET "
     "kind = excluded.kind, size = excluded.size, hash = excluded.hash, "
-    "description = excluded.description";
+    "description = excluded.description, identity = excluded.identity";
 
 void upsert_artifact(Query& insert, const Connection& connection, const ArtifactRecord& artifact,
                      const std::string& what) {
     insert.bind(1, artifact.run_id).bind(2, artifact.kind);
     insert.bind(3, connection.to_stored(artifact.path));
     insert.bind(4, artifact.size).bind(5, artifact.hash).bind(6, artifact.description);
+    insert.bind(7, artifact.identity);
     insert.run(what);
     insert.reset();
 }
@@ -262,6 +266,45 @@ void ResultStore::add_artifacts(const std::vector<ArtifactRecord>& artifacts) {
             upsert_artifact(
                 insert, *impl_, artifact,
                 "add artifact " + artifact.path + " to run " + std::to_string(artifact.run_id));
+    });
+}
+
+void ResultStore::record_output(std::int64_t run_id, const std::string& replace_under,
+                                const std::vector<ArtifactRecord>& artifacts,
+                                const std::vector<MetricPoint>& metrics) {
+    const std::string what = "record " + std::to_string(artifacts.size()) +
+                             " output files of run " + std::to_string(run_id);
+    auto& hook = kill_in_transaction();
+    const bool die = hook.output_at > 0 && ++hook.output_calls == hook.output_at;
+    impl_->write(what, [&] {
+        if (!replace_under.empty()) {
+            // Every row under the folder, its own path excluded: stored paths are relative
+            // and '/'-separated, so a prefix match names exactly the folder's files.
+            const std::string prefix = impl_->to_stored(replace_under) + "/";
+            Query erase(*impl_,
+                        "DELETE FROM artifacts WHERE run_id = ?1 AND substr(path, 1, ?2) = ?3");
+            erase.bind(1, run_id).bind(2, static_cast<std::int64_t>(prefix.size()));
+            erase.bind(3, prefix).run(what);
+        }
+        Query insert(*impl_, kUpsertArtifact);
+        for (const auto& artifact : artifacts) upsert_artifact(insert, *impl_, artifact, what);
+        if (die) {
+            std::fprintf(stderr,
+                         "TUPE_TEST_KILL_IN_TRANSACTION: SIGKILL inside the transaction that "
+                         "records %zu output files of run %lld\n",
+                         artifacts.size(), static_cast<long long>(run_id));
+            std::fflush(stderr);
+            std::raise(SIGKILL);
+        }
+        Query add(*impl_,
+                  "INSERT INTO metrics (run_id, key, step, value, wall_time) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (run_id, key, step) "
+                  "DO UPDATE SET value = excluded.value, wall_time = excluded.wall_time");
+        for (const auto& point : metrics) {
+            add.bind(1, run_id).bind(2, point.key).bind(3, point.step);
+            add.bind_real(4, point.value).bind_real(5, point.wall_time).run(what);
+            add.reset();
+        }
     });
 }
 

@@ -154,6 +154,11 @@ struct ArtifactRecord {
     std::int64_t size = 0;  ///< Bytes.
     std::string hash;
     std::string description;
+    /// What determined the file (schema 7; experiments/job_identity.h, output_identity): the
+    /// settings and inputs of the analysis, extrapolation, ablation or head scan that wrote it,
+    /// as "key=value" lines. A rerun whose identity differs is another result, never "already
+    /// done". Empty for files recorded without one (by hand, or before schema 7).
+    std::string identity = {};
 };
 
 /// Everything a store holds of one run: what `tupe gather` copies from a cluster job's own
@@ -254,7 +259,9 @@ class ResultStore {
 
     /// Opens an existing store read-only for a report; a store written by an older build is
     /// first migrated (opened read-write once: the migration is one transaction and keeps
-    /// every row), so `tupe report` works on it. Errors as open().
+    /// every row), so `tupe report` works on it. Such a migration never reads the paths of a
+    /// schema-4 store against this process's working directory (only a writer's open does).
+    /// Errors as open().
     static ResultStore open_for_reading(const std::string& path, const StoreOptions& options = {});
 
     /// True when a file exists at `path` and is not empty. A store another runner has just
@@ -274,7 +281,8 @@ class ResultStore {
     int schema_version();
     const std::string& path() const;  ///< As given to open().
     OpenMode mode() const;
-    /// The absolute folder of the store file: stored paths are relative to it.
+    /// The folder of the store file, canonical (absolute, symlinks resolved): stored paths
+    /// are relative to it, so a store named through a link stores and finds the same rows.
     const std::string& directory() const;
 
     /// The id of experiment `name`, created with the YAML when new. An existing experiment
@@ -312,6 +320,13 @@ class ResultStore {
     void add_artifact(const ArtifactRecord& artifact);
     /// add_artifact for each, all in one transaction: a reader sees all of them or none.
     void add_artifacts(const std::vector<ArtifactRecord>& artifacts);
+    /// One output of a run recorded whole, in one transaction: the run's artifacts under the
+    /// folder `replace_under` (none when empty) deleted, `artifacts` added and `metrics` added
+    /// (the properties an analysis derives from its files). A process killed before the commit
+    /// leaves none of it, so an output is never recorded without its metrics.
+    void record_output(std::int64_t run_id, const std::string& replace_under,
+                       const std::vector<ArtifactRecord>& artifacts,
+                       const std::vector<MetricPoint>& metrics);
 
     /// Claims job `job` of the experiment for `owner`, in one BEGIN IMMEDIATE transaction:
     /// refused (kFinished) when its run is finished, refused (kHeld) while another owner
@@ -374,12 +389,19 @@ class ResultStore {
   private:
     struct Impl;
     explicit ResultStore(std::unique_ptr<Impl> impl);
+    static ResultStore open_impl(const std::string& path, OpenMode mode,
+                                 const StoreOptions& options, bool paths_from_working_directory);
     std::unique_ptr<Impl> impl_;
 };
 
 /// The forward migrations: element i is the SQL that takes schema version i to i + 1
 /// (element 0 creates the version-1 schema). Never edit a shipped step; append one.
 const std::vector<std::string>& schema_migrations();
+
+/// `path` in the one form the store and the runner compare paths in: absolute, symlinks
+/// resolved where the path exists (std::filesystem::weakly_canonical), normalised, with '/'.
+/// Two names of one file or folder give the same text. Never throws.
+std::string canonical_path(const std::string& path);
 
 /// Now as ISO-8601 UTC with milliseconds, "2024-05-01T12:34:56.789Z".
 std::string utc_now_iso8601();
