@@ -205,11 +205,42 @@ int cmd_lengthgen(const Argv& argv) {
     const std::string results_path = (out / "results.jsonl").string();
 
     const auto jobs = experiments::lengthgen_jobs(study);
+    // A line is a job's result only when its identity is the job's (lengthgen_identity): one
+    // trained with another lr, example count, model, ... is another result, and the study
+    // stops in one line naming what changed rather than count it as done.
+    std::map<std::string, std::string> identity;  // job key -> identity now
+    for (const auto& job : jobs)
+        identity[job.key()] = experiments::lengthgen_identity(study, job).text();
     std::set<std::string> done;
-    for (const auto& r : experiments::read_lengthgen_results(results_path))
-        if (r.lengths == study.test_lengths &&
-            (!r.job.randomized || r.accuracy_random_positions.size() == r.lengths.size()))
-            done.insert(r.job.key());
+    std::map<std::string, std::string> changed;  // job key -> changes
+    std::vector<experiments::LengthgenResult> results;
+    for (auto& r : experiments::read_lengthgen_results(results_path)) {
+        const auto it = identity.find(r.job.key());
+        if (it == identity.end()) continue;  // another study's job in the same folder
+        if (r.identity != it->second) {
+            std::string what;
+            for (const auto& c : r.identity.empty()
+                                     ? std::vector<std::string>{"written without its settings"}
+                                     : experiments::identity_changes(r.identity, it->second))
+                what += (what.empty() ? "" : "; ") + c;
+            changed.emplace(r.job.key(), what);
+            continue;
+        }
+        done.insert(r.job.key());
+        changed.erase(r.job.key());
+        results.push_back(std::move(r));
+    }
+    for (const auto& key : done) changed.erase(key);
+    if (!changed.empty())
+        throw engine::InputError(
+            results_path,
+            std::to_string(changed.size()) +
+                " of the study's runs were trained with other "
+                "settings (" +
+                changed.begin()->first + ": " + changed.begin()->second +
+                (changed.size() > 1 ? "; and " + std::to_string(changed.size() - 1) + " more"
+                                    : "") +
+                "); give the study another --out, or delete those lines to train them again");
     std::vector<experiments::LengthgenJob> todo;
     for (size_t i = 0; i < jobs.size(); ++i)
         if (static_cast<long long>(i) % shards == shard && !done.count(jobs[i].key()))
@@ -228,12 +259,10 @@ int cmd_lengthgen(const Argv& argv) {
         cb.stop = stop_on_signal.flag();
         for (size_t i = 0; i < todo.size(); ++i) {
             const auto& job = todo[i];
-            const auto r = experiments::run_lengthgen_job(study, job, cb);
-            {
-                std::ofstream file(results_path, std::ios::app);
-                file << experiments::result_to_json_line(r) + "\n" << std::flush;
-                if (!file) throw engine::InputError(results_path, "cannot append a result line");
-            }
+            auto r = experiments::run_lengthgen_job(study, job, cb);
+            r.identity = identity.at(job.key());
+            experiments::append_lengthgen_result(results_path, r);
+            results.push_back(r);
             double in = 0, beyond = 0;
             int n_in = 0, n_beyond = 0;
             for (size_t k = 0; k < r.lengths.size(); ++k) {
@@ -262,8 +291,13 @@ int cmd_lengthgen(const Argv& argv) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-    const auto cells =
-        experiments::summarize_lengthgen(study, experiments::read_lengthgen_results(results_path));
+    // Every shard's lines as they are now, the study's own only.
+    results.clear();
+    for (auto& r : experiments::read_lengthgen_results(results_path)) {
+        const auto it = identity.find(r.job.key());
+        if (it != identity.end() && it->second == r.identity) results.push_back(std::move(r));
+    }
+    const auto cells = experiments::summarize_lengthgen(study, results);
     if (format == "json")
         std::cout << render_lengthgen_json(study, cells, seconds);
     else if (format == "csv")

@@ -2,6 +2,10 @@
 // (experiments/lengthgen_study.h).
 #include "experiments/lengthgen_study.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -295,7 +299,70 @@ std::string result_to_json_line(const LengthgenResult& r) {
                         {"train_loss", r.train_loss}, {"seconds", r.seconds}};
     if (!r.accuracy_random_positions.empty())
         j["accuracy_random_positions"] = r.accuracy_random_positions;
+    if (!r.identity.empty()) j["identity"] = r.identity;
     return j.dump();
+}
+
+JobIdentity lengthgen_identity(const LengthgenStudy& study, const LengthgenJob& job) {
+    const auto joined = [](const auto& values) {
+        std::string out;
+        for (const auto& v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
+        return out;
+    };
+    const auto number = [](double v) {
+        std::ostringstream os;
+        os.precision(17);
+        os << v;
+        return os.str();
+    };
+    JobIdentity id;
+    id.set("task", job.task);
+    id.set("preset", job.preset);
+    id.set("randomized", job.randomized ? "true" : "false");
+    id.set("seed", std::to_string(job.seed));
+    if (job.randomized)
+        id.set("randomized_positions_max", std::to_string(study.randomized_positions_max));
+    id.set("train_lengths",
+           std::to_string(study.train_min_length) + "," + std::to_string(study.train_max_length));
+    id.set("test_lengths", joined(study.test_lengths));
+    id.set("test_examples", std::to_string(study.test_examples));
+    for (const auto& [key, value] : study.model) id.set("model." + key, value);
+    id.set("train.examples", std::to_string(study.train_examples));
+    id.set("train.batch_size", std::to_string(study.batch_size));
+    id.set("train.lr", number(study.lr));
+    id.set("train.warmup_ratio", number(study.warmup_ratio));
+    id.set("train.weight_decay", number(study.weight_decay));
+    id.set("train.dropout", number(study.dropout));
+    // Raise when what a job computes for the same settings changes.
+    id.set("code", "tupe lengthgen 1");
+    return id;
+}
+
+void append_lengthgen_result(const std::string& path, const LengthgenResult& result) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) throw engine::InputError(path, "cannot open to append a result line");
+    struct Closer {
+        int fd;
+        ~Closer() { ::close(fd); }  // also drops the lock
+    } closer{fd};
+    if (::flock(fd, LOCK_EX) != 0) throw engine::InputError(path, "cannot lock the file");
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) throw engine::InputError(path, "cannot read the file's size");
+    if (st.st_size > 0) {
+        // A torn tail: everything after the last newline goes.
+        off_t end = st.st_size;
+        char c = 0;
+        while (end > 0 && ::pread(fd, &c, 1, end - 1) == 1 && c != '\n') --end;
+        if (end != st.st_size && ::ftruncate(fd, end) != 0)
+            throw engine::InputError(path, "cannot cut away a torn last line");
+    }
+    const std::string line = result_to_json_line(result) + "\n";
+    size_t written = 0;
+    while (written < line.size()) {
+        const ssize_t n = ::write(fd, line.data() + written, line.size() - written);
+        if (n <= 0) throw engine::InputError(path, "cannot append a result line");
+        written += static_cast<size_t>(n);
+    }
 }
 
 LengthgenResult result_from_json_line(const std::string& line) {
@@ -314,6 +381,7 @@ LengthgenResult result_from_json_line(const std::string& line) {
         if (j.contains("accuracy_random_positions"))
             r.accuracy_random_positions =
                 j.at("accuracy_random_positions").get<std::vector<double>>();
+        if (j.contains("identity")) r.identity = j.at("identity").get<std::string>();
         if (r.lengths.size() != r.accuracy.size())
             throw std::invalid_argument("lengths and accuracy differ in size");
         return r;

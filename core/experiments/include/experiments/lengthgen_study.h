@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/config.h"
+#include "experiments/job_identity.h"
 
 namespace experiments {
 
@@ -84,7 +85,15 @@ struct LengthgenResult {
     std::vector<double> accuracy_random_positions;
     double train_loss = 0;  ///< Mean training loss of the epoch.
     double seconds = 0;
+    /// What determined it (lengthgen_identity(...).text()); a line whose identity is not the
+    /// study's job's is another result, never "already done". Empty in lines written before.
+    std::string identity = {};
 };
+
+/// Everything one job's result is a function of: its task, preset, randomization and seed,
+/// and every study setting that shapes the data, the model or the training (not the study's
+/// name, its other jobs or threads), with the version of the code that trains and tests it.
+JobIdentity lengthgen_identity(const LengthgenStudy& study, const LengthgenJob& job);
 
 /// One JSON line (no newline) and back; parse throws std::invalid_argument for a line that is
 /// not a result.
@@ -93,6 +102,10 @@ LengthgenResult result_from_json_line(const std::string& line);
 /// Every result line of `path` (none when it does not exist); a torn last line (a killed run)
 /// is skipped. Throws engine::InputError naming the file and line for a bad line elsewhere.
 std::vector<LengthgenResult> read_lengthgen_results(const std::string& path);
+/// Appends one result line to `path` under an exclusive lock (shards share the file); a torn
+/// last line left by a killed process is cut away first, so it never fuses with the new one.
+/// Throws engine::InputError naming the file when it cannot be written.
+void append_lengthgen_result(const std::string& path, const LengthgenResult& result);
 
 /// One row of the summary: a (task, preset, randomized) cell over its seeds.
 struct LengthgenCell {
