@@ -97,6 +97,7 @@ int run_on_slurm(const Args& args, const experiments::ExperimentSpec& spec) {
     o.self_exe = self_exe();
     o.overrides = args.all("set");
     o.new_runs = args.has("new-runs");
+    for (const auto& block : args.all("redo")) o.redo.insert(block);
     o.threads = args.get_int("threads");
     o.nodes = args.get_int("nodes");
     o.ranks_per_node = args.get_int("ranks-per-node");
@@ -151,6 +152,7 @@ int cmd_run(const Argv& argv) {
     const std::string job_store = args.get("job-store");
     if (!job_store.empty()) {
         if (!args.has("job")) throw UsageError("--job-store needs --job NAME");
+        spec.study_store = spec.database;
         spec.database = experiments::begin_job_store(job_store);
     }
     experiments::RunnerOptions options;
@@ -160,6 +162,7 @@ int cmd_run(const Argv& argv) {
     options.self_exe = self_exe();
     options.overrides = args.all("set");
     options.new_runs = args.has("new-runs");
+    for (const auto& block : args.all("redo")) options.redo.insert(block);
     // Job claims (several runners on one plan): the stale timeout, and the claim this
     // process takes over from the runner that started it for its job.
     options.claim_timeout_seconds = claim_timeout_from_env();
@@ -188,9 +191,10 @@ int cmd_run(const Argv& argv) {
         throw UsageError("--jobs and --nproc-per-node: choose parallel jobs or data-parallel jobs");
     // The plan as the store knows it: run names, and the study checked before anything is
     // written (a changed job is refused here, in one line, unless --new-runs).
-    const auto bound =
-        experiments::bind_plan(spec, options.new_runs ? experiments::ChangedJobs::kRunBeside
-                                                      : experiments::ChangedJobs::kRefuse);
+    const auto bound = experiments::bind_plan(
+        spec,
+        options.new_runs ? experiments::ChangedJobs::kRunBeside : experiments::ChangedJobs::kRefuse,
+        options.redo);
     const auto& plan = bound.jobs;
     const experiments::Job* only = nullptr;  // --job NAME
     for (const auto& j : plan)

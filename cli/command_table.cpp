@@ -299,6 +299,16 @@ std::vector<CommandSpec> make_table() {
           flag("new-runs",
                "jobs whose config, data or protocol changed since their run was stored run as new "
                "runs NAME~FINGERPRINT beside it (without it, `tupe run` refuses them)"),
+          [] {
+              OptionSpec o = opt("redo", "BLOCK", "",
+                                 "outputs of the analysis: or extrapolation: block whose "
+                                 "settings or inputs changed since they were recorded are "
+                                 "computed again and replace them (without it, `tupe run` "
+                                 "refuses them); repeatable",
+                                 {"analysis", "extrapolation"});
+              o.repeatable = true;
+              return o;
+          }(),
           flag("quiet", "print nothing but errors"),
           opt("progress", "FORMAT", "bar",
               "bar: a progress bar on a terminal, plain lines otherwise; jsonl: one JSON object "

@@ -1,10 +1,12 @@
 // `tupe`: the headless face of TUPE Workbench (servers, clusters, CI). Every failure ends as
 // one line on stderr naming the file, key or line, and a non-zero exit status.
 #include <dlfcn.h>
+#include <sys/prctl.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -19,6 +21,7 @@
 #include "engine/threads.h"
 #include "experiments/build_info.h"
 #include "experiments/config_loader.h"
+#include "experiments/process_pool.h"
 #include "experiments/result_store.h"
 
 namespace {
@@ -78,7 +81,26 @@ void fix_openblas_core(char** argv) {
 
 }  // namespace
 
+// A child of a runner (ProcessPool::spawn names its parent in TUPE_PARENT_PID) dies with it:
+// a runner killed with SIGKILL leaves no analysis, fine-tuning or worker process behind to
+// write into its run folders or its store. The variable is removed at once, so nothing this
+// process starts (sbatch, srun, its own children) inherits it.
+void die_with_parent() {
+    const char* parent = std::getenv(experiments::kParentPidEnv);
+    if (parent == nullptr) return;
+    const std::string expected = parent;
+    ::unsetenv(experiments::kParentPidEnv);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // Checked after the request: a parent that died before it can no longer signal us.
+    if (std::to_string(::getppid()) != expected) {
+        std::cerr << "tupe: the process that started this one (pid " << expected
+                  << ") is gone; stopping\n";
+        std::exit(1);
+    }
+}
+
 int main(int argc, char** argv) {
+    die_with_parent();
     fix_openblas_core(argv);
     engine::flush_denormals();  // subnormal attention weights cost microcode assists (threads.h)
     if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||

@@ -1,20 +1,25 @@
-// The runner's analysis executor (runner_internal.h): `tupe analyze` on the analysis snapshots
-// of a pretraining run (analysis.checkpoints), as a child process when the runner knows the
-// tupe executable, else in this process (data files only); the files are recorded as
-// artifacts of the pretrain run, so a snapshot whose index.json is recorded is not redone.
-// Each snapshot's properties (head means per layer) become metrics of the run at the
-// snapshot's step, so they are curves over training. With an `extrapolation:` block,
-// `tupe extrapolate` on the final checkpoint, with analysis.ablation `tupe ablate` and with
-// analysis.heads `tupe heads` over every snapshot of the run, their files recorded the same way.
+// The runner's analysis executor (runner_internal.h): the outputs a study writes beside a
+// pretraining run's checkpoints (job_identity.h, RunOutput): `tupe analyze` on each analysis
+// snapshot (analysis.checkpoints), `tupe extrapolate` with an `extrapolation:` block, `tupe
+// ablate` with analysis.ablation and `tupe heads` with analysis.heads, each as a child process
+// when the runner knows the tupe executable (the analysis also in this process, data files
+// only). An output is stored only when its files, its identity (output_identity: the settings
+// and the hashes of what it read) and the metrics derived from them (each snapshot's
+// properties, "property/<name>" at the snapshot's step) are recorded in one transaction, by
+// this process after the child exits; it is done when its marker file is recorded with the
+// identity the study asks for now. A run folder shared from another study is read, never
+// written: its outputs are the owner's, recorded for this study when their identities agree.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <set>
 
 #include "analysis/analysis_index.h"
 #include "analysis/analyze.h"
 #include "engine/errors.h"
+#include "engine/run_folder.h"
 #include "engine/tokenizer.h"
 #include "experiments/analysis_artifacts.h"
 #include "runner_internal.h"
@@ -25,35 +30,40 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A path as the store gives it back (absolute, normalised), for comparing with recorded ones.
-std::string as_recorded(const fs::path& path) {
-    return fs::absolute(path).lexically_normal().generic_string();
+std::string vocab_of(const Variant& v) {
+    return (fs::path(v.config.out_dir) / "vocab.txt").string();
 }
 
-std::string extrapolation_dir(const Variant& v) {
-    return (fs::path(v.config.out_dir) / "extrapolation").string();
-}
-
-std::string ablation_dir(const Variant& v) {
-    return (fs::path(v.config.out_dir) / "ablation").string();
-}
-
-std::string heads_dir(const Variant& v) { return (fs::path(v.config.out_dir) / "heads").string(); }
-
-// The final checkpoint of `v`: its last snapshot, else checkpoint.pt; `what` names the block
-// that needs it in the error.
-std::string final_checkpoint(const Variant& v, const std::string& what) {
+// The final checkpoint of `v`: its last snapshot, else checkpoint.pt.
+std::string final_checkpoint_path(const Variant& v) {
     std::string checkpoint = snapshot_path(v, v.config.train.steps);
-    if (!fs::exists(checkpoint))
+    std::error_code error;
+    if (!fs::exists(checkpoint, error))
         checkpoint = (fs::path(v.config.out_dir) / "checkpoint.pt").string();
-    if (!fs::exists(checkpoint))
-        throw engine::CheckpointError(
-            checkpoint, "missing: " + what + " needs '" + v.name + "''s final checkpoint");
     return checkpoint;
 }
 
+// The checkpoint-STEP.pt snapshots of the run folder by step (what `tupe heads` scans).
+std::vector<std::pair<std::string, std::string>> folder_snapshots(const Variant& v) {
+    static const std::regex snapshot(R"(checkpoint-(\d+)\.pt)");
+    std::vector<std::pair<int64_t, std::string>> steps;
+    std::error_code error;
+    for (fs::directory_iterator it(v.config.out_dir, error), end; !error && it != end;
+         it.increment(error)) {
+        std::smatch m;
+        const std::string name = it->path().filename().string();
+        if (std::regex_match(name, m, snapshot))
+            steps.emplace_back(std::stoll(m[1].str()), it->path().string());
+    }
+    std::sort(steps.begin(), steps.end());
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& [step, path] : steps)
+        out.emplace_back("snapshot" + std::to_string(step), path);
+    return out;
+}
+
 // The files `names` under `dir` as artifacts of `run_id` (absent ones skipped), the last name
-// last: its row is what marks the step as done.
+// last: its row is what marks the output as stored.
 std::vector<ArtifactRecord> artifact_records(int64_t run_id, const std::string& dir,
                                              const std::vector<std::string>& names,
                                              const std::string& kind,
@@ -96,198 +106,284 @@ std::vector<MetricPoint> property_metrics(const std::string& dir, int64_t step) 
     return points;
 }
 
+// The run that owns a shared run folder, in this study's store; nullopt when the owner's
+// record names another store or the store has no such run.
+std::optional<RunRecord> owner_run(ResultStore& store, const Variant& v) {
+    const auto owner = engine::read_run_owner(v.config.out_dir);
+    if (!owner) return std::nullopt;
+    const auto experiment = store.find_experiment(owner->experiment);
+    if (!experiment) return std::nullopt;
+    auto run = store.find_run(experiment->id, owner->job);
+    if (!run || canonical_path(run->out_dir) != canonical_path(v.config.out_dir))
+        return std::nullopt;
+    return run;
+}
+
 }  // namespace
 
-std::string AnalysisExecutor::analysis_dir(const Variant& v, int64_t step) const {
-    return (fs::path(v.config.out_dir) / "analysis" / ("step" + std::to_string(step))).string();
+std::string RunOutputPlan::label() const {
+    if (kind == RunOutput::kAnalysis) return "analysis of step " + std::to_string(step);
+    return run_output_name(kind);
 }
 
-bool AnalysisExecutor::extrapolation_pending(const Variant& v,
-                                             const std::set<std::string>& recorded) const {
-    // Needs the tupe executable (the renderers and the figure live in the CLI).
-    return ctx_.spec.extrapolation.enabled && !ctx_.options.self_exe.empty() &&
-           !recorded.count(as_recorded(fs::path(extrapolation_dir(v)) / "extrapolation.json"));
+std::vector<RunOutputPlan> run_output_plans(const ExperimentSpec& spec, const Variant& v,
+                                            bool with_executable) {
+    std::vector<RunOutputPlan> out;
+    const fs::path dir(v.config.out_dir);
+    const std::string vocab = vocab_of(v);
+    for (int64_t step : spec.analysis_steps(v)) {
+        RunOutputPlan p;
+        p.kind = RunOutput::kAnalysis;
+        p.step = step;
+        p.dir = (dir / "analysis" / ("step" + std::to_string(step))).string();
+        p.marker = (fs::path(p.dir) / "index.json").string();
+        p.inputs = {{"checkpoint", snapshot_path(v, step)}, {"vocab", vocab}};
+        out.push_back(std::move(p));
+    }
+    // The other outputs need the tupe executable (their renderers live in the CLI).
+    if (!with_executable) return out;
+    const int64_t last = v.config.train.steps;
+    const auto add = [&](RunOutput kind, const char* folder, const char* marker) {
+        RunOutputPlan p;
+        p.kind = kind;
+        p.step = last;
+        p.dir = (dir / folder).string();
+        p.marker = (fs::path(p.dir) / marker).string();
+        p.inputs = {{"checkpoint", final_checkpoint_path(v)}, {"vocab", vocab}};
+        out.push_back(std::move(p));
+    };
+    if (spec.extrapolation.enabled)
+        add(RunOutput::kExtrapolation, "extrapolation", "extrapolation.json");
+    if (spec.analysis.enabled && !spec.analysis.ablation.empty())
+        add(RunOutput::kAblation, "ablation", "ablation.json");
+    if (spec.analysis.enabled && spec.analysis.heads) {
+        add(RunOutput::kHeads, "heads", "heads.json");
+        out.back().inputs = folder_snapshots(v);
+        out.back().inputs.emplace_back("vocab", vocab);
+    }
+    return out;
 }
 
-std::vector<int64_t> AnalysisExecutor::pending_steps(const Job& job, int64_t run_id) const {
+RunOutputState run_output_state(const ExperimentSpec& spec, const Variant& v,
+                                const RunOutputPlan& plan,
+                                const std::vector<ArtifactRecord>& recorded, FileHashes& hashes) {
+    RunOutputState s;
+    std::error_code error;
+    for (const auto& [name, path] : plan.inputs)
+        if (!fs::exists(path, error)) return s;  // not pretrained that far yet: pending
+    if (plan.kind == RunOutput::kHeads && plan.inputs.size() < 2) return s;
+    s.identity = output_identity(spec, v, plan.kind, plan.inputs, hashes).text();
+    const std::string marker = canonical_path(plan.marker);
+    const auto row = std::find_if(recorded.begin(), recorded.end(), [&](const ArtifactRecord& a) {
+        return canonical_path(a.path) == marker;
+    });
+    if (row == recorded.end()) return s;
+    if (row->identity == s.identity) {
+        s.state = RunOutputState::State::kDone;
+    } else {
+        s.state = RunOutputState::State::kChanged;
+        s.changes = row->identity.empty()
+                        ? std::vector<std::string>{"recorded without its settings (before "
+                                                   "output identities)"}
+                        : identity_changes(row->identity, s.identity);
+    }
+    return s;
+}
+
+bool AnalysisExecutor::pending(const Job& job, int64_t run_id) {
     const Variant& v = variant_named(ctx_.spec, job.variant);
-    // A run folder shared from another study is read only here: its analysis is its owner's.
-    if (shared_run_folder(ctx_.spec, v)) return {};
-    const auto steps = ctx_.spec.analysis_steps(v);
-    std::set<std::string> recorded;
-    for (const auto& a : ctx_.store.artifacts(run_id)) recorded.insert(a.path);
-    std::set<int64_t> pending;
-    for (int64_t step : steps)
-        if (!recorded.count(as_recorded(fs::path(analysis_dir(v, step)) / "index.json")))
-            pending.insert(step);
-    if (extrapolation_pending(v, recorded) || ablation_pending(v, recorded) ||
-        heads_pending(v, recorded))
-        pending.insert(v.config.train.steps);
-    return {pending.begin(), pending.end()};
+    std::vector<ArtifactRecord> recorded = ctx_.store.artifacts(run_id);
+    for (const auto& plan : run_output_plans(ctx_.spec, v, !ctx_.options.self_exe.empty()))
+        if (run_output_state(ctx_.spec, v, plan, recorded, hashes_).state !=
+            RunOutputState::State::kDone)
+            return true;
+    return false;
 }
 
-void AnalysisExecutor::run(const Job& job, int64_t run_id) const {
-    const ExperimentSpec& spec = ctx_.spec;
-    const RunnerOptions& options = ctx_.options;
-    const Variant& v = variant_named(spec, job.variant);
-    const AnalysisSpec& a = spec.analysis;
-    const auto analysed = spec.analysis_steps(v);
-    for (int64_t step : pending_steps(job, run_id)) {
+void AnalysisExecutor::run(const Job& job, int64_t run_id) {
+    const Variant& v = variant_named(ctx_.spec, job.variant);
+    const bool shared = shared_run_folder(ctx_.spec, v);
+    const auto plans = run_output_plans(ctx_.spec, v, !ctx_.options.self_exe.empty());
+    for (const auto& plan : plans) {
         if (ctx_.stopped()) return;
-        if (step == v.config.train.steps) {
-            std::set<std::string> recorded;
-            for (const auto& art : ctx_.store.artifacts(run_id)) recorded.insert(art.path);
-            if (extrapolation_pending(v, recorded)) extrapolate(v, run_id);
-            if (ablation_pending(v, recorded)) ablate(v, run_id);
-            if (heads_pending(v, recorded)) scan_heads(v, run_id);
+        const auto state =
+            run_output_state(ctx_.spec, v, plan, ctx_.store.artifacts(run_id), hashes_);
+        if (state.state == RunOutputState::State::kDone) continue;
+        for (const auto& [name, path] : plan.inputs)
+            if (!fs::exists(path))
+                throw engine::CheckpointError(
+                    path, "missing: the " + plan.label() + " of '" + v.name +
+                              "' reads it (delete " + v.config.out_dir + " to pretrain it again)");
+        if (state.identity.empty())
+            throw engine::CheckpointError(v.config.out_dir,
+                                          "holds no snapshot for the " + plan.label());
+        if (shared) {
+            copy_owner_output(v, plan, state.identity, run_id);
+            continue;
         }
-        if (std::find(analysed.begin(), analysed.end(), step) == analysed.end()) continue;
-        const std::string snapshot = snapshot_path(v, step);
-        if (!fs::exists(snapshot))
-            throw engine::CheckpointError(
-                snapshot, "missing: analysis.checkpoints asks for step " + std::to_string(step) +
-                              " of '" + v.name +
-                              "', which was pretrained without that snapshot (delete " +
-                              v.config.out_dir + " to pretrain it again)");
-        const std::string dir = analysis_dir(v, step);
-        const std::string corpus = a.corpus.empty() ? v.config.data.corpus : a.corpus;
-        const std::string vocab = (fs::path(v.config.out_dir) / "vocab.txt").string();
-        ctx_.report(1, "analysing step " + std::to_string(step));
-        if (!options.self_exe.empty()) {
-            std::vector<std::string> args = {options.self_exe,
-                                             "analyze",
-                                             snapshot,
-                                             "--vocab",
-                                             vocab,
-                                             "--out",
-                                             dir,
-                                             "--batch",
-                                             std::to_string(a.batch_size),
-                                             "--db",
-                                             spec.database,
-                                             "--experiment",
-                                             spec.name,
-                                             "--run",
-                                             job.name};
-            if (a.text.empty()) {
-                args.insert(args.end(),
-                            {"--corpus", corpus, "--sentences", std::to_string(a.sentences)});
-            } else {
-                args.insert(args.end(), {"--text", a.text});
+        // A folder of this run's own: what a killed or earlier attempt left is removed, so the
+        // recorded files are exactly this attempt's.
+        fs::remove_all(plan.dir);
+        std::vector<ArtifactRecord> files;
+        std::vector<MetricPoint> metrics;
+        switch (plan.kind) {
+            case RunOutput::kAnalysis: {
+                analyze(v, plan, run_id);
+                files = analysis_artifacts(run_id, plan.dir);
+                metrics = property_metrics(plan.dir, plan.step);
+                break;
             }
-            if (a.max_tokens > 0)
-                args.insert(args.end(), {"--max-tokens", std::to_string(a.max_tokens)});
-            if (!a.figures) args.push_back("--no-figures");
-            if (a.order_probe) args.push_back("--order-probe");
-            args.insert(args.end(), {"--probe-windows", std::to_string(a.probe_windows)});
-            if (options.threads > 0)
-                args.insert(args.end(), {"--threads", std::to_string(options.threads)});
-            run_child(args, "analysis of " + snapshot);
-        } else {
-            auto ckpt = engine::load_checkpoint(snapshot);
-            engine::WordPieceTokenizer tokenizer(engine::Vocab::load(vocab),
-                                                 v.config.data.lower_case);
-            analysis::AnalyzeOptions analyze_options;
-            analyze_options.property_options.length = std::min<int64_t>(
-                v.config.data.max_seq_len, ckpt.model->config().max_position_embeddings);
-            analyze_options.property_options.windows = a.probe_windows;
-            analyze_options.order_options.windows = a.probe_windows;
-            analyze_options.order_probe = a.order_probe;
-            analyze_options.batch_size = a.batch_size;
-            analyze_options.max_tokens = a.max_tokens;
-            std::vector<std::string> sentences;
-            if (a.text.empty()) {
-                sentences = analysis::read_sentences(corpus, a.sentences);
-                analyze_options.source = corpus;
-            } else {
-                sentences = {a.text};
-                analyze_options.truncate = false;
-                analyze_options.source = "analysis.text";
-            }
-            auto out = analysis::analyze_model(ckpt.model, tokenizer, sentences, analyze_options);
-            out.model_name = snapshot;
-            if (a.figures)
-                out.notes.push_back(
-                    "figures not drawn: the runner ran without the tupe "
-                    "executable (run `tupe analyze` for the PNGs)");
-            analysis::write_analysis(out, dir);
-            record_analysis_artifacts(ctx_.store, run_id, dir);
+            case RunOutput::kExtrapolation: files = extrapolate(v, plan, run_id); break;
+            case RunOutput::kAblation: files = ablate(v, plan, run_id); break;
+            case RunOutput::kHeads: files = scan_heads(v, plan, run_id); break;
         }
-        const auto points = property_metrics(dir, step);
-        if (!points.empty()) ctx_.store.add_metrics(run_id, points);
-        ctx_.say("analysed " + v.name + " at step " + std::to_string(step) + ": " + dir);
+        // The marker's row last (the others are ordered by the writer's index).
+        std::stable_partition(files.begin(), files.end(), [&](const ArtifactRecord& a) {
+            return canonical_path(a.path) != canonical_path(plan.marker);
+        });
+        for (auto& f : files) f.identity = state.identity;
+        ctx_.store.record_output(run_id, plan.dir, files, metrics);
+        ctx_.say(v.name + ": " + plan.label() + " in " + plan.dir);
     }
 }
 
-bool AnalysisExecutor::ablation_pending(const Variant& v,
-                                        const std::set<std::string>& recorded) const {
-    return ctx_.spec.analysis.enabled && !ctx_.spec.analysis.ablation.empty() &&
-           !ctx_.options.self_exe.empty() &&
-           !recorded.count(as_recorded(fs::path(ablation_dir(v)) / "ablation.json"));
+void AnalysisExecutor::copy_owner_output(const Variant& v, const RunOutputPlan& plan,
+                                         const std::string& identity, int64_t run_id) {
+    // plan_binding.cpp refused the study unless the owner recorded this very output.
+    const auto owner = owner_run(ctx_.store, v);
+    if (!owner)
+        throw engine::InputError(v.config.out_dir,
+                                 "the owner of this shared run folder has no "
+                                 "run in " +
+                                     ctx_.spec.database);
+    std::vector<ArtifactRecord> files;
+    const std::string prefix = canonical_path(plan.dir) + "/";
+    for (auto a : ctx_.store.artifacts(owner->id))
+        if (canonical_path(a.path).compare(0, prefix.size(), prefix) == 0) {
+            if (a.identity != identity)
+                throw engine::InputError(a.path, "recorded by the owner of " + v.config.out_dir +
+                                                     " with other settings");
+            a.run_id = run_id;
+            files.push_back(std::move(a));
+        }
+    std::vector<MetricPoint> metrics;
+    if (plan.kind == RunOutput::kAnalysis)
+        for (const auto& key : ctx_.store.metric_keys(owner->id))
+            if (key.rfind("property/", 0) == 0)
+                for (const auto& p : ctx_.store.metrics(owner->id, key, plan.step - 1))
+                    if (p.step == plan.step) metrics.push_back(p);
+    ctx_.store.record_output(run_id, plan.dir, files, metrics);
+    ctx_.say(v.name + ": the " + plan.label() + " of the shared run, as its owner recorded it");
 }
 
-void AnalysisExecutor::ablate(const Variant& v, int64_t run_id) const {
+void AnalysisExecutor::analyze(const Variant& v, const RunOutputPlan& plan, int64_t) const {
+    const ExperimentSpec& spec = ctx_.spec;
+    const RunnerOptions& options = ctx_.options;
+    const AnalysisSpec& a = spec.analysis;
+    const std::string& snapshot = plan.inputs.at(0).second;
+    const std::string corpus = a.corpus.empty() ? v.config.data.corpus : a.corpus;
+    const std::string vocab = vocab_of(v);
+    ctx_.report(1, "analysing step " + std::to_string(plan.step));
+    if (!options.self_exe.empty()) {
+        std::vector<std::string> args = {options.self_exe, "analyze", snapshot,
+                                         "--vocab",        vocab,     "--out",
+                                         plan.dir,         "--batch", std::to_string(a.batch_size)};
+        if (a.text.empty()) {
+            args.insert(args.end(),
+                        {"--corpus", corpus, "--sentences", std::to_string(a.sentences)});
+        } else {
+            args.insert(args.end(), {"--text", a.text});
+        }
+        if (a.max_tokens > 0)
+            args.insert(args.end(), {"--max-tokens", std::to_string(a.max_tokens)});
+        if (!a.figures) args.push_back("--no-figures");
+        if (a.order_probe) args.push_back("--order-probe");
+        args.insert(args.end(), {"--probe-windows", std::to_string(a.probe_windows)});
+        if (options.threads > 0)
+            args.insert(args.end(), {"--threads", std::to_string(options.threads)});
+        run_child(args, "analysis of " + snapshot);
+        return;
+    }
+    auto ckpt = engine::load_checkpoint(snapshot);
+    engine::WordPieceTokenizer tokenizer(engine::Vocab::load(vocab), v.config.data.lower_case);
+    analysis::AnalyzeOptions analyze_options;
+    analyze_options.property_options.length =
+        std::min<int64_t>(v.config.data.max_seq_len, ckpt.model->config().max_position_embeddings);
+    analyze_options.property_options.windows = a.probe_windows;
+    analyze_options.order_options.windows = a.probe_windows;
+    analyze_options.order_probe = a.order_probe;
+    analyze_options.batch_size = a.batch_size;
+    analyze_options.max_tokens = a.max_tokens;
+    std::vector<std::string> sentences;
+    if (a.text.empty()) {
+        sentences = analysis::read_sentences(corpus, a.sentences);
+        analyze_options.source = corpus;
+    } else {
+        sentences = {a.text};
+        analyze_options.truncate = false;
+        analyze_options.source = "analysis.text";
+    }
+    auto out = analysis::analyze_model(ckpt.model, tokenizer, sentences, analyze_options);
+    out.model_name = snapshot;
+    if (a.figures)
+        out.notes.push_back(
+            "figures not drawn: the runner ran without the tupe executable (run `tupe analyze` "
+            "for the PNGs)");
+    analysis::write_analysis(out, plan.dir);
+}
+
+std::vector<ArtifactRecord> AnalysisExecutor::ablate(const Variant& v, const RunOutputPlan& plan,
+                                                     int64_t run_id) const {
     const std::string& mode = ctx_.spec.analysis.ablation;
-    const std::string checkpoint = final_checkpoint(v, "analysis.ablation");
-    const std::string dir = ablation_dir(v);
+    const std::string& checkpoint = plan.inputs.at(0).second;
     ctx_.report(1, "ablating");
     std::vector<std::string> args = {ctx_.options.self_exe,
                                      "ablate",
                                      checkpoint,
                                      "--vocab",
-                                     (fs::path(v.config.out_dir) / "vocab.txt").string(),
+                                     vocab_of(v),
                                      "--mode",
                                      mode,
                                      "--format",
                                      "csv",
                                      "--out",
-                                     dir};
+                                     plan.dir};
     if (ctx_.options.threads > 0)
         args.insert(args.end(), {"--threads", std::to_string(ctx_.options.threads)});
     run_child(args, "ablation of " + checkpoint);
-    ctx_.store.add_artifacts(artifact_records(run_id, dir, {"ablation.csv", "ablation.json"},
-                                              "ablation",
-                                              "tupe ablate --mode " + mode + " of " + checkpoint));
-    ctx_.say("ablated " + v.name + ": " + dir);
+    return artifact_records(run_id, plan.dir, {"ablation.csv", "ablation.json"}, "ablation",
+                            "tupe ablate --mode " + mode + " of " + checkpoint);
 }
 
-bool AnalysisExecutor::heads_pending(const Variant& v,
-                                     const std::set<std::string>& recorded) const {
-    return ctx_.spec.analysis.enabled && ctx_.spec.analysis.heads &&
-           !ctx_.options.self_exe.empty() &&
-           !recorded.count(as_recorded(fs::path(heads_dir(v)) / "heads.json"));
-}
-
-void AnalysisExecutor::scan_heads(const Variant& v, int64_t run_id) const {
-    final_checkpoint(v, "analysis.heads");  // the scan runs on a finished pretraining
-    const std::string dir = heads_dir(v);
+std::vector<ArtifactRecord> AnalysisExecutor::scan_heads(const Variant& v,
+                                                         const RunOutputPlan& plan,
+                                                         int64_t run_id) const {
     ctx_.report(1, "scanning head types");
     std::vector<std::string> args = {ctx_.options.self_exe,
                                      "heads",
                                      v.config.out_dir,
                                      "--vocab",
-                                     (fs::path(v.config.out_dir) / "vocab.txt").string(),
+                                     vocab_of(v),
                                      "--format",
                                      "csv",
                                      "--out",
-                                     dir};
+                                     plan.dir};
     if (!ctx_.spec.analysis.figures) args.push_back("--no-figures");
     if (ctx_.options.threads > 0)
         args.insert(args.end(), {"--threads", std::to_string(ctx_.options.threads)});
     run_child(args, "head-type scan of " + v.config.out_dir);
-    // The json last: its row is what marks the scan as done.
-    ctx_.store.add_artifacts(
-        artifact_records(run_id, dir,
-                         {"heads.csv", "figures/head_types.png", "figures/head_types_by_head.png",
-                          "figures/head_type_scores.png", "heads.json"},
-                         "heads", "tupe heads over the snapshots of " + v.config.out_dir));
-    ctx_.say("scanned the head types of " + v.name + ": " + dir);
+    return artifact_records(
+        run_id, plan.dir,
+        {"heads.csv", "figures/head_types.png", "figures/head_types_by_head.png",
+         "figures/head_type_scores.png", "heads.json"},
+        "heads", "tupe heads over the snapshots of " + v.config.out_dir);
 }
 
-void AnalysisExecutor::extrapolate(const Variant& v, int64_t run_id) const {
+std::vector<ArtifactRecord> AnalysisExecutor::extrapolate(const Variant& v,
+                                                          const RunOutputPlan& plan,
+                                                          int64_t run_id) const {
     const ExtrapolationSpec& x = ctx_.spec.extrapolation;
-    const std::string checkpoint = final_checkpoint(v, "the extrapolation block");
-    const std::string dir = extrapolation_dir(v);
+    const std::string& checkpoint = plan.inputs.at(0).second;
     const std::string corpus = x.corpus.empty() ? v.config.data.corpus : x.corpus;
     ctx_.report(1, "extrapolating");
     std::vector<std::string> args = {ctx_.options.self_exe,
@@ -296,7 +392,7 @@ void AnalysisExecutor::extrapolate(const Variant& v, int64_t run_id) const {
                                      "--corpus",
                                      corpus,
                                      "--vocab",
-                                     (fs::path(v.config.out_dir) / "vocab.txt").string(),
+                                     vocab_of(v),
                                      "--lengths",
                                      x.lengths,
                                      "--max-tokens",
@@ -304,13 +400,11 @@ void AnalysisExecutor::extrapolate(const Variant& v, int64_t run_id) const {
                                      "--format",
                                      "csv",
                                      "--out",
-                                     dir};
+                                     plan.dir};
     run_child(args, "extrapolation of " + checkpoint);
-    // The json last: its row is what marks the extrapolation as done.
-    ctx_.store.add_artifacts(artifact_records(
-        run_id, dir, {"extrapolation.csv", "extrapolation.png", "extrapolation.json"},
-        "extrapolation", "tupe extrapolate (lengths " + x.lengths + ") of " + checkpoint));
-    ctx_.say("extrapolated " + v.name + ": " + dir);
+    return artifact_records(
+        run_id, plan.dir, {"extrapolation.csv", "extrapolation.png", "extrapolation.json"},
+        "extrapolation", "tupe extrapolate (lengths " + x.lengths + ") of " + checkpoint);
 }
 
 }  // namespace experiments::detail

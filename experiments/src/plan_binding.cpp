@@ -4,13 +4,19 @@
 // refused in one line naming what changed, or run beside the stored run as name~FINGERPRINT8
 // (--new-runs). A pretraining folder belongs to one study: its owner record (.tupe-run) names
 // the experiment and the job, and no other study adopts its checkpoints or rewrites its files.
+#include <torch/torch.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "analysis/tasks.h"
+#include "engine/cost_model.h"
 #include "engine/errors.h"
 #include "engine/run_folder.h"
 #include "experiments/config_loader.h"
@@ -27,10 +33,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string same_path(const std::string& p) {
-    std::error_code error;
-    return fs::absolute(fs::path(p), error).lexically_normal().generic_string();
-}
+std::string same_path(const std::string& p) { return canonical_path(p); }
 
 // One line: what a study file lacks or sets out of range, before any row is written.
 [[noreturn]] void refuse(const ExperimentSpec& spec, const std::string& key,
@@ -46,6 +49,35 @@ void check_file(const ExperimentSpec& spec, const std::string& key, const std::s
         throw engine::InputError(path, "is a folder; " + key + " names a file");
     if (!fs::exists(path, error))
         throw engine::InputError(path, "no such file (" + key + " of " + spec.path + ")");
+}
+
+// A step on the CPU whose activations alone (engine::estimate_step_memory with no parameters,
+// fp32: a lower bound) exceed this machine's memory would grow until the system kills it,
+// silently: refused now, naming the key. A GPU's memory is not known here.
+void check_step_memory(const ExperimentSpec& spec, const Variant& v) {
+    const auto& c = v.config;
+    const bool cpu =
+        c.train.device == "cpu" || (c.train.device == "auto" && !torch::cuda::is_available());
+    if (!cpu) return;
+    const double ram = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                       static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+    const int64_t micro = c.train.batch_size / std::max<int64_t>(1, c.train.grad_accum);
+    const int64_t T = c.data.max_seq_len;
+    const auto masked = static_cast<int64_t>(static_cast<double>(micro * T) * c.data.mask_prob);
+    double need = 0;
+    try {
+        need = engine::estimate_step_memory(c.model, 0, micro, T, masked, false).total();
+    } catch (const std::exception&) {
+        return;  // an inconsistent scheme is check_config's to report
+    }
+    if (ram <= 0 || need <= ram) return;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "%lld sequences of %lld tokens per step need at least %.0f GB for the "
+                  "activations alone, more than this machine's %.0f GB: lower it, or raise "
+                  "train.grad_accum",
+                  static_cast<long long>(micro), static_cast<long long>(T), need / 1e9, ram / 1e9);
+    refuse(spec, "train.batch_size", std::string(line) + " (variant " + v.name + ")");
 }
 
 // Ranges the engine would otherwise find only when the job runs, after the plan's rows exist.
@@ -84,6 +116,7 @@ void check_config(const ExperimentSpec& spec, const Variant& v) {
          "must be in [0, 1) (0 = data.mask_prob)");
     check_file(spec, "data.corpus", c.data.corpus, "data/brown/brown.txt");
     check_file(spec, "data.vocab", c.data.vocab, "data/brown/vocab-8k.txt");
+    check_step_memory(spec, v);
 }
 
 // Every task's files read once now, so a malformed GLUE file stops the study before the first
@@ -212,6 +245,18 @@ void check_owner(const ExperimentSpec& spec, const Job& job, const Variant& v,
                                          "' its own runs_dir"
                                    : "); give experiment '" + spec.name + "' its own runs_dir"));
         }
+        // The owner record names its store (relative to the folder): a study of the same name
+        // in another store is another study, which must not resume in, rewrite or re-point the
+        // folder. Records without a store (older) are judged by the name alone.
+        if (!owner->store.empty()) {
+            const std::string owner_store = same_path((fs::path(dir) / owner->store).string());
+            if (owner_store != same_path(spec.owning_store()))
+                throw engine::InputError(
+                    dir, "belongs to experiment '" + owner->experiment + "' (job " + owner->job +
+                             ") of the store " + owner_store + ", not " +
+                             same_path(spec.owning_store()) + "; give experiment '" + spec.name +
+                             "' its own runs_dir");
+        }
         if (owner->job != job.name || owner->fingerprint != job.fingerprint)
             throw engine::InputError(dir, "holds job " + owner->job + " (fingerprint " +
                                               owner->fingerprint + ") of experiment '" + spec.name +
@@ -230,17 +275,92 @@ void check_owner(const ExperimentSpec& spec, const Job& job, const Variant& v,
                                       "them); move them away or choose another runs_dir");
 }
 
+// Each output of the study's pretraining runs (analysis_executor.cpp) against what the store
+// recorded: one whose settings or inputs changed is refused in one line naming each change and
+// how many outputs it touches, unless `redo` names its block (then it is pending again), or
+// listed in bound.changed (kDescribe). A shared run folder's outputs are its owner's: one the
+// owner has not recorded with this study's settings is refused (this study may not write it).
+void check_outputs(const ExperimentSpec& spec, ChangedJobs mode, const std::set<std::string>& redo,
+                   std::vector<Job>& plan, const std::map<std::string, RunRecord>& runs,
+                   BoundPlan& bound, FileHashes& hashes) {
+    if (!ResultStore::holds_data(spec.database)) return;
+    auto store = ResultStore::open_for_reading(spec.database);
+    std::map<std::string, int> count;  // "key: old -> new" -> outputs
+    std::map<std::string, std::string> unit;
+    std::vector<std::string> order;
+    std::set<std::string> blocks;
+    for (Job& job : plan) {
+        if (job.kind != Job::Kind::kPretrain) continue;
+        const Variant& v = detail::variant_named(bound.spec, job.variant);
+        const bool shared = detail::shared_run_folder(spec, v);
+        std::optional<RunRecord> run;
+        if (shared) {
+            const auto owner = engine::read_run_owner(v.config.out_dir);
+            if (const auto e = store.find_experiment(owner->experiment))
+                run = store.find_run(e->id, owner->job);
+            if (run && same_path(run->out_dir) != same_path(v.config.out_dir)) run.reset();
+        } else if (const auto it = runs.find(job.name); it != runs.end()) {
+            run = it->second;
+        }
+        const auto recorded = run ? store.artifacts(run->id) : std::vector<ArtifactRecord>{};
+        for (const auto& output : detail::run_output_plans(spec, v, true)) {
+            const auto state = detail::run_output_state(spec, v, output, recorded, hashes);
+            // The analysis block holds the ablation and the head scan too.
+            const std::string block =
+                output.kind == RunOutput::kExtrapolation ? "extrapolation" : "analysis";
+            if (shared && state.state != detail::RunOutputState::State::kDone &&
+                mode != ChangedJobs::kDescribe)
+                throw engine::InputError(
+                    v.config.out_dir,
+                    "is experiment '" + engine::read_run_owner(v.config.out_dir)->experiment +
+                        "''s run, read only here: its " + output.label() +
+                        (state.state == detail::RunOutputState::State::kChanged
+                             ? " was recorded with other settings (" + state.changes.front() + ")"
+                             : " is not recorded by its owner") +
+                        "; give experiment '" + spec.name + "' its own runs_dir");
+            if (state.state != detail::RunOutputState::State::kChanged || redo.count(block))
+                continue;
+            std::string line;
+            for (const auto& c : state.changes) line += (line.empty() ? "" : "; ") + c;
+            bound.changed.push_back(job.name + ": " + output.label() + ": " + line);
+            job.output_change +=
+                (job.output_change.empty() ? "" : "; ") + output.label() + ": " + line;
+            blocks.insert(block);
+            for (const auto& c : state.changes) {
+                if (!count.count(c)) order.push_back(c);
+                ++count[c];
+                unit[c] = output.kind == RunOutput::kAnalysis ? "snapshot" : "run";
+            }
+        }
+    }
+    if (mode != ChangedJobs::kRefuse || order.empty()) return;
+    std::string what, flags;
+    for (size_t i = 0; i < order.size() && i < 4; ++i)
+        what += (what.empty() ? "" : "; ") + order[i] + " (" + std::to_string(count[order[i]]) +
+                " " + unit[order[i]] + (count[order[i]] == 1 ? ")" : "s)");
+    if (order.size() > 4) what += "; and " + std::to_string(order.size() - 4) + " more";
+    for (const auto& b : blocks) flags += " --redo " + b;
+    refuse(spec, "",
+           "outputs differ from those recorded in " + spec.database + " (" + what +
+               "): rerun with" + flags + " to replace them, or give the study another name");
+}
+
 }  // namespace
 
 namespace {
-BoundPlan bind(const ExperimentSpec& spec, ChangedJobs mode);
+BoundPlan bind(const ExperimentSpec& spec, ChangedJobs mode, const std::set<std::string>& redo);
 }  // namespace
 
-BoundPlan bind_plan(const ExperimentSpec& spec, ChangedJobs mode) {
+BoundPlan bind_plan(const ExperimentSpec& spec, ChangedJobs mode,
+                    const std::set<std::string>& redo) {
+    for (const auto& block : redo)
+        if (block != "analysis" && block != "extrapolation")
+            throw ConfigError(spec.path, 0, 0, "",
+                              "--redo " + block + ": expected analysis or extrapolation");
     if (mode == ChangedJobs::kDescribe) {
         // `tupe status` of a study whose data is missing still lists its jobs, unmatched.
         try {
-            return bind(spec, mode);
+            return bind(spec, mode, redo);
         } catch (const std::exception&) {
             BoundPlan bound;
             bound.spec = spec;
@@ -249,12 +369,12 @@ BoundPlan bind_plan(const ExperimentSpec& spec, ChangedJobs mode) {
             return bound;
         }
     }
-    return bind(spec, mode);
+    return bind(spec, mode, redo);
 }
 
 namespace {
 
-BoundPlan bind(const ExperimentSpec& spec, ChangedJobs mode) {
+BoundPlan bind(const ExperimentSpec& spec, ChangedJobs mode, const std::set<std::string>& redo) {
     if (spec.variants.empty()) refuse(spec, "variants", "the study has no variants");
     BoundPlan bound;
     bound.spec = spec;
@@ -277,6 +397,20 @@ BoundPlan bind(const ExperimentSpec& spec, ChangedJobs mode) {
         job.identity = id.text();
         job.fingerprint = id.fingerprint();
         job.cell = id.cell(pooled_keys(false));
+        // A lone seed's variant was named without @seedN before one naming rule: its stored
+        // run of the same fingerprint keeps its name and folder.
+        const std::string legacy = variant_group(job.name);
+        if (legacy != job.name && !binder.runs().count(job.name)) {
+            const auto old = binder.runs().find(legacy);
+            if (old != binder.runs().end() && old->second.fingerprint == job.fingerprint &&
+                old->second.kind == "pretrain") {
+                renamed[v.name] = legacy;
+                v.config.out_dir = (fs::path(spec.runs_dir) / legacy).string();
+                v.name = legacy;
+                job.name = legacy;
+                job.variant = legacy;
+            }
+        }
         binder.resolve(job, [&](const RunRecord& stored) {
             return stored.config_text == detail::pretrain_config_text(v);
         });
@@ -342,6 +476,7 @@ BoundPlan bind(const ExperimentSpec& spec, ChangedJobs mode) {
                    binder.summary() +
                    "): rerun with --new-runs to run them as new runs beside the stored ones, "
                    "or give the study another name");
+    check_outputs(spec, mode, redo, plan, binder.runs(), bound, hashes);
     bound.jobs = std::move(plan);
     return bound;
 }

@@ -99,21 +99,29 @@ bool PretrainExecutor::record_shared_run(int64_t run_id, const Variant& v) const
             params["floor." + key] = line.substr(eq + 3);
     }
     if (!params.empty()) store.add_params(run_id, params);
+    record_missing_snapshots(run_id, v);
+    ctx_.say(v.name + ": the finished run of experiment '" +
+             engine::read_run_owner(dir)->experiment + "' in " + dir + " (shared, read only)");
+    return true;
+}
+
+void PretrainExecutor::record_missing_snapshots(int64_t run_id, const Variant& v) const {
+    // A snapshot written by a process killed before its row was (or the snapshot a resume
+    // starts from, whose on_checkpoint never fires again) gets its row here.
+    std::set<int64_t> recorded;
+    for (const auto& c : ctx_.store.checkpoints(run_id)) recorded.insert(c.step);
     for (int64_t step : snapshot_steps(ctx_.spec, v)) {
         const std::string path = snapshot_path(v, step);
         std::error_code ec;
-        if (!fs::exists(path, ec)) continue;
+        if (recorded.count(step) || !fs::exists(path, ec)) continue;
         CheckpointRecord c;
         c.run_id = run_id;
         c.step = step;
         c.path = path;
         c.size = static_cast<int64_t>(fs::file_size(path, ec));
         c.hash = file_hash(path);
-        store.add_checkpoint(c);
+        ctx_.store.add_checkpoint(c);
     }
-    ctx_.say(v.name + ": the finished run of experiment '" +
-             engine::read_run_owner(dir)->experiment + "' in " + dir + " (shared, read only)");
-    return true;
 }
 
 bool PretrainExecutor::run(const Job& job, int64_t run_id) const {
@@ -128,8 +136,8 @@ bool PretrainExecutor::run(const Job& job, int64_t run_id) const {
     // The folder is this job's from now on: no other study adopts it (plan_binding.cpp).
     engine::write_run_owner(v.config.out_dir,
                             {ctx_.spec.name, job.name, job.fingerprint,
-                             fs::path(fs::absolute(ctx_.spec.database))
-                                 .lexically_relative(fs::absolute(v.config.out_dir))
+                             fs::path(canonical_path(ctx_.spec.owning_store()))
+                                 .lexically_relative(canonical_path(v.config.out_dir))
                                  .generic_string()});
     // A resume continues from the checkpoint; points after it (from a killed process)
     // are dropped so no curve holds a step twice, and the points up to it that never reached
@@ -200,6 +208,7 @@ bool PretrainExecutor::run(const Job& job, int64_t run_id) const {
     if (ctx_.options.threads > 0) config.train.threads = ctx_.options.threads;
     auto result = engine::pretrain(config, tc, ctx_.options.dist);
     flush();
+    record_missing_snapshots(run_id, v);
     store.set_run_step(run_id, result.final_step);  // also when resumed at its final step
     if (result.floor.validation_tokens > 0) {
         char uni[32], bi[32], free[32];

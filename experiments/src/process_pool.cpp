@@ -66,12 +66,13 @@ int SignalCatcher::caught() const { return g_caught_signal.load(); }
 pid_t ProcessPool::spawn(const ChildSpec& spec) {
     std::vector<std::string> args = spec.argv;
     std::vector<char*> argv = pointers(args);
-    std::vector<std::string> env;
-    std::vector<char*> envp;
-    if (!spec.env.empty()) {
-        env = environment_with(spec.env);
-        envp = pointers(env);
-    }
+    // Every child is told its parent (the tupe executable's main() asks the kernel to kill it
+    // when the parent dies: PR_SET_PDEATHSIG), so a runner killed with SIGKILL leaves no child
+    // writing into its run folders or recording into its store after it.
+    auto with_parent = spec.env;
+    with_parent.emplace_back(kParentPidEnv, std::to_string(getpid()));
+    std::vector<std::string> env = environment_with(with_parent);
+    std::vector<char*> envp = pointers(env);
     const std::string& path = spec.path.empty() ? spec.argv.at(0) : spec.path;
 
     posix_spawn_file_actions_t actions;
@@ -89,8 +90,7 @@ pid_t ProcessPool::spawn(const ChildSpec& spec) {
         posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
     }
     pid_t pid = 0;
-    const int rc = posix_spawn(&pid, path.c_str(), &actions, &attr, argv.data(),
-                               spec.env.empty() ? environ : envp.data());
+    const int rc = posix_spawn(&pid, path.c_str(), &actions, &attr, argv.data(), envp.data());
     posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&actions);
     if (rc != 0) {

@@ -219,8 +219,8 @@ class Runner {
                 if (run && run->status == "finished") {
                     // Pretrained before the analysis block was added (or its analysis failed):
                     // analyse the snapshots now; the run stays finished.
-                    analysis_only = job.kind == Job::Kind::kPretrain &&
-                                    !analysis_.pending_steps(job, run->id).empty();
+                    analysis_only =
+                        job.kind == Job::Kind::kPretrain && analysis_.pending(job, run->id);
                     if (!analysis_only) {
                         settle(job);
                         ++summary.skipped;
@@ -514,6 +514,7 @@ class Runner {
         std::vector<std::string> args = {options_.self_exe, "run", spec_.path, "--job", job.name};
         for (const auto& o : options_.overrides) args.insert(args.end(), {"--set", o});
         if (options_.new_runs) args.push_back("--new-runs");
+        for (const auto& block : options_.redo) args.insert(args.end(), {"--redo", block});
         args.insert(args.end(), extra.begin(), extra.end());
         return args;
     }
@@ -691,8 +692,8 @@ RunSummary run_experiment(const ExperimentSpec& spec, const RunnerOptions& optio
                           const RunnerCallbacks& callbacks) {
     if (options.dist && options.only_job.empty())
         throw std::invalid_argument("a data-parallel worker runs one job: pass --job NAME");
-    BoundPlan bound =
-        bind_plan(spec, options.new_runs ? ChangedJobs::kRunBeside : ChangedJobs::kRefuse);
+    BoundPlan bound = bind_plan(
+        spec, options.new_runs ? ChangedJobs::kRunBeside : ChangedJobs::kRefuse, options.redo);
     if (!options.only_job.empty()) job_named(bound.jobs, spec, options.only_job);  // exists?
     if (options.dist && !options.dist->is_main()) return run_worker_job(bound, options, callbacks);
     Runner runner(std::move(bound), options, callbacks);

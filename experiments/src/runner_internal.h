@@ -25,6 +25,7 @@
 #include "engine/trainer.h"
 #include "experiments/experiment.h"
 #include "experiments/glue_data.h"
+#include "experiments/job_identity.h"
 #include "experiments/result_store.h"
 #include "experiments/runner.h"
 
@@ -169,6 +170,8 @@ class PretrainExecutor {
 
   private:
     bool record_shared_run(int64_t run_id, const Variant& v) const;
+    /// A checkpoints row for every snapshot file of `v` the store lacks.
+    void record_missing_snapshots(int64_t run_id, const Variant& v) const;
     const JobContext& ctx_;
 };
 
@@ -196,35 +199,70 @@ class FinetuneExecutor {
     std::map<std::string, TaskData> tasks_;
 };
 
-/// The analysis of a pretraining run's chosen snapshots (`tupe analyze`, its files recorded
-/// as artifacts of the pretrain run; analysis_executor.cpp).
+/// One output a study writes beside a pretraining run (job_identity.h, RunOutput).
+struct RunOutputPlan {
+    RunOutput kind = RunOutput::kAnalysis;
+    int64_t step = 0;    ///< the snapshot it reads; the final step but for an analysis
+    std::string dir;     ///< its folder, inside the run folder
+    std::string marker;  ///< the file whose recorded row says it is stored
+    /// name -> the file it reads (the checkpoint or snapshots, the vocabulary): hashed into
+    /// its identity.
+    std::vector<std::pair<std::string, std::string>> inputs;
+    /// "analysis of step 40", "extrapolation", "ablation", "heads".
+    std::string label() const;
+};
+
+/// The outputs the study asks of variant v, analysis snapshots first; the extrapolation, the
+/// ablation and the head scan only `with_executable` (they run as `tupe` child processes).
+std::vector<RunOutputPlan> run_output_plans(const ExperimentSpec& spec, const Variant& v,
+                                            bool with_executable);
+
+/// Where one output stands against what the store recorded for its run.
+struct RunOutputState {
+    enum class State {
+        kPending,  ///< not recorded (or its inputs are not there yet)
+        kDone,     ///< its marker is recorded with today's identity
+        kChanged,  ///< recorded with another identity (a setting or an input changed)
+    };
+    State state = State::kPending;
+    std::string identity;              ///< today's; empty while an input is missing
+    std::vector<std::string> changes;  ///< kChanged: "key: old -> new", one per key
+};
+
+/// The state of `plan` given the run's recorded artifacts (identities computed with `hashes`,
+/// which hashes each input file once per process).
+RunOutputState run_output_state(const ExperimentSpec& spec, const Variant& v,
+                                const RunOutputPlan& plan,
+                                const std::vector<ArtifactRecord>& recorded, FileHashes& hashes);
+
+/// The outputs of a pretraining run (analysis_executor.cpp): each one not done with today's
+/// identity is computed (a `tupe` child process, or this process for the analysis without
+/// the executable) into its own folder, cleared first, and recorded whole by this process in
+/// one transaction (ResultStore::record_output): its files with the identity, and for an
+/// analysis its property metrics. A shared run folder's outputs are the owner's, copied.
 class AnalysisExecutor {
   public:
     explicit AnalysisExecutor(const JobContext& ctx) : ctx_(ctx) {}
-    /// Analysis steps of the job's variant whose index.json is not yet an artifact of run_id,
-    /// and the final step when the extrapolation block's extrapolation.json is not either.
-    std::vector<int64_t> pending_steps(const Job& job, int64_t run_id) const;
-    /// `tupe analyze` on each pending analysis snapshot of the variant, recorded against
-    /// run_id: as a child process when the runner knows the tupe executable (figures
-    /// included; the child records through --db), else in this process, data files only.
-    void run(const Job& job, int64_t run_id) const;
+    /// Whether any output of the job's run is not done (pending, or changed under --redo).
+    bool pending(const Job& job, int64_t run_id);
+    /// Computes and records every output of the job's run that is not done.
+    void run(const Job& job, int64_t run_id);
 
   private:
-    std::string analysis_dir(const Variant& v, int64_t step) const;
-    bool extrapolation_pending(const Variant& v, const std::set<std::string>& recorded) const;
-    /// Whether analysis.ablation asks for `tupe ablate` on the final checkpoint and its
-    /// ablation.json is not recorded yet.
-    bool ablation_pending(const Variant& v, const std::set<std::string>& recorded) const;
-    /// `tupe ablate` on the final checkpoint into out_dir/ablation, recorded.
-    void ablate(const Variant& v, int64_t run_id) const;
-    /// Whether analysis.heads asks for `tupe heads` and its heads.json is not recorded yet.
-    bool heads_pending(const Variant& v, const std::set<std::string>& recorded) const;
-    /// `tupe heads` over every snapshot of the run folder into out_dir/heads, recorded.
-    void scan_heads(const Variant& v, int64_t run_id) const;
-    /// `tupe extrapolate` on the final checkpoint into out_dir/extrapolation, recorded.
-    void extrapolate(const Variant& v, int64_t run_id) const;
+    /// `tupe analyze` on the plan's snapshot into plan.dir (or analyze_model in-process).
+    void analyze(const Variant& v, const RunOutputPlan& plan, int64_t run_id) const;
+    std::vector<ArtifactRecord> ablate(const Variant& v, const RunOutputPlan& plan,
+                                       int64_t run_id) const;
+    std::vector<ArtifactRecord> scan_heads(const Variant& v, const RunOutputPlan& plan,
+                                           int64_t run_id) const;
+    std::vector<ArtifactRecord> extrapolate(const Variant& v, const RunOutputPlan& plan,
+                                            int64_t run_id) const;
+    /// The owner's recorded files (and property metrics) of a shared folder's output.
+    void copy_owner_output(const Variant& v, const RunOutputPlan& plan, const std::string& identity,
+                           int64_t run_id);
 
     const JobContext& ctx_;
+    FileHashes hashes_;
 };
 
 }  // namespace experiments::detail

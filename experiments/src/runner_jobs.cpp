@@ -311,6 +311,10 @@ std::vector<JobStatus> job_statuses(const ExperimentSpec& study, double claim_ti
             // The stored run has another identity: it is not this job's result.
             js.status = "changed";
             js.error = job.change;
+        } else if (!job.output_change.empty() && js.status == "finished") {
+            // Its outputs were recorded with other settings: `tupe run --redo` replaces them.
+            js.status = "changed";
+            js.error = "outputs: " + job.output_change;
         }
         const auto held = claims.find(job.name);
         if (js.status != "finished" && held != claims.end()) {

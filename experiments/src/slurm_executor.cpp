@@ -56,6 +56,7 @@ struct Submitter {
         if (threads() > 0) line += " --threads " + std::to_string(threads());
         for (const auto& o : options.overrides) line += " --set " + shell_quote(o);
         if (options.new_runs) line += " --new-runs";
+        for (const auto& block : options.redo) line += " --redo " + block;
         return line;
     }
 
@@ -183,8 +184,8 @@ enum class Standing { kFinished, kFailed, kLive, kBlocked, kToSubmit, kGaveUp };
 
 RunSummary run_with_slurm(const ExperimentSpec& spec_in, const SlurmOptions& options,
                           const RunnerCallbacks& callbacks) {
-    const BoundPlan bound =
-        bind_plan(spec_in, options.new_runs ? ChangedJobs::kRunBeside : ChangedJobs::kRefuse);
+    const BoundPlan bound = bind_plan(
+        spec_in, options.new_runs ? ChangedJobs::kRunBeside : ChangedJobs::kRefuse, options.redo);
     const ExperimentSpec& spec = bound.spec;
     if (options.self_exe.empty())
         throw std::invalid_argument("the Slurm executor needs the path of tupe");

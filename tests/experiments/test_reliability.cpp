@@ -5,8 +5,7 @@
 // and its runs move; a lost store is rebuilt from the run folders with the real steps and
 // curves; `tupe pretrain` locks its folder; a study without data or with a malformed GLUE file
 // fails before anything is stored; a diverged pretraining blocks its fine-tuning while the plan
-// goes on; and a runner killed at random moments, restarted each time, ends with every job run
-// to completion once and the scores of an undisturbed run.
+// goes on (test_chaos.cpp kills runners at random moments).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -25,6 +24,7 @@
 #include "engine/run_folder.h"
 #include "engine/sha256.h"
 #include "experiments/result_store.h"
+#include "study_fixture.h"
 #include "support/test_support.h"
 
 using test_support::has;
@@ -39,85 +39,10 @@ using test_support::write_file;
 
 namespace {
 
-// What a study stored: runs by name, their curves and GLUE scores.
-struct Stored {
-    std::map<std::string, RunRecord> runs;
-    std::map<std::pair<std::string, std::string>, std::vector<std::pair<int64_t, double>>> curves;
-    std::map<std::tuple<std::string, std::string, std::string>, double> glue;  // run, task, metric
-};
-
-Stored read_store(const fs::path& db, const std::string& experiment) {
-    Stored out;
-    auto store = ResultStore::open(db.string(), OpenMode::kReadOnly);
-    const auto e = store.find_experiment(experiment);
-    if (!e) return out;
-    for (const auto& r : store.list_runs(e->id)) {
-        out.runs[r.name] = r;
-        for (const auto& key : store.metric_keys(r.id))
-            for (const auto& p : store.metrics(r.id, key))
-                out.curves[{r.name, key}].emplace_back(p.step, p.value);
-    }
-    for (const auto& g : store.glue_results(e->id))
-        out.glue[{g.run_name, g.task, g.metric}] = g.value;
-    return out;
-}
-
-// path -> SHA-256 of every file under `dir`.
-std::map<std::string, std::string> file_hashes(const fs::path& dir) {
-    std::map<std::string, std::string> out;
-    for (const auto& f : fs::recursive_directory_iterator(dir))
-        if (f.is_regular_file())
-            out[f.path().lexically_relative(dir).string()] = engine::sha256_file_hex(f.path());
-    return out;
-}
-
-class ReliabilityTest : public test_support::TempDirTest {
-  protected:
-    ReliabilityTest() : TempDirTest(test_support::per_test_name("tupe_reliability")) {}
-    void SetUp() override { test_support::write_toy_corpus(dir_, 16, 30, 7, 11); }
-    void TearDown() override {
-        for (const pid_t pid : started_) {
-            kill(pid, SIGKILL);
-            waitpid(pid, nullptr, 0);
-        }
-    }
-
-    // A tiny study `name` in dir/FILE: `variants` (YAML), hidden 16, 32 positions, `steps`
-    // steps (evaluations and checkpoints every 2), fine-tuned on syn-cola (1 lr, `seeds`),
-    // results in dir/NAME.sqlite unless `db` names another, runs in dir/runs.
-    fs::path study(const fs::path& dir, const std::string& file, const std::string& name,
-                   const std::string& variants, int steps, const std::string& extra = "",
-                   const std::string& seeds = "[1]", const std::string& db = "") const {
-        const fs::path path = dir / file;
-        write_file(path, "name: " + name + "\nvariants: " + variants +
-                             "\nmodel: {size: tiny, hidden_size: 16, intermediate_size: 32, "
-                             "max_position_embeddings: 32}\n"
-                             "data: {corpus: " +
-                             (dir_ / "corpus.txt").string() +
-                             ", vocab: " + (dir_ / "vocab.txt").string() +
-                             ", cache_dir: " + (dir / "cache").string() +
-                             ", max_seq_len: 32, validation_fraction: 0.25}\n"
-                             "train: {steps: " +
-                             std::to_string(steps) +
-                             ", batch_size: 8, eval_interval: 2, checkpoint_interval: 2, "
-                             "log_interval: 2, threads: 1}\n"
-                             "glue: {data: builtin, tasks: [syn-cola], synthetic_train: 32, "
-                             "synthetic_dev: 16}\n"
-                             "finetune: {lrs: [1.0e-3], seeds: " +
-                             seeds +
-                             ", batch_size: 8, epochs: 1, max_seq_len: 32}\n"
-                             "database: " +
-                             (db.empty() ? (dir / (name + ".sqlite")).string() : db) +
-                             "\nruns_dir: " + (dir / "runs").string() + "\n" + extra);
-        return path;
-    }
-
-    test_support::CliResult tupe(const std::string& args) const {
-        return run_tupe(args, dir_ / "stderr.txt");
-    }
-
-    mutable std::vector<pid_t> started_;
-};
+using test_support::file_hashes;
+using test_support::read_store;
+using test_support::Stored;
+using ReliabilityTest = test_support::StudyTest;
 
 // A rerun whose config differs is refused in one line naming the change, writing nothing;
 // --new-runs runs the changed jobs beside the stored ones, and the report never pools them.
@@ -397,78 +322,6 @@ TEST_F(ReliabilityTest, PairTaskRunsStoredUnderTheirOlderTaskDataNameAreAdopted)
     EXPECT_EQ(after.runs.at(job).identity, run.identity);
     EXPECT_EQ(after.runs.at(job).fingerprint, run.fingerprint);
     EXPECT_EQ(after.glue, before.glue);
-}
-
-// A runner killed with SIGKILL at seeded random moments and restarted each time ends with every
-// job run to completion once, and the numbers of a run that was never disturbed.
-TEST_F(ReliabilityTest, RunnerKilledAtRandomMomentsEndsWithTheUndisturbedResults) {
-    fs::create_directories(dir_ / "calm");
-    fs::create_directories(dir_ / "chaos");
-    const std::string variants = "[bert-a, tupe-a]";
-    const fs::path calm = study(dir_ / "calm", "s.yaml", "s", variants, 12, "", "[1, 2]");
-    const fs::path chaos = study(dir_ / "chaos", "s.yaml", "s", variants, 12, "", "[1, 2]");
-    const auto calm_start = std::chrono::steady_clock::now();
-    ASSERT_EQ(tupe("run " + quote(calm.string()) + " --quiet").status, 0);
-    // Kill moments drawn within 10-30% of an undisturbed run's wall time, so that at least
-    // three kills land before the study can finish, on a fast machine or a loaded one.
-    const auto calm_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::steady_clock::now() - calm_start)
-                             .count();
-
-    // A machine busier during the calm run than during the chaos run (other tests beside it)
-    // can let the study finish before three kills: then the chaos study starts over from
-    // nothing with kill moments twice as early, at most four times.
-    std::mt19937 rng(2026);
-    int kills = 0;
-    for (int round = 0; round < 4 && kills < 3; ++round) {
-        for (const auto& entry : fs::directory_iterator(dir_ / "chaos"))
-            if (entry.path() != chaos) fs::remove_all(entry.path());
-        kills = 0;
-        const long long scale = 1LL << round;
-        std::uniform_int_distribution<long long> delay_ms(calm_ms / 10 / scale,
-                                                          calm_ms * 3 / 10 / scale);
-        for (int attempt = 0; attempt < 8; ++attempt) {
-            const pid_t pid = test_support::start_process(
-                {TUPE_CLI, "run", chaos.string(), "--quiet"}, dir_ / "chaos.log");
-            started_.push_back(pid);
-            const auto until =
-                std::chrono::steady_clock::now() + std::chrono::milliseconds(delay_ms(rng));
-            bool ended = false;
-            while (std::chrono::steady_clock::now() < until && !ended) {
-                std::this_thread::sleep_for(std::chrono::milliseconds(10));
-                ended = !test_support::process_running(pid);
-            }
-            started_.pop_back();
-            if (ended) break;
-            kill(pid, SIGKILL);
-            waitpid(pid, nullptr, 0);
-            ++kills;
-        }
-    }
-    EXPECT_GE(kills, 3) << "too few kills to test anything";
-    const auto last = tupe("run " + quote(chaos.string()));
-    ASSERT_EQ(last.status, 0) << last.err << read_file(dir_ / "chaos.log");
-
-    const Stored a = read_store(dir_ / "calm" / "s.sqlite", "s");
-    const Stored b = read_store(dir_ / "chaos" / "s.sqlite", "s");
-    ASSERT_EQ(a.runs.size(), 6u);
-    ASSERT_EQ(b.runs.size(), a.runs.size());
-    for (const auto& [name, r] : b.runs) {
-        EXPECT_EQ(r.status, "finished") << name;
-        EXPECT_EQ(r.fingerprint, a.runs.at(name).fingerprint) << name;
-    }
-    ASSERT_EQ(b.glue.size(), a.glue.size());
-    for (const auto& [key, value] : a.glue)
-        EXPECT_NEAR(b.glue.at(key), value, 1e-6) << std::get<0>(key);
-    for (const auto& [key, points] : a.curves) {
-        if (key.second != "validation/loss" && key.second != "train/loss") continue;
-        const auto& other = b.curves.at(key);
-        ASSERT_EQ(other.size(), points.size()) << key.first << " " << key.second;
-        for (size_t i = 0; i < points.size(); ++i) {
-            EXPECT_EQ(other[i].first, points[i].first);
-            EXPECT_NEAR(other[i].second, points[i].second, 1e-5) << key.first << " " << key.second;
-        }
-    }
 }
 
 }  // namespace

@@ -167,37 +167,85 @@ bool extrapolation_lengths_valid(const std::string& lengths) {
 
 using FieldRead =
     std::function<void(const YAML::Node&, const Reader&, const std::string& key, ExperimentSpec&)>;
+using FieldText = std::function<std::string(const ExperimentSpec&)>;
+
+// How a field is read from YAML and written back as text (output identities, study_settings).
+struct FieldIO {
+    FieldRead read;  ///< empty: read elsewhere (variants, grid, pretrain_seeds)
+    FieldText text;  ///< empty: not an output setting
+};
 
 struct StudyField {
     const char* key;  ///< "glue.synthetic_train"; no dot: a top-level key
-    FieldRead read;   ///< empty: read elsewhere (variants, grid, pretrain_seeds)
+    FieldIO io;
+    /// The output whose result the field determines (study_settings): "analysis",
+    /// "ablation", "heads", "extrapolation"; "" for none (names, paths of the study, the
+    /// fine-tuning protocol, which job_identity.h puts in each job's identity).
+    const char* output = "";
 };
 
 template <typename T>
 using FieldRef = std::function<T&(ExperimentSpec&)>;
 
+std::string value_text(const std::string& v) { return v; }
+std::string value_text(bool v) { return v ? "true" : "false"; }
+std::string value_text(int64_t v) { return std::to_string(v); }
+std::string value_text(uint64_t v) { return std::to_string(v); }
+std::string value_text(double v) {
+    std::ostringstream os;
+    os.precision(17);
+    os << v;
+    return os.str();
+}
+template <typename T>
+std::string value_text(const std::vector<T>& values) {
+    std::string out;
+    for (const T& v : values) out += (out.empty() ? "" : ",") + value_text(v);
+    return out;
+}
+
 // A scalar of type T (`what` names it in errors), kept when `ok` accepts it, else `range`.
 template <typename T>
-FieldRead scalar_field(FieldRef<T> ref, const char* what, bool (*ok)(const T&) = nullptr,
-                       const char* range = "") {
-    return [=](const YAML::Node& n, const Reader& r, const std::string& key, ExperimentSpec& s) {
-        const T value = r.scalar<T>(n, key, what);
-        if (ok && !ok(value)) r.fail(n, key, range);
-        ref(s) = value;
-    };
+FieldIO scalar_field(FieldRef<T> ref, const char* what, bool (*ok)(const T&) = nullptr,
+                     const char* range = "") {
+    return {
+        [=](const YAML::Node& n, const Reader& r, const std::string& key, ExperimentSpec& s) {
+            const T value = r.scalar<T>(n, key, what);
+            if (ok && !ok(value)) r.fail(n, key, range);
+            ref(s) = value;
+        },
+        [=](const ExperimentSpec& s) { return value_text(ref(const_cast<ExperimentSpec&>(s))); }};
 }
 
 // A non-empty list of T (or one scalar), every item accepted by `ok`, else `range`.
 template <typename T>
-FieldRead list_field(FieldRef<std::vector<T>> ref, const char* what, bool (*ok)(const T&) = nullptr,
-                     const char* range = "") {
-    return [=](const YAML::Node& n, const Reader& r, const std::string& key, ExperimentSpec& s) {
-        std::vector<T> values = r.list<T>(n, key, what);
-        if (ok)
-            for (const T& v : values)
-                if (!ok(v)) r.fail(n, key, range);
-        ref(s) = std::move(values);
-    };
+FieldIO list_field(FieldRef<std::vector<T>> ref, const char* what, bool (*ok)(const T&) = nullptr,
+                   const char* range = "") {
+    return {
+        [=](const YAML::Node& n, const Reader& r, const std::string& key, ExperimentSpec& s) {
+            std::vector<T> values = r.list<T>(n, key, what);
+            if (ok)
+                for (const T& v : values)
+                    if (!ok(v)) r.fail(n, key, range);
+            ref(s) = std::move(values);
+        },
+        [=](const ExperimentSpec& s) { return value_text(ref(const_cast<ExperimentSpec&>(s))); }};
+}
+
+// A study's or a variant's name becomes a folder (runs_dir/<name>, runs_dir/<variant>) and
+// part of every job's name: one path component, printable.
+constexpr const char* kSafeNameRule =
+    "must be one folder name: no '/' or '\\', not '.' or '..', no control characters";
+bool safe_name(const std::string& name) {
+    if (name.empty() || name == "." || name == "..") return false;
+    return std::none_of(name.begin(), name.end(), [](char c) {
+        return c == '/' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+    });
+}
+
+// SQLite would open ":memory:" and "file:...?mode=memory" as stores that vanish on close.
+bool store_file_path(const std::string& path) {
+    return !path.empty() && path != ":memory:" && path.rfind("file:", 0) != 0;
 }
 
 bool at_least_1(const int64_t& v) { return v >= 1; }
@@ -208,9 +256,13 @@ bool positive_finite(const double& v) { return std::isfinite(v) && v > 0; }
 const std::vector<StudyField>& study_fields() {
     static const std::vector<StudyField> fields = {
         {"name", scalar_field<std::string>(
-                     [](ExperimentSpec & s) -> auto& { return s.name; }, "a name")},
-        {"database", scalar_field<std::string>(
-                         [](ExperimentSpec & s) -> auto& { return s.database; }, "a path")},
+                     [](ExperimentSpec & s) -> auto& { return s.name; }, "a name", safe_name,
+                     kSafeNameRule)},
+        {"database",
+         scalar_field<std::string>(
+             [](ExperimentSpec & s) -> auto& { return s.database; }, "a path", store_file_path,
+             "must name a file: an in-memory store (':memory:', a 'file:' URI) "
+             "would keep no result")},
         {"runs_dir", scalar_field<std::string>(
                          [](ExperimentSpec & s) -> auto& { return s.runs_dir; }, "a path")},
         {"jobs", scalar_field<int64_t>(
@@ -243,59 +295,74 @@ const std::vector<StudyField>& study_fields() {
              "fractions in [0, 1]", in_0_1_closed, "fractions must be in [0, 1]")},
         {"analysis.corpus",
          scalar_field<std::string>(
-             [](ExperimentSpec & s) -> auto& { return s.analysis.corpus; }, "a path")},
+             [](ExperimentSpec & s) -> auto& { return s.analysis.corpus; }, "a path"),
+         "analysis"},
         {"analysis.text",
          scalar_field<std::string>(
-             [](ExperimentSpec & s) -> auto& { return s.analysis.text; }, "a sentence")},
-        {"analysis.sentences", scalar_field<int64_t>(
-                                   [](ExperimentSpec & s) -> auto& { return s.analysis.sentences; },
-                                   "an integer", at_least_1, "must be >= 1")},
+             [](ExperimentSpec & s) -> auto& { return s.analysis.text; }, "a sentence"),
+         "analysis"},
+        {"analysis.sentences",
+         scalar_field<int64_t>(
+             [](ExperimentSpec & s) -> auto& { return s.analysis.sentences; }, "an integer",
+             at_least_1, "must be >= 1"),
+         "analysis"},
         {"analysis.max_tokens",
          scalar_field<int64_t>(
              [](ExperimentSpec & s) -> auto& { return s.analysis.max_tokens; }, "an integer",
              [](const int64_t& v) { return v == 0 || v >= 2; },
-             "must be 0 (the position table) or >= 2")},
+             "must be 0 (the position table) or >= 2"),
+         "analysis"},
         {"analysis.batch_size",
          scalar_field<int64_t>(
              [](ExperimentSpec & s) -> auto& { return s.analysis.batch_size; }, "an integer",
-             at_least_1, "must be >= 1")},
+             at_least_1, "must be >= 1"),
+         "analysis"},
         {"analysis.figures",
          scalar_field<bool>(
-             [](ExperimentSpec & s) -> auto& { return s.analysis.figures; }, "true or false")},
+             [](ExperimentSpec & s) -> auto& { return s.analysis.figures; }, "true or false"),
+         "analysis"},
         {"analysis.probe_windows",
          scalar_field<int64_t>(
              [](ExperimentSpec & s) -> auto& { return s.analysis.probe_windows; }, "an integer",
-             at_least_1, "must be >= 1")},
+             at_least_1, "must be >= 1"),
+         "analysis"},
         {"analysis.order_probe",
          scalar_field<bool>(
-             [](ExperimentSpec & s) -> auto& { return s.analysis.order_probe; }, "true or false")},
+             [](ExperimentSpec & s) -> auto& { return s.analysis.order_probe; }, "true or false"),
+         "analysis"},
         {"analysis.ablation",
          scalar_field<std::string>(
              [](ExperimentSpec & s) -> auto& { return s.analysis.ablation; },
              "zero, mean or shuffle",
              [](const std::string& m) { return m == "zero" || m == "mean" || m == "shuffle"; },
-             "expected zero, mean or shuffle (tupe ablate --mode)")},
+             "expected zero, mean or shuffle (tupe ablate --mode)"),
+         "ablation"},
         {"analysis.keep_every",
          scalar_field<int64_t>(
              [](ExperimentSpec & s) -> auto& { return s.analysis.keep_every; }, "an integer",
              [](const int64_t& v) { return v >= 0; },
-             "must be >= 0 (0 = only the snapshots of checkpoints and analysis.checkpoints)")},
+             "must be >= 0 (0 = only the snapshots of checkpoints and analysis.checkpoints)"),
+         "heads"},
         {"analysis.heads",
          scalar_field<bool>(
-             [](ExperimentSpec & s) -> auto& { return s.analysis.heads; }, "true or false")},
+             [](ExperimentSpec & s) -> auto& { return s.analysis.heads; }, "true or false"),
+         "heads"},
 
         {"extrapolation.corpus",
          scalar_field<std::string>(
-             [](ExperimentSpec & s) -> auto& { return s.extrapolation.corpus; }, "a path")},
+             [](ExperimentSpec & s) -> auto& { return s.extrapolation.corpus; }, "a path"),
+         "extrapolation"},
         {"extrapolation.lengths",
          scalar_field<std::string>(
              [](ExperimentSpec & s) -> auto& { return s.extrapolation.lengths; },
              "factors such as 1,1.5,2,4", extrapolation_lengths_valid,
-             "expected factors > 0 of the training length, e.g. 1,1.5,2,4")},
+             "expected factors > 0 of the training length, e.g. 1,1.5,2,4"),
+         "extrapolation"},
         {"extrapolation.max_tokens",
          scalar_field<int64_t>(
              [](ExperimentSpec & s) -> auto& { return s.extrapolation.max_tokens; }, "an integer",
-             at_least_1, "must be >= 1")},
+             at_least_1, "must be >= 1"),
+         "extrapolation"},
 
         {"finetune.lrs", list_field<double>(
                              [](ExperimentSpec & s) -> auto& { return s.finetune.lrs; },
@@ -332,15 +399,28 @@ const std::vector<StudyField>& study_fields() {
              [](ExperimentSpec & s) -> auto& { return s.finetune.shuffle_words; },
              "true or false")},
         {"finetune.save",
-         [](const YAML::Node& n, const Reader& r, const std::string& key, ExperimentSpec& s) {
-             const auto save = r.scalar<std::string>(n, key, "best or none");
-             if (save != "best" && save != "none")
-                 r.fail(n, key, "expected best or none, got '" + save + "'");
-             s.finetune.save = save;
-         }},
+         {[](const YAML::Node& n, const Reader& r, const std::string& key, ExperimentSpec& s) {
+              const auto save = r.scalar<std::string>(n, key, "best or none");
+              if (save != "best" && save != "none")
+                  r.fail(n, key, "expected best or none, got '" + save + "'");
+              s.finetune.save = save;
+          },
+          [](const ExperimentSpec& s) { return s.finetune.save; }}},
     };
     return fields;
 }
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> study_settings(const ExperimentSpec& spec,
+                                                                const std::string& output) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& f : study_fields())
+        if (f.io.text && output == f.output) out.emplace_back(f.key, f.io.text(spec));
+    return out;
+}
+
+namespace {
 
 // The sections of the study file with keys of their own in study_fields().
 const char* const kStudySections[] = {"glue", "analysis", "extrapolation", "finetune"};
@@ -366,7 +446,7 @@ void read_study_fields(const YAML::Node& root, const Reader& r, ExperimentSpec& 
     for (const char* section : kStudySections)
         if (const YAML::Node node = root[section]) r.check_keys(node, section, study_keys(section));
     for (const auto& f : study_fields()) {
-        if (!f.read) continue;
+        if (!f.io.read) continue;
         const std::string key = f.key;
         const auto dot = key.find('.');
         // A key of an absent section is absent (indexing an absent node would throw).
@@ -375,10 +455,25 @@ void read_study_fields(const YAML::Node& root, const Reader& r, ExperimentSpec& 
             const YAML::Node section = root[key.substr(0, dot)];
             return section ? section[key.substr(dot + 1)] : section;
         };
-        if (const YAML::Node node = at()) f.read(node, r, key, spec);
+        if (const YAML::Node node = at()) f.io.read(node, r, key, spec);
     }
     if (spec.name.empty()) spec.name = fs::path(r.path()).stem().string();
+    if (!safe_name(spec.name)) r.fail(root, "name", "'" + spec.name + "' " + kSafeNameRule);
     if (spec.runs_dir.empty()) spec.runs_dir = (fs::path("runs") / spec.name).string();
+    // A seed or task listed twice would be one job counted twice.
+    if (const auto seeds = root["finetune"] ? root["finetune"]["seeds"] : YAML::Node())
+        if (std::set<uint64_t>(spec.finetune.seeds.begin(), spec.finetune.seeds.end()).size() !=
+            spec.finetune.seeds.size())
+            r.fail(seeds, "finetune.seeds", "seeds must be distinct");
+    if (const auto tasks = root["glue"] ? root["glue"]["tasks"] : YAML::Node()) {
+        std::set<std::string> seen;
+        for (const auto& t : spec.glue.tasks) {
+            std::string key = t;
+            for (auto& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            if (!seen.insert(key).second)
+                r.fail(tasks, "glue.tasks", "task '" + t + "' is listed twice");
+        }
+    }
     spec.analysis.enabled = static_cast<bool>(root["analysis"]);
     spec.extrapolation.enabled = static_cast<bool>(root["extrapolation"]);
     if (root["analysis"] && root["analysis"]["corpus"] && root["analysis"]["text"])
@@ -481,17 +576,17 @@ std::vector<PendingVariant> expand_variant_grid(const YAML::Node& grid, const Re
     return combos;
 }
 
-// Reads `pretrain_seeds` and applies them to `pending` (one variant per seed when several); an
-// entry's own `seeds` replace them for that entry (more seeds where a comparison is undecided).
-// Names carry @seedN whenever the study or the entry lists several seeds, so that a variant's
-// seed 4 pairs with another's seed 4. Returns each resulting variant's group.
+// Reads `pretrain_seeds` and applies them to `pending` (one variant per seed); an entry's own
+// `seeds` replace them for that entry (more seeds where a comparison is undecided). One naming
+// rule: a variant carries @seedN whenever its seeds are listed (by the study or the entry),
+// however many, so a variant's seed 4 pairs with another's seed 4 and a study of seed 2 alone
+// names the same job as a study of seeds 1 and 2 (plan_binding.cpp adopts runs stored under
+// the older rule, which named a lone seed's variant without it). Returns each variant's group.
 std::vector<std::string> apply_pretrain_seeds(YAML::Node& root, const Reader& r,
                                               ExperimentSpec& spec,
                                               std::vector<PendingVariant>& pending) {
     if (root["pretrain_seeds"])
         spec.pretrain_seeds = read_seed_list(root["pretrain_seeds"], r, "pretrain_seeds");
-    bool named = spec.pretrain_seeds.size() > 1;
-    for (const auto& p : pending) named = named || p.seeds.size() > 1;
     std::vector<std::string> groups;
     std::vector<PendingVariant> seeded;
     for (const auto& p : pending) {
@@ -503,7 +598,7 @@ std::vector<std::string> apply_pretrain_seeds(YAML::Node& root, const Reader& r,
         }
         for (uint64_t seed : seeds) {
             PendingVariant q = p;
-            if (named) q.name += "@seed" + std::to_string(seed);
+            q.name += "@seed" + std::to_string(seed);
             q.overrides.push_back("train.seed=" + std::to_string(seed));
             seeded.push_back(q);
             groups.push_back(p.name);
@@ -525,6 +620,8 @@ void build_variants(const YAML::Node& root, const Reader& r,
         const PendingVariant& p = pending[i];
         if (!names.insert(p.name).second)
             r.fail(p.at, "variants", "duplicate variant name '" + p.name + "'");
+        if (!safe_name(p.name))
+            r.fail(p.at, "variants", "variant name '" + p.name + "' " + kSafeNameRule);
         Variant v;
         v.name = p.name;
         v.group = groups[i];

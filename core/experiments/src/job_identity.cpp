@@ -259,6 +259,46 @@ JobIdentity finetune_identity(const ExperimentSpec& spec, const Variant& v,
     return id;
 }
 
+const char* run_output_name(RunOutput output) {
+    switch (output) {
+        case RunOutput::kAnalysis: return "analysis";
+        case RunOutput::kExtrapolation: return "extrapolation";
+        case RunOutput::kAblation: return "ablation";
+        case RunOutput::kHeads: return "heads";
+    }
+    return "";
+}
+
+JobIdentity output_identity(const ExperimentSpec& spec, const Variant& v, RunOutput output,
+                            const std::vector<std::pair<std::string, std::string>>& inputs,
+                            FileHashes& hashes) {
+    // The version of the command that writes each output: raise it when what the command
+    // computes for the same settings and inputs changes, so stored outputs read as changed.
+    static const std::map<RunOutput, const char*> kCode = {
+        {RunOutput::kAnalysis, "tupe analyze 1"},
+        {RunOutput::kExtrapolation, "tupe extrapolate 1"},
+        {RunOutput::kAblation, "tupe ablate 1"},
+        {RunOutput::kHeads, "tupe heads 1"}};
+    JobIdentity id;
+    const std::string name = run_output_name(output);
+    for (const auto& [key, value] : study_settings(spec, name)) {
+        const bool is_corpus = key.size() > 7 && key.compare(key.size() - 7, 7, ".corpus") == 0;
+        if (!is_corpus) {
+            id.set(key, canonical(value));
+        } else if (!(output == RunOutput::kAnalysis && !spec.analysis.text.empty())) {
+            // The text read, not where it lies (the analysis of analysis.text reads no corpus).
+            id.set(key + ".sha256", hashes.sha256(value.empty() ? v.config.data.corpus : value));
+        }
+    }
+    // The ablation and the head scan read the run's held-out documents of its own corpus.
+    if (output == RunOutput::kAblation || output == RunOutput::kHeads)
+        id.set("data.corpus.sha256", hashes.sha256(v.config.data.corpus));
+    for (const auto& [input, path] : inputs)
+        id.set("input." + input + ".sha256", hashes.sha256(path));
+    id.set("code", kCode.at(output));
+    return id;
+}
+
 std::vector<std::string> identity_changes(const std::string& stored, const std::string& now) {
     const auto a = JobIdentity::parse(stored).fields();
     const auto b = JobIdentity::parse(now).fields();

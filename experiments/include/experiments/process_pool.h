@@ -17,6 +17,11 @@
 
 namespace experiments {
 
+/// Set by ProcessPool::spawn in every child's environment: the pid of the process that started
+/// it. The tupe executable (die_with_parent in cli/main.cpp) removes it from its environment
+/// at once and asks the kernel to kill it when that process dies (PR_SET_PDEATHSIG).
+inline constexpr const char* kParentPidEnv = "TUPE_PARENT_PID";
+
 /// How to start one child.
 struct ChildSpec {
     std::vector<std::string> argv;  ///< argv[0] included.

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,10 @@ struct Job {
     /// How the job differs from its stored run ("key: old -> new; ..."); empty when it does
     /// not (or has no stored run).
     std::string change;
+    /// A pretraining job whose recorded outputs (analysis, extrapolation, ...) were made with
+    /// other settings or inputs: "analysis of step 40: key: old -> new; ..." (bind_plan);
+    /// empty when none differs.
+    std::string output_change;
 };
 
 /// Every job of the experiment, pretraining first, in a stable order (names as the study
@@ -64,6 +69,11 @@ struct BoundPlan {
     std::vector<std::string> changed;
 };
 
+/// Also matches each output of the study's pretraining runs (analysis snapshots,
+/// extrapolation, ablation, head scan: job_identity.h, RunOutput) to what the store recorded:
+/// one recorded with another identity (a changed setting or input) is refused in one line
+/// naming the changes, unless `redo` names its block ("analysis", "extrapolation": `tupe run
+/// --redo`), which makes it pending again; kDescribe lists it in BoundPlan::changed.
 /// Checks the study before anything is written (every variant's config ranges, that the
 /// corpus and vocabulary exist, the GLUE folder's task files, the run folders' owners; not in
 /// kDescribe, which only reads), makes
@@ -73,7 +83,8 @@ struct BoundPlan {
 /// run with another identity is a changed job, handled as `changed` says. Throws ConfigError,
 /// engine::InputError (a run folder another study owns, files of unknown origin, a folder
 /// locked by `tupe pretrain`) or StoreError; reads the store without writing a row.
-BoundPlan bind_plan(const ExperimentSpec& spec, ChangedJobs changed = ChangedJobs::kRefuse);
+BoundPlan bind_plan(const ExperimentSpec& spec, ChangedJobs changed = ChangedJobs::kRefuse,
+                    const std::set<std::string>& redo = {});
 
 /// Where the plan stands, reported before every job and while one runs.
 struct PlanProgress {
@@ -96,6 +107,9 @@ struct RunnerOptions {
     /// Jobs whose config changed since their run was stored run as new runs beside it
     /// (`tupe run --new-runs`); without it the runner refuses (bind_plan).
     bool new_runs = false;
+    /// The blocks ("analysis", "extrapolation") whose recorded outputs are computed again
+    /// where their settings or inputs changed (`tupe run --redo`); bind_plan refuses others.
+    std::set<std::string> redo;
     int64_t jobs = 0;                    ///< Parallel fine-tuning processes; 0 = the spec's `jobs`.
     std::string self_exe;                ///< Path of `tupe` for child processes (parallel runs).
     int64_t threads = 0;                 ///< Intra-op threads per process, 0 = the CPUs available.

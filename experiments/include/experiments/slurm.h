@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@ struct SlurmOptions {
     std::string self_exe;                ///< The tupe the jobs run: a path every node sees.
     std::vector<std::string> overrides;  ///< --set key=value, passed on to every job.
     bool new_runs = false;               ///< --new-runs, passed on (and used to bind the plan).
+    std::set<std::string> redo;          ///< --redo blocks, passed on (and used to bind).
     int64_t threads = 0;  ///< --threads of each job; 0 = --cpus-per-task (or the CPUs).
     int64_t nodes = 1;    ///< Nodes of each pretraining job.
     /// Data-parallel ranks per node of a pretraining job (srun tasks); 0 = one per GPU

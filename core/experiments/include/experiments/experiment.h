@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/config.h"
@@ -111,6 +112,12 @@ struct ExperimentSpec {
     GlueSource glue;
     FinetuneProtocol finetune;
     std::string database = "results/tupe.sqlite";
+    /// The store the study file names when `database` is another one: a cluster job records
+    /// into a store of its own (`tupe run --job-store`), but its run folders belong to the
+    /// study's store (their owner records name it). Empty otherwise.
+    std::string study_store;
+    /// The store the study's run folders belong to: study_store, or database.
+    const std::string& owning_store() const { return study_store.empty() ? database : study_store; }
     std::string runs_dir;  ///< Default "runs/<name>".
     int64_t jobs = 1;      ///< Fine-tuning jobs run in parallel (child processes).
     AnalysisSpec analysis;
@@ -131,6 +138,13 @@ struct ExperimentSpec {
 /// "tupe-a@seed2" -> "tupe-a"; "tupe-a@seed2~3a4b5c6d" (a run beside a changed one) ->
 /// "tupe-a"; a name without these suffixes is its own group.
 std::string variant_group(const std::string& variant_name);
+
+/// The study file's settings that determine one output of a pretraining run, as (key, text)
+/// in the study-field table's order: `output` is "analysis" (each analysis snapshot),
+/// "ablation", "heads" or "extrapolation". Paths come as written (output_identity replaces
+/// them by the files' hashes); numbers in full precision.
+std::vector<std::pair<std::string, std::string>> study_settings(const ExperimentSpec& spec,
+                                                                const std::string& output);
 
 /// Reads an experiment file. Unknown keys and wrong types raise ConfigError with the key path
 /// and line:column (and the nearest valid key); `overrides` ("key=value") apply to the base

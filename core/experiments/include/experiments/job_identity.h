@@ -89,6 +89,23 @@ JobIdentity finetune_identity(const ExperimentSpec& spec, const Variant& v,
                               const std::string& task_key, double lr, uint64_t seed,
                               const std::string& task_data);
 
+/// The files a pretraining run's study writes beside its checkpoints, each recorded as
+/// artifacts of the run (ArtifactRecord::identity on every row): one per analysis snapshot,
+/// the extrapolation table, the ablation and the head-type scan.
+enum class RunOutput { kAnalysis, kExtrapolation, kAblation, kHeads };
+
+/// "analysis", "extrapolation", "ablation", "heads": the block `tupe run --redo` names.
+const char* run_output_name(RunOutput output);
+
+/// What one output is a function of: the study's settings for it (study_settings; a corpus
+/// path replaced by its file's SHA-256, the variant's data.corpus when the setting is empty),
+/// the SHA-256 of each input file (`inputs`: name -> path, e.g. the checkpoint it reads and
+/// the vocabulary) and the version of the code that writes it. Recorded with the output; a
+/// rerun whose identity differs is a changed setting, never "already done".
+JobIdentity output_identity(const ExperimentSpec& spec, const Variant& v, RunOutput output,
+                            const std::vector<std::pair<std::string, std::string>>& inputs,
+                            FileHashes& hashes);
+
 /// How `now` differs from `stored` (both identity texts), one "key: old -> new" per key, in
 /// key order ("(none)" for a key only one side has).
 std::vector<std::string> identity_changes(const std::string& stored, const std::string& now);
