@@ -9,6 +9,13 @@ Two styles:
                 the three Linear weights, MLM logits only at masked positions;
   --style hf    what HF's modeling_bert does: three Q/K/V matmuls, logits at every position,
                 cross-entropy with ignore_index=-100.
+Three implementations of the same model (--impl):
+  eager     the attention as matmul, softmax and dropout (what PyTorch 1.13 can run);
+  sdpa      eager with F.scaled_dot_product_attention (PyTorch >= 2.1), the positional bias and
+            padding mask passed as its additive attn_mask and TUPE's 1/sqrt(2d) as its scale:
+            every scheme here is an additive bias, so all three presets allow it;
+  compile   sdpa under torch.compile (inductor: C++ kernels on the CPU, compiled in the warm-up
+            steps; needs g++ and Python.h, Debian's python3-dev).
 --finetune times fine-tuning steps instead, as `tupe bench --finetune`: the encoder with HF's
 pooler (tanh on [CLS]), dropout and a 2-way classifier, on single-sentence examples whose
 lengths are `tupe bench --finetune`'s (the same formula), sorted and cut into batches as the
@@ -103,9 +110,9 @@ class UntiedPositionBias(nn.Module):
 
 
 class Layer(nn.Module):
-    def __init__(self, C, H, Fdim, scale_factor, eps, p, fused_qkv):
+    def __init__(self, C, H, Fdim, scale_factor, eps, p, fused_qkv, sdpa):
         super().__init__()
-        self.H, self.d, self.fused = H, C // H, fused_qkv
+        self.H, self.d, self.fused, self.sdpa, self.p = H, C // H, fused_qkv, sdpa, p
         self.query, self.key, self.value = nn.Linear(C, C), nn.Linear(C, C), nn.Linear(C, C)
         self.attn_out = nn.Linear(C, C)
         self.attn_ln = nn.LayerNorm(C, eps=eps)
@@ -127,6 +134,19 @@ class Layer(nn.Module):
         q = q.view(B, T, self.H, self.d).transpose(1, 2)
         k = k.view(B, T, self.H, self.d).transpose(1, 2)
         v = v.view(B, T, self.H, self.d).transpose(1, 2)
+        if self.sdpa:
+            bias = mask_bias if pos_bias is None else mask_bias + pos_bias.unsqueeze(0)
+            ctx = F.scaled_dot_product_attention(
+                q,
+                k,
+                v,
+                attn_mask=bias.to(q.dtype),
+                dropout_p=self.p if self.training else 0.0,
+                scale=self.scaling,
+            )  # (B, H, T, d)
+            ctx = ctx.transpose(1, 2).reshape(B, T, C)
+            y = norm(self.attn_ln, self.drop(self.attn_out(ctx)) + x)
+            return norm(self.out_ln, self.drop(self.out(F.gelu(self.inter(y)))) + y)
         scores = torch.matmul(q * self.scaling, k.transpose(-2, -1))  # (B, H, T, T)
         if pos_bias is not None:
             scores = scores + pos_bias.unsqueeze(0)  # broadcast over B
@@ -138,7 +158,7 @@ class Layer(nn.Module):
 
 
 class BertForMaskedLM(nn.Module):
-    def __init__(self, preset, size, vocab, style):
+    def __init__(self, preset, size, vocab, style, sdpa=False):
         super().__init__()
         s = SIZES[size]
         C, H, eps, p = s["hidden"], s["heads"], 1e-12, 0.1
@@ -153,7 +173,7 @@ class BertForMaskedLM(nn.Module):
             UntiedPositionBias(C, H, s["max_pos"], preset == "tupe-r", eps) if tupe else None
         )
         self.layers = nn.ModuleList(
-            Layer(C, H, s["ffn"], 2.0 if tupe else 1.0, eps, p, style == "same")
+            Layer(C, H, s["ffn"], 2.0 if tupe else 1.0, eps, p, style == "same", sdpa)
             for _ in range(s["layers"])
         )
         self.head_dense = nn.Linear(C, C)
@@ -194,9 +214,9 @@ class BertForMaskedLM(nn.Module):
 class BertForSequenceClassification(nn.Module):
     """HF's: the encoder, pooler.dense + tanh on [CLS], dropout, classifier (no MLM head)."""
 
-    def __init__(self, preset, size, vocab, style):
+    def __init__(self, preset, size, vocab, style, sdpa=False):
         super().__init__()
-        self.bert = BertForMaskedLM(preset, size, vocab, style)
+        self.bert = BertForMaskedLM(preset, size, vocab, style, sdpa)
         del self.bert.head_dense, self.bert.head_ln, self.bert.head_bias
         C = SIZES[size]["hidden"]
         self.pooler = nn.Linear(C, C)
@@ -236,10 +256,18 @@ def finetune_batches(args):
     return [batches[i] for i in order]
 
 
+def make_model(cls, preset, args):
+    """(module whose parameters are trained, callable that runs it) for --impl."""
+    model = cls(preset, args.size, args.vocab_size, args.style, sdpa=args.impl != "eager")
+    model.train()
+    if args.impl != "compile":
+        return model, model
+    return model, torch.compile(model)  # inductor, the default backend
+
+
 def bench_finetune(preset, args):
     torch.manual_seed(1)
-    model = BertForSequenceClassification(preset, args.size, args.vocab_size, args.style)
-    model.train()
+    model, run = make_model(BertForSequenceClassification, preset, args)
     params = list(model.parameters())
     decay = [p for n, p in model.named_parameters() if not (n.endswith("bias") or "ln" in n)]
     no_decay = [p for n, p in model.named_parameters() if n.endswith("bias") or "ln" in n]
@@ -251,12 +279,12 @@ def bench_finetune(preset, args):
     )
     times = []
     for i, batch in enumerate(finetune_batches(args)):
-        dt, value = train_step(model, opt, params, batch, preset, args)
+        dt, value = train_step(run, opt, params, batch, preset, args)
         if i >= args.warmup:
             times.append(dt)
     med = statistics.median(times)
     return dict(
-        implementation="pytorch-" + args.style + "-finetune",
+        implementation=f"pytorch-{args.impl}-{args.style}-finetune",
         variant=preset,
         size=args.size,
         seq=args.seq,
@@ -303,19 +331,18 @@ def synthetic_batch(B, T, vocab, seed=1):
 
 def bench(preset, args):
     torch.manual_seed(1)
-    model = BertForMaskedLM(preset, args.size, args.vocab_size, args.style)
-    model.train()
+    model, run = make_model(BertForMaskedLM, preset, args)
     params = [p for p in model.parameters()]
     opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01)  # as `tupe bench`
     ids, mask, labels = synthetic_batch(args.batch, args.seq, args.vocab_size)
     times = []
     for i in range(args.warmup + args.steps):
-        dt, value = train_step(model, opt, params, (ids, mask, labels), preset, args)
+        dt, value = train_step(run, opt, params, (ids, mask, labels), preset, args)
         if i >= args.warmup:
             times.append(dt)
     med = statistics.median(times)
     return dict(
-        implementation="pytorch-" + args.style,
+        implementation=f"pytorch-{args.impl}-{args.style}",
         variant=preset,
         size=args.size,
         seq=args.seq,
@@ -347,6 +374,7 @@ def main():
         help="default 8000 at quickstart (the Brown vocabulary), else 30522",
     )
     ap.add_argument("--style", default="same", choices=["same", "hf"])
+    ap.add_argument("--impl", default="eager", choices=["eager", "sdpa", "compile"])
     ap.add_argument(
         "--finetune", action="store_true", help="time fine-tuning steps (as tupe bench --finetune)"
     )
@@ -360,6 +388,11 @@ def main():
         sys.exit(
             f"reference_bert.py: --seq {args.seq} exceeds max positions "
             f"{SIZES[args.size]['max_pos']} of size {args.size}"
+        )
+    if args.impl != "eager" and not hasattr(F, "scaled_dot_product_attention"):
+        sys.exit(
+            f"reference_bert.py: --impl {args.impl} needs PyTorch >= 2.1, "
+            f"this is {torch.__version__}"
         )
     torch.set_num_threads(args.threads)
     for preset in args.preset.split(","):
