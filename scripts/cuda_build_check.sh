@@ -8,7 +8,7 @@
 #
 #   scripts/cuda_build_check.sh --build-dir DIR [--jobs N]
 #
-#   --build-dir DIR   the build folder (./run.sh test with TUPE_CUDA_CHECK=1: build-cuda); the
+#   --build-dir DIR   the build folder (./run.sh test: build-cuda); the
 #                     same folder is what scripts/gpu_check.sh builds on a GPU machine
 #   --jobs N          [TUPE_JOBS, default nproc] compilers at once
 # Environment:
