@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "experiments/config_loader.h"
+#include "field_table.h"
 
 namespace experiments {
 
@@ -23,59 +24,9 @@ namespace {
 
 const std::vector<std::string> kVariantKeys = {"name", "preset", "set", "seeds", "finetune_seeds"};
 
-long line_of(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().line + 1; }
-long col_of(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().column + 1; }
-
-class Reader {
-  public:
-    explicit Reader(std::string path) : path_(std::move(path)) {}
-
-    [[noreturn]] void fail(const YAML::Node& at, const std::string& key,
-                           const std::string& message) const {
-        throw ConfigError(path_, line_of(at), col_of(at), key, message);
-    }
-
-    void check_keys(const YAML::Node& map, const std::string& section,
-                    const std::vector<std::string>& allowed) const {
-        if (!map.IsMap()) fail(map, section, "expected a mapping");
-        for (const auto& e : map) {
-            const std::string k = e.first.as<std::string>();
-            if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
-                const std::string near = nearest_key(k, allowed);
-                fail(e.first, section.empty() ? k : section + "." + k,
-                     "unknown key" + (near.empty() ? "" : ", did you mean '" + near + "'?"));
-            }
-        }
-    }
-
-    template <typename T>
-    T scalar(const YAML::Node& n, const std::string& key, const char* what) const {
-        if (!n.IsScalar()) fail(n, key, std::string("expected ") + what);
-        try {
-            return n.as<T>();
-        } catch (const YAML::Exception&) {
-            fail(n, key, std::string("expected ") + what + ", got '" + n.Scalar() + "'");
-        }
-    }
-
-    template <typename T>
-    std::vector<T> list(const YAML::Node& n, const std::string& key, const char* what) const {
-        std::vector<T> out;
-        if (n.IsScalar()) {
-            out.push_back(scalar<T>(n, key, what));
-            return out;
-        }
-        if (!n.IsSequence() || n.size() == 0)
-            fail(n, key, std::string("expected a non-empty list of ") + what);
-        for (const auto& item : n) out.push_back(scalar<T>(item, key, what));
-        return out;
-    }
-
-    const std::string& path() const { return path_; }
-
-  private:
-    std::string path_;
-};
+using detail::col_of;
+using detail::line_of;
+using detail::Reader;
 
 std::string value_text(const YAML::Node& n) { return n.IsScalar() ? n.Scalar() : ""; }
 
@@ -165,71 +116,20 @@ bool extrapolation_lengths_valid(const std::string& lengths) {
 // line:column errors all come from this table, so a key cannot be read without being allowed
 // or allowed without being read.
 
-using FieldRead =
-    std::function<void(const YAML::Node&, const Reader&, const std::string& key, ExperimentSpec&)>;
-using FieldText = std::function<std::string(const ExperimentSpec&)>;
-
-// How a field is read from YAML and written back as text (output identities, study_settings).
-struct FieldIO {
-    FieldRead read;  ///< empty: read elsewhere (variants, grid, pretrain_seeds)
-    FieldText text;  ///< empty: not an output setting
-};
-
-struct StudyField {
-    const char* key;  ///< "glue.synthetic_train"; no dot: a top-level key
-    FieldIO io;
-    /// The output whose result the field determines (study_settings): "analysis",
-    /// "ablation", "heads", "extrapolation"; "" for none (names, paths of the study, the
-    /// fine-tuning protocol, which job_identity.h puts in each job's identity).
-    const char* output = "";
-};
-
+using StudyField = detail::Field<ExperimentSpec>;
+using FieldIO = detail::FieldIO<ExperimentSpec>;
 template <typename T>
-using FieldRef = std::function<T&(ExperimentSpec&)>;
+using FieldRef = detail::FieldRef<ExperimentSpec, T>;
 
-std::string value_text(const std::string& v) { return v; }
-std::string value_text(bool v) { return v ? "true" : "false"; }
-std::string value_text(int64_t v) { return std::to_string(v); }
-std::string value_text(uint64_t v) { return std::to_string(v); }
-std::string value_text(double v) {
-    std::ostringstream os;
-    os.precision(17);
-    os << v;
-    return os.str();
-}
-template <typename T>
-std::string value_text(const std::vector<T>& values) {
-    std::string out;
-    for (const T& v : values) out += (out.empty() ? "" : ",") + value_text(v);
-    return out;
-}
-
-// A scalar of type T (`what` names it in errors), kept when `ok` accepts it, else `range`.
 template <typename T>
 FieldIO scalar_field(FieldRef<T> ref, const char* what, bool (*ok)(const T&) = nullptr,
                      const char* range = "") {
-    return {
-        [=](const YAML::Node& n, const Reader& r, const std::string& key, ExperimentSpec& s) {
-            const T value = r.scalar<T>(n, key, what);
-            if (ok && !ok(value)) r.fail(n, key, range);
-            ref(s) = value;
-        },
-        [=](const ExperimentSpec& s) { return value_text(ref(const_cast<ExperimentSpec&>(s))); }};
+    return detail::scalar_field<ExperimentSpec, T>(ref, what, ok, range);
 }
-
-// A non-empty list of T (or one scalar), every item accepted by `ok`, else `range`.
 template <typename T>
 FieldIO list_field(FieldRef<std::vector<T>> ref, const char* what, bool (*ok)(const T&) = nullptr,
                    const char* range = "") {
-    return {
-        [=](const YAML::Node& n, const Reader& r, const std::string& key, ExperimentSpec& s) {
-            std::vector<T> values = r.list<T>(n, key, what);
-            if (ok)
-                for (const T& v : values)
-                    if (!ok(v)) r.fail(n, key, range);
-            ref(s) = std::move(values);
-        },
-        [=](const ExperimentSpec& s) { return value_text(ref(const_cast<ExperimentSpec&>(s))); }};
+    return detail::list_field<ExperimentSpec, T>(ref, what, ok, range);
 }
 
 // A study's or a variant's name becomes a folder (runs_dir/<name>, runs_dir/<variant>) and
@@ -253,8 +153,10 @@ bool in_0_1_open_left(const double& f) { return f > 0 && f <= 1; }  // (0, 1]
 bool in_0_1_closed(const double& f) { return f >= 0 && f <= 1; }    // [0, 1]
 bool positive_finite(const double& v) { return std::isfinite(v) && v > 0; }
 
-const std::vector<StudyField>& study_fields() {
-    static const std::vector<StudyField> fields = {
+// The table, section by section: the top-level keys and glue:, analysis:, extrapolation: and
+// finetune:.
+std::vector<StudyField> top_and_glue_fields() {
+    return {
         {"name", scalar_field<std::string>(
                      [](ExperimentSpec & s) -> auto& { return s.name; }, "a name", safe_name,
                      kSafeNameRule)},
@@ -289,6 +191,11 @@ const std::vector<StudyField>& study_fields() {
                                    [](ExperimentSpec & s) -> auto& { return s.glue.synthetic_dev; },
                                    "an integer", at_least_1, "must be >= 1")},
 
+    };
+}
+
+std::vector<StudyField> analysis_fields() {
+    return {
         {"analysis.checkpoints",  // 0: the initialised model (claim 5's control)
          list_field<double>(
              [](ExperimentSpec & s) -> auto& { return s.analysis.checkpoints; },
@@ -348,6 +255,11 @@ const std::vector<StudyField>& study_fields() {
              [](ExperimentSpec & s) -> auto& { return s.analysis.heads; }, "true or false"),
          "heads"},
 
+    };
+}
+
+std::vector<StudyField> extrapolation_and_finetune_fields() {
+    return {
         {"extrapolation.corpus",
          scalar_field<std::string>(
              [](ExperimentSpec & s) -> auto& { return s.extrapolation.corpus; }, "a path"),
@@ -407,6 +319,15 @@ const std::vector<StudyField>& study_fields() {
           },
           [](const ExperimentSpec& s) { return s.finetune.save; }}},
     };
+}
+
+const std::vector<StudyField>& study_fields() {
+    static const std::vector<StudyField> fields = [] {
+        std::vector<StudyField> all = top_and_glue_fields();
+        for (auto part : {analysis_fields(), extrapolation_and_finetune_fields()})
+            all.insert(all.end(), part.begin(), part.end());
+        return all;
+    }();
     return fields;
 }
 
@@ -423,40 +344,17 @@ std::vector<std::pair<std::string, std::string>> study_settings(const Experiment
 namespace {
 
 // The sections of the study file with keys of their own in study_fields().
-const char* const kStudySections[] = {"glue", "analysis", "extrapolation", "finetune"};
+const std::vector<std::string> kStudySections = {"glue", "analysis", "extrapolation", "finetune"};
 
 // The keys allowed in `section` ("" = the top level, beside model/data/train).
 std::vector<std::string> study_keys(const std::string& section) {
-    std::vector<std::string> keys;
-    const std::string prefix = section.empty() ? "" : section + ".";
-    for (const auto& f : study_fields()) {
-        const std::string key = f.key;
-        if (section.empty() ? key.find('.') == std::string::npos
-                            : key.compare(0, prefix.size(), prefix) == 0)
-            keys.push_back(key.substr(prefix.size()));
-    }
-    if (section.empty())
-        for (const char* s : kStudySections) keys.push_back(s);
-    return keys;
+    return detail::section_keys(study_fields(), section, kStudySections);
 }
 
 // Reads every key of study_fields() the file sets, after checking each section's keys; turns
 // on the analysis and the extrapolation when their sections are present.
 void read_study_fields(const YAML::Node& root, const Reader& r, ExperimentSpec& spec) {
-    for (const char* section : kStudySections)
-        if (const YAML::Node node = root[section]) r.check_keys(node, section, study_keys(section));
-    for (const auto& f : study_fields()) {
-        if (!f.io.read) continue;
-        const std::string key = f.key;
-        const auto dot = key.find('.');
-        // A key of an absent section is absent (indexing an absent node would throw).
-        const auto at = [&]() -> YAML::Node {
-            if (dot == std::string::npos) return root[key];
-            const YAML::Node section = root[key.substr(0, dot)];
-            return section ? section[key.substr(dot + 1)] : section;
-        };
-        if (const YAML::Node node = at()) f.io.read(node, r, key, spec);
-    }
+    detail::read_fields(root, r, study_fields(), kStudySections, spec);
     if (spec.name.empty()) spec.name = fs::path(r.path()).stem().string();
     if (!safe_name(spec.name)) r.fail(root, "name", "'" + spec.name + "' " + kSafeNameRule);
     if (spec.runs_dir.empty()) spec.runs_dir = (fs::path("runs") / spec.name).string();

@@ -9,6 +9,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -21,184 +22,141 @@
 #include "engine/errors.h"
 #include "engine/position_scheme.h"
 #include "experiments/config_loader.h"
+#include "field_table.h"
 
 namespace experiments {
 
 namespace {
 
-// Every key of the study file, for the unknown-key hint.
-const std::vector<std::string>& lengthgen_study_keys() {
-    static const std::vector<std::string> keys = {
-        "name",  "tasks",         "presets",      "randomized",    "randomized_positions_max",
-        "seeds", "train_lengths", "test_lengths", "test_examples", "model",
-        "train"};
-    return keys;
+using detail::Reader;
+using LengthgenField = detail::Field<LengthgenStudy>;
+template <typename T>
+using Ref = detail::FieldRef<LengthgenStudy, T>;
+
+bool positive(const int64_t& v) { return v >= 1; }
+bool positive_seed(const uint64_t& v) { return v >= 1; }
+bool in_0_1(const double& v) { return v >= 0 && v <= 1; }
+bool positive_number(const double& v) { return v > 0 && std::isfinite(v); }
+constexpr const char* kPositive = "must be >= 1";
+
+template <typename T>
+detail::FieldIO<LengthgenStudy> scalar(Ref<T> ref, const char* what, bool (*ok)(const T&) = nullptr,
+                                       const char* range = "") {
+    return detail::scalar_field<LengthgenStudy, T>(ref, what, ok, range);
 }
-const std::vector<std::string>& lengthgen_train_keys() {
-    static const std::vector<std::string> keys = {
-        "examples", "batch_size", "lr", "warmup_ratio", "weight_decay", "dropout", "threads"};
-    return keys;
+template <typename T>
+detail::FieldIO<LengthgenStudy> list(Ref<std::vector<T>> ref, const char* what,
+                                     bool (*ok)(const T&) = nullptr, const char* range = "") {
+    return detail::list_field<LengthgenStudy, T>(ref, what, ok, range);
 }
 
-// Reads one study file; every error names the file, line, column and key.
-class LengthgenStudyReader {
-  public:
-    explicit LengthgenStudyReader(std::string file) : file_(std::move(file)) {}
+// Each item of a list of names accepted by `check` (which throws std::invalid_argument).
+detail::FieldIO<LengthgenStudy> names(Ref<std::vector<std::string>> ref, const char* what,
+                                      void (*check)(const std::string&)) {
+    auto io = list<std::string>(ref, what);
+    const auto read = io.read;
+    io.read = [=](const YAML::Node& n, const Reader& r, const std::string& key, LengthgenStudy& s) {
+        read(n, r, key, s);
+        for (size_t i = 0; i < ref(s).size(); ++i) try {
+                check(ref(s)[i]);
+            } catch (const std::invalid_argument& e) {
+                r.fail(n.IsSequence() ? n[i] : n, key, e.what());
+            }
+    };
+    return io;
+}
 
-    [[noreturn]] void fail(const YAML::Node& node, const std::string& key,
-                           const std::string& message) const {
-        const auto mark = node.Mark();
-        throw ConfigError(file_, mark.line >= 0 ? mark.line + 1 : 0,
-                          mark.column >= 0 ? mark.column + 1 : 0, key, message);
-    }
+// The study file, one row per key (field_table.h): what each reads and accepts.
+const std::vector<LengthgenField>& lengthgen_fields() {
+    static const std::vector<LengthgenField> fields = {
+        {"name", scalar<std::string>(
+                     [](LengthgenStudy & s) -> auto& { return s.name; }, "a string")},
+        {"tasks", names(
+                      [](LengthgenStudy & s) -> auto& { return s.tasks; }, "task names",
+                      [](const std::string& t) { analysis::chomsky_task(t); })},
+        {"presets", names(
+                        [](LengthgenStudy & s) -> auto& { return s.presets; }, "preset names",
+                        [](const std::string& p) { engine::make_model_config(p, "tiny"); })},
+        {"randomized", list<bool>(
+                           [](LengthgenStudy & s) -> auto& { return s.randomized; }, "booleans")},
+        {"randomized_positions_max",
+         scalar<int64_t>(
+             [](LengthgenStudy & s) -> auto& { return s.randomized_positions_max; }, "an integer",
+             positive, kPositive)},
+        {"seeds", list<uint64_t>(
+                      [](LengthgenStudy & s) -> auto& { return s.seeds; }, "seeds (integers >= 1)",
+                      positive_seed, kPositive)},
+        {"train_lengths",
+         {[](const YAML::Node& n, const Reader& r, const std::string& key, LengthgenStudy& s) {
+              const auto v = r.list<int64_t>(n, key, "[min, max], e.g. [1, 40]");
+              if (v.size() != 2) r.fail(n, key, "expected [min, max], e.g. [1, 40]");
+              if (v[0] < 1 || v[1] < v[0]) r.fail(n, key, "expected 1 <= min <= max");
+              s.train_min_length = v[0], s.train_max_length = v[1];
+          },
+          [](const LengthgenStudy& s) {
+              return std::to_string(s.train_min_length) + "," + std::to_string(s.train_max_length);
+          }}},
+        {"test_lengths", list<int64_t>(
+                             [](LengthgenStudy & s) -> auto& { return s.test_lengths; }, "lengths",
+                             positive, kPositive)},
+        {"test_examples", scalar<int64_t>(
+                              [](LengthgenStudy & s) -> auto& { return s.test_examples; },
+                              "an integer", positive, kPositive)},
+        {"model", {}},  // model.* keys, read by read_model_keys
+        {"train.examples", scalar<int64_t>(
+                               [](LengthgenStudy & s) -> auto& { return s.train_examples; },
+                               "an integer", positive, kPositive)},
+        {"train.batch_size", scalar<int64_t>(
+                                 [](LengthgenStudy & s) -> auto& { return s.batch_size; },
+                                 "an integer", positive, kPositive)},
+        {"train.lr", scalar<double>(
+                         [](LengthgenStudy & s) -> auto& { return s.lr; }, "a number",
+                         positive_number, "must be > 0")},
+        {"train.warmup_ratio", scalar<double>(
+                                   [](LengthgenStudy & s) -> auto& { return s.warmup_ratio; },
+                                   "a number", in_0_1, "must be in [0, 1]")},
+        {"train.weight_decay", scalar<double>(
+                                   [](LengthgenStudy & s) -> auto& { return s.weight_decay; },
+                                   "a number", in_0_1, "must be in [0, 1]")},
+        {"train.dropout", scalar<double>(
+                              [](LengthgenStudy & s) -> auto& { return s.dropout; }, "a number",
+                              in_0_1, "must be in [0, 1]")},
+        {"train.threads", scalar<int64_t>(
+                              [](LengthgenStudy & s) -> auto& { return s.threads; }, "an integer",
+                              positive, kPositive)},
+    };
+    return fields;
+}
 
-    template <class T>
-    T scalar(const YAML::Node& node, const std::string& key, const char* what) const {
-        if (!node.IsScalar()) fail(node, key, std::string("expected ") + what);
+// model.* keys applied to every preset, each checked on its own line by the engine's own
+// field table (engine::set_config_value).
+void read_model_keys(const YAML::Node& m, const Reader& r, LengthgenStudy& s) {
+    if (!m.IsMap()) r.fail(m, "model", "expected a mapping of model.* keys");
+    for (const auto& kv : m) {
+        const std::string k = kv.first.as<std::string>();
+        if (k == "preset" || k == "randomized_positions_max" || k == "vocab_size")
+            r.fail(kv.first, "model." + k,
+                   "set by the study (presets, randomized, the task vocabulary), not here");
+        s.model.emplace_back(k, r.scalar<std::string>(kv.second, "model." + k, "a scalar"));
         try {
-            return node.as<T>();
-        } catch (const YAML::Exception&) {
-            fail(node, key, std::string("expected ") + what + ", got '" + node.Scalar() + "'");
+            engine::PretrainConfig probe;
+            engine::set_config_value(probe, "model." + k, s.model.back().second);
+        } catch (const std::exception& e) {
+            r.fail(kv.first, "model." + k, e.what());
         }
     }
-
-    template <class T>
-    std::vector<T> list(const YAML::Node& node, const std::string& key, const char* what) const {
-        if (!node.IsSequence() || node.size() == 0)
-            fail(node, key, std::string("expected a non-empty list of ") + what);
-        std::vector<T> out;
-        for (const auto& item : node) out.push_back(scalar<T>(item, key, what));
-        return out;
-    }
-
-    int64_t positive(const YAML::Node& node, const std::string& key) const {
-        const auto v = scalar<int64_t>(node, key, "an integer");
-        if (v < 1) fail(node, key, "must be >= 1, got " + std::to_string(v));
-        return v;
-    }
-
-    const std::string& file() const { return file_; }
-
-  private:
-    std::string file_;
-};
-
-std::string unknown_study_key(const std::string& key, const std::vector<std::string>& candidates) {
-    const std::string near = nearest_key(key, candidates);
-    return "unknown key" + (near.empty() ? std::string() : ", did you mean '" + near + "'?");
 }
 
-LengthgenStudy parse_lengthgen_study(const YAML::Node& root, const std::string& file) {
-    LengthgenStudyReader r(file);
-    LengthgenStudy s;
-    if (!root.IsMap()) r.fail(root, "", "expected a mapping of study keys");
-    std::map<std::string, YAML::Node> nodes;
-    for (const auto& kv : root) {
-        const std::string key = kv.first.as<std::string>();
-        if (std::find(lengthgen_study_keys().begin(), lengthgen_study_keys().end(), key) ==
-            lengthgen_study_keys().end())
-            r.fail(kv.first, key, unknown_study_key(key, lengthgen_study_keys()));
-        nodes[key] = kv.second;
-    }
-    auto has = [&](const char* k) { return nodes.count(k) > 0; };
-    if (has("name")) s.name = r.scalar<std::string>(nodes["name"], "name", "a string");
-    if (has("tasks")) {
-        s.tasks = r.list<std::string>(nodes["tasks"], "tasks", "task names");
-        for (size_t i = 0; i < s.tasks.size(); ++i) try {
-                analysis::chomsky_task(s.tasks[i]);
-            } catch (const std::invalid_argument& e) {
-                r.fail(nodes["tasks"][i], "tasks", e.what());
-            }
-    }
-    if (has("presets")) {
-        s.presets = r.list<std::string>(nodes["presets"], "presets", "preset names");
-        for (size_t i = 0; i < s.presets.size(); ++i) try {
-                engine::make_model_config(s.presets[i], "tiny");
-            } catch (const std::invalid_argument& e) {
-                r.fail(nodes["presets"][i], "presets", e.what());
-            }
-    }
-    if (has("randomized"))
-        s.randomized = r.list<bool>(nodes["randomized"], "randomized", "booleans");
-    if (has("randomized_positions_max"))
-        s.randomized_positions_max =
-            r.positive(nodes["randomized_positions_max"], "randomized_positions_max");
-    if (has("seeds")) {
-        s.seeds.clear();
-        for (const auto& item : nodes["seeds"].IsSequence() ? nodes["seeds"] : YAML::Node())
-            s.seeds.push_back(static_cast<uint64_t>(r.positive(item, "seeds")));
-        if (s.seeds.empty()) r.fail(nodes["seeds"], "seeds", "expected a non-empty list of seeds");
-    }
-    if (has("train_lengths")) {
-        const auto& n = nodes["train_lengths"];
-        if (!n.IsSequence() || n.size() != 2)
-            r.fail(n, "train_lengths", "expected [min, max], e.g. [1, 40]");
-        s.train_min_length = r.positive(n[0], "train_lengths");
-        s.train_max_length = r.positive(n[1], "train_lengths");
-        if (s.train_max_length < s.train_min_length)
-            r.fail(n, "train_lengths", "max must be >= min");
-    }
-    if (has("test_lengths")) {
-        s.test_lengths.clear();
-        const auto& n = nodes["test_lengths"];
-        if (!n.IsSequence() || n.size() == 0)
-            r.fail(n, "test_lengths", "expected a non-empty list of lengths");
-        for (const auto& item : n) s.test_lengths.push_back(r.positive(item, "test_lengths"));
-    }
-    if (has("test_examples")) s.test_examples = r.positive(nodes["test_examples"], "test_examples");
-    if (has("train")) {
-        const auto& t = nodes["train"];
-        if (!t.IsMap()) r.fail(t, "train", "expected a mapping");
-        for (const auto& kv : t) {
-            const std::string k = kv.first.as<std::string>(), key = "train." + k;
-            const auto& v = kv.second;
-            if (k == "examples")
-                s.train_examples = r.positive(v, key);
-            else if (k == "batch_size")
-                s.batch_size = r.positive(v, key);
-            else if (k == "threads")
-                s.threads = r.positive(v, key);
-            else if (k == "lr" || k == "warmup_ratio" || k == "weight_decay" || k == "dropout") {
-                const double d = r.scalar<double>(v, key, "a number");
-                if (!(d >= 0) || (k != "lr" && d > 1) || (k == "lr" && d <= 0))
-                    r.fail(v, key, "out of range: " + v.Scalar());
-                (k == "lr"             ? s.lr
-                 : k == "warmup_ratio" ? s.warmup_ratio
-                 : k == "weight_decay" ? s.weight_decay
-                                       : s.dropout) = d;
-            } else {
-                r.fail(kv.first, key, unknown_study_key(k, lengthgen_train_keys()));
-            }
-        }
-    }
-    if (has("model")) {
-        const auto& m = nodes["model"];
-        if (!m.IsMap()) r.fail(m, "model", "expected a mapping of model.* keys");
-        for (const auto& kv : m) {
-            const std::string k = kv.first.as<std::string>();
-            if (k == "preset" || k == "randomized_positions_max" || k == "vocab_size")
-                r.fail(kv.first, "model." + k,
-                       "set by the study (presets, randomized, the task "
-                       "vocabulary), not here");
-            s.model.emplace_back(k, r.scalar<std::string>(kv.second, "model." + k, "a scalar"));
-            // Each key on its own first, so an error points at its line.
-            try {
-                engine::PretrainConfig probe;
-                engine::set_config_value(probe, "model." + k, s.model.back().second);
-            } catch (const std::exception& e) {
-                r.fail(kv.first, "model." + k, e.what());
-            }
-        }
-    }
-    // The lengths against the model: every test input ([CLS] + symbols + [SEP]) fits the
-    // position table, and randomized positions cover every test position.
+// The lengths against the model: every test input ([CLS] + symbols + [SEP]) fits the position
+// table, and randomized positions cover every test position.
+void check_lengths(const YAML::Node& root, const Reader& r, const LengthgenStudy& s) {
     const int64_t longest =
         std::max(*std::max_element(s.test_lengths.begin(), s.test_lengths.end()),
                  s.train_max_length) +
         2;
     if (std::find(s.randomized.begin(), s.randomized.end(), true) != s.randomized.end() &&
         s.randomized_positions_max < longest)
-        r.fail(has("randomized_positions_max") ? nodes["randomized_positions_max"] : root,
+        r.fail(root["randomized_positions_max"] ? root["randomized_positions_max"] : root,
                "randomized_positions_max",
                "must cover the longest input (" + std::to_string(longest) +
                    " tokens with [CLS] and [SEP]), got " +
@@ -214,10 +172,21 @@ LengthgenStudy parse_lengthgen_study(const YAML::Node& root, const std::string& 
                                                 std::to_string(longest) +
                                                 " tokens with [CLS] and [SEP])");
             } catch (const std::exception& e) {
-                r.fail(has("model") ? nodes["model"] : root, "model",
+                r.fail(root["model"] ? root["model"] : root, "model",
                        preset + (rand ? " randomized" : "") + ": " + e.what());
             }
         }
+}
+
+LengthgenStudy parse_lengthgen_study(const YAML::Node& root, const std::string& file) {
+    const Reader r(file);
+    LengthgenStudy s;
+    if (!root.IsMap()) r.fail(root, "", "expected a mapping of study keys");
+    const std::vector<std::string> sections = {"train"};
+    r.check_keys(root, "", detail::section_keys(lengthgen_fields(), "", sections));
+    detail::read_fields(root, r, lengthgen_fields(), sections, s);
+    if (root["model"]) read_model_keys(root["model"], r, s);
+    check_lengths(root, r, s);
     return s;
 }
 
