@@ -138,23 +138,17 @@ int run_on_slurm(const Args& args, const experiments::ExperimentSpec& spec) {
 
 }  // namespace
 
-int cmd_run(const Argv& argv) {
-    Args args(argv, command_spec("run"));
-    auto spec = experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
-    if (args.get("executor") == "slurm") return run_on_slurm(args, spec);
+namespace {
+
+// The runner's options of a local `tupe run`: its arguments, the job-claim settings of the
+// environment (TUPE_CLAIM_TIMEOUT, TUPE_CLAIM_FROM) and the test hook.
+experiments::RunnerOptions local_runner_options(const Args& args) {
     for (const char* slurm :
          {"nodes", "ranks-per-node", "gpus-per-job", "cpus-per-task", "partition", "account",
           "time", "sbatch-arg", "wait", "max-attempts", "poll"})
         if (args.has(slurm))
             throw UsageError(std::string("--") + slurm + " needs --executor slurm");
-    // A cluster job (the Slurm executor's): its own store in its job folder, marked done at
-    // the end so that `tupe gather` takes it (experiments/slurm.h).
-    const std::string job_store = args.get("job-store");
-    if (!job_store.empty()) {
-        if (!args.has("job")) throw UsageError("--job-store needs --job NAME");
-        spec.study_store = spec.database;
-        spec.database = experiments::begin_job_store(job_store);
-    }
+    if (args.has("job-store") && !args.has("job")) throw UsageError("--job-store needs --job NAME");
     experiments::RunnerOptions options;
     options.only_job = args.get("job");
     options.jobs = args.get_int("jobs");
@@ -163,24 +157,9 @@ int cmd_run(const Argv& argv) {
     options.overrides = args.all("set");
     options.new_runs = args.has("new-runs");
     for (const auto& block : args.all("redo")) options.redo.insert(block);
-    // Job claims (several runners on one plan): the stale timeout, and the claim this
-    // process takes over from the runner that started it for its job.
     options.claim_timeout_seconds = claim_timeout_from_env();
     if (const char* from = std::getenv(experiments::kClaimFromEnv)) options.claim_from = from;
     raise_at_step_from_env(options);
-    const bool quiet = args.has("quiet");
-    if (!job_store.empty() && options.claim_from.empty() &&
-        experiments::ResultStore::holds_data(spec.database)) {
-        // A job store has one writer at a time (Slurm runs one attempt of a job): a claim
-        // left by an earlier attempt (killed, preempted, on another node) is taken over now.
-        auto store = experiments::ResultStore::open(spec.database);
-        if (const auto e = store.find_experiment(spec.name))
-            for (const auto& c : store.list_claims(e->id))
-                if (c.job == options.only_job && c.held()) options.claim_from = c.owner.text();
-    }
-
-    // Data parallelism: `--nproc-per-node N` runs each job on N local workers (for one job,
-    // this process is their launcher); a worker started by it, torchrun or srun joins its group.
     const long long nproc = args.get_int("nproc-per-node");
     if (nproc < 1 || nproc > 1024) throw UsageError("--nproc-per-node must be in [1, 1024]");
     if (nproc > 1 && engine::distributed_env_present())
@@ -189,37 +168,123 @@ int cmd_run(const Argv& argv) {
             "(torchrun/srun or --nproc-per-node), not both");
     if (nproc > 1 && args.has("jobs"))
         throw UsageError("--jobs and --nproc-per-node: choose parallel jobs or data-parallel jobs");
-    // The plan as the store knows it: run names, and the study checked before anything is
-    // written (a changed job is refused here, in one line, unless --new-runs).
+    options.nproc_per_node = nproc;
+    return options;
+}
+
+// `--nproc-per-node N --job NAME`: this process launches the job's N local workers and waits.
+int launch_job_workers(const Argv& argv, const experiments::RunnerOptions& options) {
+    LaunchSpec launch;
+    launch.command = "run";
+    launch.nproc = static_cast<int>(options.nproc_per_node);
+    launch.threads_each = threads_per_worker(options.threads, launch.nproc);
+    launch.worker_args = without_option(argv, "nproc-per-node");
+    launch.worker_args = without_option(launch.worker_args, "threads");
+    launch.worker_args.insert(launch.worker_args.begin(), {"tupe", "run"});
+    launch.worker_args.insert(launch.worker_args.end(),
+                              {"--threads", std::to_string(launch.threads_each)});
+    launch.failure_hint = "; `tupe status` shows the job, and running the same command redoes it";
+    return launch_local_workers(launch);
+}
+
+// What a local run prints: the plan, each job as it starts, a progress bar (or plain lines,
+// or JSON lines for programs with --progress jsonl) and the summary. Ranks other than 0 of a
+// data-parallel job, and --quiet, print nothing but errors.
+class RunPrinter {
+  public:
+    RunPrinter(const Args& args, bool main_rank, size_t jobs)
+        : quiet_(args.has("quiet") || !main_rank),
+          jsonl_(args.get("progress") == "jsonl" && !quiet_),
+          json_(jsonl_, std::cout),
+          bar_(static_cast<long long>(jobs) * 100, 1000000) {}
+
+    void plan(const experiments::ExperimentSpec& spec, size_t jobs) {
+        if (jsonl_)
+            json_.emit({{"event", "plan"},
+                        {"experiment", spec.name},
+                        {"variants", spec.variants.size()},
+                        {"jobs", jobs},
+                        {"database", spec.database}});
+        else if (!quiet_)
+            std::cerr << "experiment " << spec.name << ": " << spec.variants.size() << " variants, "
+                      << jobs << " jobs, results in " << spec.database << "\n";
+    }
+
+    void attach(experiments::RunnerCallbacks& cb) {
+        cb.on_message = [this](const std::string& m) {
+            if (jsonl_) return json_.emit({{"event", "message"}, {"text", m}});
+            if (quiet_) return;
+            bar_.finish();
+            std::cerr << m << "\n";
+        };
+        cb.on_progress = [this](const experiments::PlanProgress& p) {
+            if (jsonl_) return json_.progress(p);
+            if (quiet_) return;
+            if (p.current != last_job_) {
+                bar_.finish();
+                std::cerr << "[" << p.done + 1 << "/" << p.total << "] " << p.current << "\n";
+                last_job_ = p.current;
+            }
+            // The runner's ETA weighs jobs by their tokens and times each kind (plan_eta.h).
+            bar_.update(static_cast<long long>((p.done + p.job_fraction) * 100), p.job_status,
+                        p.eta_seconds >= 0 ? p.eta_seconds : NAN);
+        };
+    }
+
+    void finish() { bar_.finish(); }
+
+    void summary(const std::string& name, const experiments::RunSummary& s) {
+        if (jsonl_)
+            json_.emit({{"event", "summary"},
+                        {"finished", s.finished},
+                        {"skipped", s.skipped},
+                        {"failed", s.failed},
+                        {"blocked", s.blocked},
+                        {"stopped", s.stopped}});
+        else if (!quiet_)
+            std::cerr << name << ": " << s.finished << " finished, " << s.skipped
+                      << " already done, " << s.failed << " failed"
+                      << (s.blocked > 0 ? ", " + std::to_string(s.blocked) +
+                                              " blocked (their pretraining failed: `tupe status`)"
+                                        : std::string())
+                      << (s.stopped ? "; stopped (run the same command to resume)" : "") << "\n";
+    }
+
+  private:
+    bool quiet_, jsonl_;
+    JsonProgress json_;
+    ProgressBar bar_;
+    std::string last_job_;
+};
+
+}  // namespace
+
+int cmd_run(const Argv& argv) {
+    Args args(argv, command_spec("run"));
+    auto spec = experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
+    if (args.get("executor") == "slurm") return run_on_slurm(args, spec);
+    experiments::RunnerOptions options = local_runner_options(args);
+    // A cluster job (the Slurm executor's) records into its own store in its job folder,
+    // marked done at the end so that `tupe gather` takes it (experiments/slurm.h).
+    const std::string job_store = args.get("job-store");
+    if (!job_store.empty()) experiments::use_job_store(spec, options, job_store);
+    // The plan as the store knows it, the study checked before anything is written (a changed
+    // job or output is refused here, in one line, unless --new-runs / --redo).
     const auto bound = experiments::bind_plan(
         spec,
         options.new_runs ? experiments::ChangedJobs::kRunBeside : experiments::ChangedJobs::kRefuse,
         options.redo);
-    const auto& plan = bound.jobs;
     const experiments::Job* only = nullptr;  // --job NAME
-    for (const auto& j : plan)
+    for (const auto& j : bound.jobs)
         if (j.name == options.only_job) only = &j;
     if (!options.only_job.empty() && !only)
         throw UsageError("no job named '" + options.only_job + "' in " + spec.path +
                          " (`tupe status` lists them)");
-    if (nproc > 1 && only) {
-        LaunchSpec launch;
-        launch.command = "run";
-        launch.nproc = static_cast<int>(nproc);
-        launch.threads_each = threads_per_worker(options.threads, launch.nproc);
-        launch.worker_args = without_option(argv, "nproc-per-node");
-        launch.worker_args = without_option(launch.worker_args, "threads");
-        launch.worker_args.insert(launch.worker_args.begin(), {"tupe", "run"});
-        launch.worker_args.insert(launch.worker_args.end(),
-                                  {"--threads", std::to_string(launch.threads_each)});
-        launch.failure_hint =
-            "; `tupe status` shows the job, and running the same command redoes it";
-        return launch_local_workers(launch);
-    }
-    options.nproc_per_node = nproc;
+    if (options.nproc_per_node > 1 && only) return launch_job_workers(argv, options);
+    // A data-parallel worker (started by the launcher above, torchrun or srun) joins its group.
     std::unique_ptr<engine::DistributedContext> group;
     if (engine::distributed_env_present()) {
-        if (options.only_job.empty())
+        if (!only)
             throw UsageError(
                 "a data-parallel worker (RANK/WORLD_SIZE set) runs one job: pass "
                 "--job NAME, or run the whole plan with --nproc-per-node N");
@@ -238,66 +303,22 @@ int cmd_run(const Argv& argv) {
     const bool main_rank = !group || group->is_main();
 
     StopOnSignal stop_on_signal;
-    // --progress jsonl: events for programs (the app) on stdout; errors stay one line on stderr.
-    const bool jsonl = args.get("progress") == "jsonl" && !quiet && main_rank;
-    JsonProgress json_progress(jsonl, std::cout);
-    auto emit = [&](const nlohmann::json& event) { json_progress.emit(event); };
-    if (jsonl)
-        emit({{"event", "plan"},
-              {"experiment", spec.name},
-              {"variants", spec.variants.size()},
-              {"jobs", plan.size()},
-              {"database", spec.database}});
-    else if (!quiet && main_rank)
-        std::cerr << "experiment " << spec.name << ": " << spec.variants.size() << " variants, "
-                  << plan.size() << " jobs, results in " << spec.database << "\n";
-    ProgressBar bar(static_cast<long long>(plan.size()) * 100, 1000000);
-    std::string last_job;
+    RunPrinter printer(args, main_rank, bound.jobs.size());
+    printer.plan(spec, bound.jobs.size());
     experiments::RunnerCallbacks cb;
     cb.stop = stop_on_signal.flag();
-    cb.on_message = [&](const std::string& m) {
-        if (jsonl) return emit({{"event", "message"}, {"text", m}});
-        if (quiet || !main_rank) return;
-        bar.finish();
-        std::cerr << m << "\n";
-    };
-    cb.on_progress = [&](const experiments::PlanProgress& p) {
-        if (jsonl) return json_progress.progress(p);
-        if (quiet || !main_rank) return;
-        if (p.current != last_job) {
-            bar.finish();
-            std::cerr << "[" << p.done + 1 << "/" << p.total << "] " << p.current << "\n";
-            last_job = p.current;
-        }
-        // The runner's ETA weighs jobs by their tokens and times each kind (plan_eta.h); the
-        // bar's own would count a 2-minute pretraining and a 5-second fine-tuning alike.
-        bar.update(static_cast<long long>((p.done + p.job_fraction) * 100), p.job_status,
-                   p.eta_seconds >= 0 ? p.eta_seconds : NAN);
-    };
+    printer.attach(cb);
     experiments::RunSummary summary;
     try {
         summary = experiments::run_experiment(spec, options, cb);
     } catch (const engine::DistributedError& e) {
-        bar.finish();
+        printer.finish();
         std::cerr << "tupe run: error: " << e.what() << "\n";
         return kPeerFailureStatus;
     }
-    bar.finish();
+    printer.finish();
     if (!main_rank) return summary.stopped ? 130 : 0;
-    if (jsonl)
-        emit({{"event", "summary"},
-              {"finished", summary.finished},
-              {"skipped", summary.skipped},
-              {"failed", summary.failed},
-              {"blocked", summary.blocked},
-              {"stopped", summary.stopped}});
-    else if (!quiet)
-        std::cerr << spec.name << ": " << summary.finished << " finished, " << summary.skipped
-                  << " already done, " << summary.failed << " failed"
-                  << (summary.blocked > 0 ? ", " + std::to_string(summary.blocked) +
-                                                " blocked (their pretraining failed: `tupe status`)"
-                                          : std::string())
-                  << (summary.stopped ? "; stopped (run the same command to resume)" : "") << "\n";
+    printer.summary(spec.name, summary);
     if (summary.stopped) return 130;
     if (!job_store.empty())
         experiments::finish_job_store(job_store, only->name, only->fingerprint,

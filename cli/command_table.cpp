@@ -52,10 +52,9 @@ OptionSpec sets() {
 }
 const std::string kDb = "results/tupe.sqlite";
 
-std::vector<CommandSpec> make_table() {
-    std::vector<CommandSpec> t;
+// The command table, part by part: the data, pretraining and model commands.
+void add_data_and_model_commands(std::vector<CommandSpec>& t) {
     auto add = [&](CommandSpec c) { t.push_back(std::move(c)); };
-
     add({"prepare-data",
          cmd_prepare_data,
          "",
@@ -133,6 +132,11 @@ std::vector<CommandSpec> make_table() {
                 "the vocabulary copied into the HF folder")},
          "",
          "pt"});
+}
+
+// The command table, part by part: the microscope: looking inside models.
+void add_microscope_commands(std::vector<CommandSpec>& t) {
+    auto add = [&](CommandSpec c) { t.push_back(std::move(c)); };
     add({"inspect",
          cmd_inspect,
          "CHECKPOINT",
@@ -222,6 +226,11 @@ std::vector<CommandSpec> make_table() {
          "lengths, the model keys and the training budget (experiments/"
          "length_generalisation_cpu.yaml; docs/zoo.md).",
          "yaml"});
+}
+
+// The command table, part by part: which parts of a model use position.
+void add_ablation_commands(std::vector<CommandSpec>& t) {
+    auto add = [&](CommandSpec c) { t.push_back(std::move(c)); };
     add({"ablate",
          cmd_ablate,
          "CHECKPOINT [CHECKPOINT ...]",
@@ -284,6 +293,11 @@ std::vector<CommandSpec> make_table() {
          "`analysis.heads: true` runs this scan). One primary type per head, the first rule "
          "that holds (docs/microscope.md), and its score for every type.",
          ""});
+}
+
+// The command table, part by part: studies, their results and submissions.
+void add_study_commands(std::vector<CommandSpec>& t) {
+    auto add = [&](CommandSpec c) { t.push_back(std::move(c)); };
     add({"run",
          cmd_run,
          "EXPERIMENT.yaml",
@@ -374,6 +388,11 @@ std::vector<CommandSpec> make_table() {
          {sets()},
          "",
          "yaml"});
+}
+
+// The command table, part by part: reading a study's results and submitting them.
+void add_result_commands(std::vector<CommandSpec>& t) {
+    auto add = [&](CommandSpec c) { t.push_back(std::move(c)); };
     add({"report",
          cmd_report,
          "",
@@ -445,6 +464,11 @@ std::vector<CommandSpec> make_table() {
           opt("format", "FORMAT", "table", "output format", {"table", "json"})},
          "",
          ""});
+}
+
+// The command table, part by part: the machine and the shell.
+void add_tool_commands(std::vector<CommandSpec>& t) {
+    auto add = [&](CommandSpec c) { t.push_back(std::move(c)); };
     add({"bench",
          cmd_bench,
          "",
@@ -489,6 +513,16 @@ std::vector<CommandSpec> make_table() {
          "Use it with `source <(tupe completion bash)`, or copy build/completion/tupe into "
          "~/.local/share/bash-completion/completions/.",
          ""});
+}
+
+std::vector<CommandSpec> make_table() {
+    std::vector<CommandSpec> t;
+    add_data_and_model_commands(t);
+    add_microscope_commands(t);
+    add_ablation_commands(t);
+    add_study_commands(t);
+    add_result_commands(t);
+    add_tool_commands(t);
     return t;
 }
 

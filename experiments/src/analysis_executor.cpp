@@ -30,38 +30,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string vocab_of(const Variant& v) {
-    return (fs::path(v.config.out_dir) / "vocab.txt").string();
-}
-
-// The final checkpoint of `v`: its last snapshot, else checkpoint.pt.
-std::string final_checkpoint_path(const Variant& v) {
-    std::string checkpoint = snapshot_path(v, v.config.train.steps);
-    std::error_code error;
-    if (!fs::exists(checkpoint, error))
-        checkpoint = (fs::path(v.config.out_dir) / "checkpoint.pt").string();
-    return checkpoint;
-}
-
-// The checkpoint-STEP.pt snapshots of the run folder by step (what `tupe heads` scans).
-std::vector<std::pair<std::string, std::string>> folder_snapshots(const Variant& v) {
-    static const std::regex snapshot(R"(checkpoint-(\d+)\.pt)");
-    std::vector<std::pair<int64_t, std::string>> steps;
-    std::error_code error;
-    for (fs::directory_iterator it(v.config.out_dir, error), end; !error && it != end;
-         it.increment(error)) {
-        std::smatch m;
-        const std::string name = it->path().filename().string();
-        if (std::regex_match(name, m, snapshot))
-            steps.emplace_back(std::stoll(m[1].str()), it->path().string());
-    }
-    std::sort(steps.begin(), steps.end());
-    std::vector<std::pair<std::string, std::string>> out;
-    for (const auto& [step, path] : steps)
-        out.emplace_back("snapshot" + std::to_string(step), path);
-    return out;
-}
-
 // The files `names` under `dir` as artifacts of `run_id` (absent ones skipped), the last name
 // last: its row is what marks the output as stored.
 std::vector<ArtifactRecord> artifact_records(int64_t run_id, const std::string& dir,
@@ -120,75 +88,6 @@ std::optional<RunRecord> owner_run(ResultStore& store, const Variant& v) {
 }
 
 }  // namespace
-
-std::string RunOutputPlan::label() const {
-    if (kind == RunOutput::kAnalysis) return "analysis of step " + std::to_string(step);
-    return run_output_name(kind);
-}
-
-std::vector<RunOutputPlan> run_output_plans(const ExperimentSpec& spec, const Variant& v,
-                                            bool with_executable) {
-    std::vector<RunOutputPlan> out;
-    const fs::path dir(v.config.out_dir);
-    const std::string vocab = vocab_of(v);
-    for (int64_t step : spec.analysis_steps(v)) {
-        RunOutputPlan p;
-        p.kind = RunOutput::kAnalysis;
-        p.step = step;
-        p.dir = (dir / "analysis" / ("step" + std::to_string(step))).string();
-        p.marker = (fs::path(p.dir) / "index.json").string();
-        p.inputs = {{"checkpoint", snapshot_path(v, step)}, {"vocab", vocab}};
-        out.push_back(std::move(p));
-    }
-    // The other outputs need the tupe executable (their renderers live in the CLI).
-    if (!with_executable) return out;
-    const int64_t last = v.config.train.steps;
-    const auto add = [&](RunOutput kind, const char* folder, const char* marker) {
-        RunOutputPlan p;
-        p.kind = kind;
-        p.step = last;
-        p.dir = (dir / folder).string();
-        p.marker = (fs::path(p.dir) / marker).string();
-        p.inputs = {{"checkpoint", final_checkpoint_path(v)}, {"vocab", vocab}};
-        out.push_back(std::move(p));
-    };
-    if (spec.extrapolation.enabled)
-        add(RunOutput::kExtrapolation, "extrapolation", "extrapolation.json");
-    if (spec.analysis.enabled && !spec.analysis.ablation.empty())
-        add(RunOutput::kAblation, "ablation", "ablation.json");
-    if (spec.analysis.enabled && spec.analysis.heads) {
-        add(RunOutput::kHeads, "heads", "heads.json");
-        out.back().inputs = folder_snapshots(v);
-        out.back().inputs.emplace_back("vocab", vocab);
-    }
-    return out;
-}
-
-RunOutputState run_output_state(const ExperimentSpec& spec, const Variant& v,
-                                const RunOutputPlan& plan,
-                                const std::vector<ArtifactRecord>& recorded, FileHashes& hashes) {
-    RunOutputState s;
-    std::error_code error;
-    for (const auto& [name, path] : plan.inputs)
-        if (!fs::exists(path, error)) return s;  // not pretrained that far yet: pending
-    if (plan.kind == RunOutput::kHeads && plan.inputs.size() < 2) return s;
-    s.identity = output_identity(spec, v, plan.kind, plan.inputs, hashes).text();
-    const std::string marker = canonical_path(plan.marker);
-    const auto row = std::find_if(recorded.begin(), recorded.end(), [&](const ArtifactRecord& a) {
-        return canonical_path(a.path) == marker;
-    });
-    if (row == recorded.end()) return s;
-    if (row->identity == s.identity) {
-        s.state = RunOutputState::State::kDone;
-    } else {
-        s.state = RunOutputState::State::kChanged;
-        s.changes = row->identity.empty()
-                        ? std::vector<std::string>{"recorded without its settings (before "
-                                                   "output identities)"}
-                        : identity_changes(row->identity, s.identity);
-    }
-    return s;
-}
 
 bool AnalysisExecutor::pending(const Job& job, int64_t run_id) {
     const Variant& v = variant_named(ctx_.spec, job.variant);

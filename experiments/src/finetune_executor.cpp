@@ -267,25 +267,6 @@ void store_test_predictions(ResultStore& store, int64_t run_id,
 
 }  // namespace
 
-std::string finetune_config_text(const ExperimentSpec& spec, const Variant& v, const Job& job) {
-    const TaskInfo& task = find_task(job.task);
-    std::ostringstream cfg;
-    cfg << "task = " << job.task << "\ncheckpoint = " << snapshot_path(v, job.checkpoint_step)
-        << "\nlr = " << job.lr << "\nseed = " << job.seed
-        << "\nepochs = " << (spec.finetune.epochs > 0 ? spec.finetune.epochs : task.default_epochs)
-        << "\nbatch_size = " << spec.finetune.batch_size
-        << "\nwarmup_ratio = " << spec.finetune.warmup_ratio
-        << "\nweight_decay = " << spec.finetune.weight_decay
-        << "\nmax_seq_len = " << spec.finetune.max_seq_len << "\n";
-    // Written only when changed, so runs recorded before the key existed stay equal.
-    if (spec.finetune.classifier_dropout != FinetuneProtocol{}.classifier_dropout)
-        cfg << "classifier_dropout = " << spec.finetune.classifier_dropout << "\n";
-    if (spec.finetune.shuffle_words) cfg << "shuffle_words = true\n";
-    // Nothing above but the checkpoint, max_seq_len and shuffle_words applies to a pair task.
-    if (task.zero_shot) cfg << "protocol = zero-shot pseudo-log-likelihood (no training)\n";
-    return cfg.str();
-}
-
 void FinetuneExecutor::describe(const Job& job, RunRecord& r) const {
     const ExperimentSpec& spec = ctx_.spec;
     const Variant& v = variant_named(spec, job.variant);

@@ -25,7 +25,7 @@
 #include "experiments/result_store.h"
 #include "experiments/runner.h"
 #include "experiments/synthetic_tasks.h"
-#include "runner_internal.h"
+#include "study_layout.h"
 
 namespace experiments {
 

@@ -59,19 +59,6 @@ void ingest_missing_metrics(ResultStore& store, int64_t run_id, const std::strin
 
 }  // namespace
 
-std::string pretrain_config_text(const Variant& v) {
-    // pretrain() sizes the embeddings from the vocabulary; record that size, not the
-    // preset's default, so the stored config says what was trained.
-    engine::PretrainConfig resolved = v.config;
-    try {
-        resolved.model.vocab_size =
-            static_cast<int64_t>(engine::Vocab::load(resolved.data.vocab).size());
-    } catch (const std::exception&) {
-        // No vocabulary yet: pretrain() reports it when the job runs.
-    }
-    return engine::config_to_text(resolved);
-}
-
 void PretrainExecutor::describe(const Job& job, RunRecord& r) const {
     const Variant& v = variant_named(ctx_.spec, job.variant);
     r.config_text = pretrain_config_text(v);

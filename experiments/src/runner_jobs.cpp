@@ -31,29 +31,6 @@ std::string glue_dir(const ExperimentSpec& spec) {
     return spec.glue.data == "builtin" ? prepare_builtin_tasks(spec) : spec.glue.data;
 }
 
-std::string snapshot_path(const Variant& v, int64_t step) {
-    return engine::snapshot_path(v.config.out_dir, step);
-}
-
-bool shared_run_folder(const ExperimentSpec& spec, const Variant& v) {
-    const auto owner = engine::read_run_owner(v.config.out_dir);
-    return owner && owner->experiment != spec.name;
-}
-
-const Variant& variant_named(const ExperimentSpec& spec, const std::string& name) {
-    for (const auto& v : spec.variants)
-        if (v.name == name) return v;
-    throw std::invalid_argument("no variant named '" + name + "' in " + spec.path);
-}
-
-const Job& job_named(const std::vector<Job>& plan, const ExperimentSpec& spec,
-                     const std::string& name) {
-    for (const auto& j : plan)
-        if (j.name == name) return j;
-    throw std::invalid_argument("no job named '" + name + "' in " + spec.path +
-                                " (`tupe status` lists them)");
-}
-
 std::vector<engine::LabeledText> labeled(const TaskInfo& task, const Split& split) {
     std::vector<engine::LabeledText> out;
     out.reserve(split.examples.size());
@@ -111,15 +88,6 @@ TaskData load_task_data(const std::string& task_key, const std::string& dir, boo
         d.dev.push_back(labeled(d.info, splits.at(name)));
     }
     return d;
-}
-
-std::vector<int64_t> snapshot_steps(const ExperimentSpec& spec, const Variant& v) {
-    std::vector<int64_t> steps = spec.checkpoint_steps(v);
-    for (const auto& more : {spec.analysis_steps(v), spec.kept_steps(v)})
-        for (int64_t step : more)
-            if (std::find(steps.begin(), steps.end(), step) == steps.end()) steps.push_back(step);
-    std::sort(steps.begin(), steps.end());
-    return steps;
 }
 
 engine::FinetuneConfig finetune_config(const ExperimentSpec& spec, const Variant& v, const Job& job,

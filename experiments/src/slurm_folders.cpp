@@ -256,6 +256,16 @@ std::string begin_job_store(const std::string& dir) {
     return (fs::path(dir) / "job.sqlite").string();
 }
 
+void use_job_store(ExperimentSpec& spec, RunnerOptions& options, const std::string& dir) {
+    spec.study_store = spec.database;
+    spec.database = begin_job_store(dir);
+    if (!options.claim_from.empty() || !ResultStore::holds_data(spec.database)) return;
+    auto store = ResultStore::open(spec.database);
+    if (const auto e = store.find_experiment(spec.name))
+        for (const auto& c : store.list_claims(e->id))
+            if (c.job == options.only_job && c.held()) options.claim_from = c.owner.text();
+}
+
 void finish_job_store(const std::string& dir, const std::string& job,
                       const std::string& fingerprint, bool failed) {
     const fs::path store = fs::path(dir) / "job.sqlite";

@@ -99,6 +99,11 @@ int64_t cancel_study(const ExperimentSpec& spec);
 /// store; this prepares DIR for a new attempt (its old done.json removed, the rollback journal
 /// chosen) and returns the store's path.
 std::string begin_job_store(const std::string& dir);
+/// A cluster job's run set up on its own store: begin_job_store(dir) becomes spec.database
+/// (the study's store stays spec.study_store, which its run folders belong to), and a claim an
+/// earlier attempt of the job left in that store (killed, preempted, on another node) is taken
+/// over now (options.claim_from), as a job store has one writer at a time.
+void use_job_store(ExperimentSpec& spec, RunnerOptions& options, const std::string& dir);
 /// Writes DIR/done.json for the attempt that just ended: the job, its fingerprint, "finished"
 /// or "failed", the SHA-256 of DIR/job.sqlite (closed by now), the Slurm job and host.
 void finish_job_store(const std::string& dir, const std::string& job,
