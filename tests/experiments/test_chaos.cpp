@@ -153,9 +153,11 @@ TEST_F(ChaosTest, TwoRunnersKilledAtSeededMomentsEndWithTheUndisturbedStore) {
     const test_support::EnvVars env = {{"TUPE_CLAIM_TIMEOUT", "3"}};
     long kills = 0, in_transaction = 0, in_children = 0, rounds = 0;
     double scale = 1;  // halved when the study ends before enough kills
-    while (kills < wanted && rounds < 6 * wanted) {
+    // Every kind of kill in turn, their moments and hooks drawn from the seed, until enough
+    // kills have landed, at least one inside a transaction and one with a child running.
+    while ((kills < wanted || in_transaction < 1 || in_children < 1) && rounds < 8 * wanted) {
+        const int kind = static_cast<int>(rounds % 4);
         ++rounds;
-        const int kind = static_cast<int>(rng() % 4);
         auto env_a = env;
         if (kind == 1)  // dies by itself inside the n-th curve-point transaction
             env_a.push_back(
@@ -192,7 +194,7 @@ TEST_F(ChaosTest, TwoRunnersKilledAtSeededMomentsEndWithTheUndisturbedStore) {
         in_transaction += hooked && (kind == 1 || kind == 2);
         in_children += child_seen && killed_a;
         started_.clear();
-        if (finished && kills < wanted) {
+        if (finished && (kills < wanted || in_transaction < 1 || in_children < 1)) {
             // The study ended before enough kills: start it over, killing earlier.
             for (const auto& entry : fs::directory_iterator(work))
                 if (entry.path() != file) fs::remove_all(entry.path());

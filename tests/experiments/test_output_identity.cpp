@@ -227,10 +227,18 @@ TEST_F(OutputIdentityTest, AnalysisChildDiesWithItsRunner) {
     kill(runner, SIGKILL);
     test_support::wait_process(runner);
     started_.clear();
+    // Gone: no such process, or a zombie (killed, waiting for whoever adopted it to reap it).
+    const auto gone_now = [&] {
+        std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+        std::string line;
+        if (!std::getline(stat, line)) return true;
+        const auto close = line.rfind(')');
+        return close != std::string::npos && line.size() > close + 2 && line[close + 2] == 'Z';
+    };
     bool gone = false;
-    for (int i = 0; i < 100 && !gone; ++i) {
+    for (int i = 0; i < 200 && !gone; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        gone = kill(child, 0) != 0;
+        gone = gone_now();
     }
     EXPECT_TRUE(gone) << "child " << child << " outlived its runner";
     if (!gone) kill(child, SIGKILL);
