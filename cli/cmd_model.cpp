@@ -7,6 +7,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "analysis/analysis_index.h"
 #include "analysis/attention_analysis.h"
 #include "analysis/inspect.h"
 #include "cli_util.h"
@@ -40,29 +41,13 @@ int cmd_info(const Argv& argv) {
     // bert-a's only positional parameters are its (max_len, C) input table.
     const int64_t overhead = groups["positional"] - m.max_position_embeddings * m.hidden_size;
     if (args.get("format") == "json") {
-        nlohmann::json j;
+        // Every model.* field, walked from the config table (index.json's "config" too).
+        nlohmann::json j = nlohmann::json::parse(analysis::model_config_json(m));
         j["checkpoint"] = path;
-        j["preset"] = m.preset;
-        j["size"] = m.size;
         j["positions"] = engine::describe_position(m).summary;
-        j["absolute_position"] = m.absolute_position;
-        j["relative_position"] = m.relative_position;
-        j["untie_cls"] = m.untie_cls;
-        j["shared_pos_term"] = m.shared_pos_term;
-        j["attention_scale_factor"] = m.attention_scale_factor;
-        j["pre_layernorm"] = m.pre_layernorm;
+        j["scheme_fields"] = engine::describe_position(m).fields;
+        j["scheme_sources"] = engine::describe_position(m).sources;
         j["backbone"] = engine::describe_backbone(m);
-        j["norm"] = m.norm;
-        j["bias"] = m.bias;
-        j["ffn"] = m.ffn;
-        j["local_window"] = m.local_window;
-        j["global_every"] = m.global_every;
-        j["num_hidden_layers"] = m.num_hidden_layers;
-        j["hidden_size"] = m.hidden_size;
-        j["num_attention_heads"] = m.num_attention_heads;
-        j["intermediate_size"] = m.intermediate_size;
-        j["max_position_embeddings"] = m.max_position_embeddings;
-        j["vocab_size"] = m.vocab_size;
         j["step"] = ckpt.step;
         j["steps"] = ckpt.config.train.steps;
         j["validation"] = nlohmann::json::array();
@@ -93,8 +78,18 @@ int cmd_info(const Argv& argv) {
               << " untie_cls=" << (m.untie_cls ? "on" : "off")
               << " shared_pos_term=" << (m.shared_pos_term ? "on" : "off") << " scale=1/sqrt("
               << m.attention_scale_factor << "d)" << (m.pre_layernorm ? " pre-LN" : " post-LN")
-              << "\n"
-              << "backbone     " << engine::describe_backbone(m) << "\n"
+              << "\n";
+    // The other fields the scheme's rows read (engine::SchemeRow::fields), at their values.
+    std::string fields;
+    for (const auto& f : engine::describe_position(m).fields)
+        if (f != "untie_cls" && f != "shared_pos_term")
+            fields += " " + f + "=" + engine::get_config_value(ckpt.config, "model." + f);
+    if (!fields.empty()) std::cout << "            " << fields << "\n";
+    std::string sources;
+    for (const auto& source : engine::describe_position(m).sources)
+        sources += (sources.empty() ? "" : "; ") + source;
+    if (!sources.empty()) std::cout << "sources      " << sources << "\n";
+    std::cout << "backbone     " << engine::describe_backbone(m) << "\n"
               << "shape        layers=" << m.num_hidden_layers << " hidden=" << m.hidden_size
               << " heads=" << m.num_attention_heads << " ffn=" << m.intermediate_size
               << " max_len=" << m.max_position_embeddings << " vocab=" << m.vocab_size << "\n"

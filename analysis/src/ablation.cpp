@@ -124,8 +124,7 @@ Slots positional_slots(engine::BertForMaskedLM& model, int64_t T) {
     for (const auto& lp : terms.layers) {
         add(lp.q_offset.defined(), "q/k offsets");
         add(lp.rope_dims > 0, "rotation");
-        add(lp.rel_keys.defined(), "relative keys");
-        add(lp.c2p_keys.defined(), "c2p/p2c terms");
+        for (const auto& term : lp.content) add(true, term->slot_name());
         add(lp.bias.defined(), "static bias");
     }
     s.heads = !names.empty();

@@ -200,7 +200,7 @@ struct SchemeTermAccumulator {
     SchemeTerms finish(const engine::PositionDescription& scheme) const {
         SchemeTerms out;
         out.summary = scheme.summary;
-        out.positions_in_content = scheme.input_slot || scheme.qk_offsets;
+        out.meanings = scheme.logit_term_meanings;
         auto n = pair_count.clamp_min(1.0).unsqueeze(0);  // (1, T, T)
         for (size_t k = 0; k < names.size(); ++k)
             out.terms.emplace_back(names[k], (sums[k] / n).to(torch::kFloat).contiguous());

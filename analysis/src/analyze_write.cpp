@@ -143,30 +143,6 @@ void write_terms(Writer& w, const TermMaps& terms) {
                       "uniformity of each term divided by the word-word term's" + columns, 0));
 }
 
-/// What one of engine::LayerPosition::terms' names (PositionDescription::logit_terms) is.
-std::string scheme_term_meaning(const std::string& name, bool positions_in_content) {
-    if (name == "content")
-        return positions_in_content
-                   ? "content term q.k^T * scale, the positions added at the input (or to q and "
-                     "k) included"
-                   : "content term q.k^T * scale of the words alone (no positions in q and k; "
-                     "unrotated for RoPE)";
-    if (name == "rotation")
-        return "RoPE rotation term: q.k^T * scale with q and k rotated by their positions, minus "
-               "the unrotated content term";
-    if (name == "c2p")
-        return "content-to-position term: each query against the relative-position key of its "
-               "distance to the key (Shaw r_{j-i}, DeBERTa K_r[delta(i,j)])";
-    if (name == "p2c")
-        return "position-to-content term: each key against the relative-position query of its "
-               "distance to the query (Shaw key-query r_{j-i}, DeBERTa Q_r[delta(j,i)])";
-    if (name == "bias")
-        return "static positional bias, the same for every sentence (TUPE's untied correlation "
-               "and [CLS] reset, T5's relative bias, ALiBi's distance penalty: what the scheme "
-               "has)";
-    return name + " term";
-}
-
 void write_scheme_terms(Writer& w, const SchemeTerms& scheme) {
     std::string names;
     for (const auto& term : scheme.terms) names += (names.empty() ? "" : " + ") + term.first;
@@ -175,10 +151,12 @@ void write_scheme_terms(Writer& w, const SchemeTerms& scheme) {
                                " add up to the layer-0 logits before the padding mask; mean "
                                "over the batch where query and key are both tokens; rows = "
                                "query position, columns = key position, logit units";
-    for (const auto& [name, map] : scheme.terms) {
+    for (size_t k = 0; k < scheme.terms.size(); ++k) {
+        const auto& [name, map] = scheme.terms[k];
         const std::string what = "scheme_" + name;
-        const std::string meaning =
-            "layer-0 " + scheme_term_meaning(name, scheme.positions_in_content) + suffix;
+        const std::string term =
+            k < scheme.meanings.size() ? scheme.meanings[k] : name + " term";  // the row's line
+        const std::string meaning = "layer-0 " + term + suffix;
         w.array("scheme_terms/" + name, map, describe(what, meaning + "; all heads (H, T, T)", 0));
         for (int64_t h = 0; h < map.size(0); ++h)
             w.matrix("scheme_terms/" + name + "_h" + std::to_string(h), map[h],

@@ -8,6 +8,7 @@
 // Every error is an engine::CheckpointError naming the file.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -17,11 +18,14 @@
 #include <unordered_map>
 #include <variant>
 
+#include "analysis/analysis_index.h"
 #include "analysis/attention_analysis.h"
 #include "analysis/hf_index.h"
 #include "analysis/safetensors.h"
 #include "analysis/torch_pickle.h"
 #include "engine/errors.h"
+#include "engine/position_scheme.h"
+#include "engine/text_util.h"
 #include "tensor_util.h"
 
 namespace analysis {
@@ -81,50 +85,67 @@ std::string hf_position_type(const engine::ModelConfig& c) {
         c.position_offset != 0 || c.scale_input_positions || c.randomized_positions_max != 0)
         return "";
     if (c.norm != "layernorm" || !c.bias || c.ffn != "gelu" || c.local_window > 0) return "";
-    if (c.absolute_position == "input" && c.relative_position == "none") return "absolute";
-    const bool hf_clip =
-        c.max_relative_distance == 0 || c.max_relative_distance == c.max_position_embeddings - 1;
-    if (c.absolute_position == "none" && hf_clip && !c.shared_pos_term) {
-        if (c.relative_position == "shaw") return "relative_key";
-        if (c.relative_position == "shaw_key_query") return "relative_key_query";
-    }
-    return "";
+    // One scheme alone, one transformers has (its row's hf_position_type), with HF's tables:
+    // one per layer, unclipped (relative_distance_clip = max_position_embeddings - 1).
+    const std::vector<engine::Scheme> active = engine::active_schemes(c);
+    if (active.size() != 1) return "";
+    const engine::SchemeRow& row = engine::scheme_row(active[0]);
+    if (!row.hf_position_type) return "";
+    if (row.per_layer_group && c.shared_pos_term) return "";
+    const bool clipped = std::find(row.fields.begin(), row.fields.end(),
+                                   std::string("max_relative_distance")) != row.fields.end() &&
+                         engine::relative_distance_clip(c) != c.max_position_embeddings - 1;
+    return clipped ? "" : row.hf_position_type;
 }
 
 bool hf_representable(const engine::ModelConfig& c) { return !hf_position_type(c).empty(); }
 
-/// Shaw's tables live in the position module (bert.position_bias.distance_embedding.N) and in
-/// HF under each layer's attention (bert.encoder.layer.N.attention.self.distance_embedding).
-const std::string kEngineShaw = "bert.position_bias.distance_embedding.";
+/// A per-layer table HF keeps in each layer's attention (the rows' hf_layer_parameter: Shaw's
+/// bert.position_bias.distance_embedding.N is HF's
+/// bert.encoder.layer.N.attention.self.distance_embedding).
 std::string to_hf_name(const std::string& name) {
-    if (!starts_with(name, kEngineShaw)) return name;
-    const std::string rest = name.substr(kEngineShaw.size());  // "N.weight"
-    const auto dot = rest.find('.');
-    return "bert.encoder.layer." + rest.substr(0, dot) + ".attention.self.distance_embedding" +
-           rest.substr(dot);
+    for (const engine::SchemeRow& row : engine::scheme_table()) {
+        if (!row.hf_layer_parameter) continue;
+        const std::string prefix =
+            std::string("bert.position_bias.") + row.hf_layer_parameter + ".";
+        if (!starts_with(name, prefix)) continue;
+        const std::string rest = name.substr(prefix.size());  // "N.weight"
+        const auto dot = rest.find('.');
+        return "bert.encoder.layer." + rest.substr(0, dot) + ".attention.self." +
+               row.hf_layer_parameter + rest.substr(dot);
+    }
+    return name;
 }
 
-/// The ModelConfig fields config.json holds under transformers' own keys (hf_config_for writes
-/// them, read_hf_bert_config reads them). Every other model.* field of the config table
-/// (engine::visit_model_fields) is a key of the "tupe_workbench" block.
-bool hf_standard_field(const std::string& name) {
-    static const std::set<std::string> names = {
-        "vocab_size",          "hidden_size",
-        "num_hidden_layers",   "num_attention_heads",
-        "intermediate_size",   "max_position_embeddings",
-        "type_vocab_size",     "layer_norm_eps",
-        "hidden_dropout_prob", "attention_probs_dropout_prob",
-        "initializer_range",   "pad_token_id"};
-    return names.count(name) > 0;
+/// transformers' BertConfig keys that are ModelConfig fields of the same name and meaning:
+/// hf_config_for writes them, read_hf_bert_config reads them (the required ones must be
+/// there; an absent or null other keeps ModelConfig's default, which is BertConfig's), and
+/// every other model.* field of the config table (engine::visit_model_fields) is a key of the
+/// "tupe_workbench" block.
+struct HfStandardKey {
+    const char* name;
+    bool required;
+};
+constexpr HfStandardKey kHfStandardKeys[] = {
+    {"vocab_size", true},           {"hidden_size", true},
+    {"num_hidden_layers", true},    {"num_attention_heads", true},
+    {"intermediate_size", true},    {"max_position_embeddings", true},
+    {"type_vocab_size", false},     {"layer_norm_eps", false},
+    {"hidden_dropout_prob", false}, {"attention_probs_dropout_prob", false},
+    {"initializer_range", false},   {"pad_token_id", false}};
+
+const HfStandardKey* hf_standard_key(const std::string& name) {
+    for (const auto& key : kHfStandardKeys)
+        if (name == key.name) return &key;
+    return nullptr;
 }
+
+bool hf_standard_field(const std::string& name) { return hf_standard_key(name) != nullptr; }
 
 /// The "tupe_workbench" block: every model.* field that is not hf_standard_field, typed.
 nlohmann::json hf_workbench_block(const engine::ModelConfig& config) {
-    engine::ModelConfig copy = config;
-    nlohmann::json block = nlohmann::json::object();
-    engine::visit_model_fields(copy, [&](const char* name, engine::ModelFieldRef field) {
-        if (!hf_standard_field(name)) std::visit([&](auto* value) { block[name] = *value; }, field);
-    });
+    nlohmann::json block = nlohmann::json::parse(model_config_json(config));
+    for (const auto& key : kHfStandardKeys) block.erase(key.name);
     return block;
 }
 
@@ -171,7 +192,7 @@ void read_workbench_block(const std::string& path, const nlohmann::json& block,
     }
     if (!block.contains("absolute_position"))
         throw engine::CheckpointError(path, where + ": missing key 'absolute_position'");
-    if (block.value("rel_pos", false)) c.relative_position = "t5";  // before the zoo
+    if (block.value("rel_pos", false)) engine::set_legacy_rel_pos(c, true);  // before the zoo
     engine::visit_model_fields(c, [&](const char* name, engine::ModelFieldRef field) {
         if (hf_standard_field(name) || !block.contains(name)) return;
         std::visit([&](auto* value) { *value = block[name].get<std::decay_t<decltype(*value)>>(); },
@@ -182,6 +203,73 @@ void read_workbench_block(const std::string& path, const nlohmann::json& block,
     } catch (const std::invalid_argument& e) {
         throw engine::CheckpointError(path, where + "." + e.what());
     }
+}
+
+/// The standard keys of `j` into `c` (kHfStandardKeys), typed as the config table has them.
+void read_hf_standard_keys(const std::string& path, const nlohmann::json& j,
+                           engine::ModelConfig& c) {
+    engine::visit_model_fields(c, [&](const char* name, engine::ModelFieldRef field) {
+        const HfStandardKey* key = hf_standard_key(name);
+        if (!key) return;
+        if (!j.contains(name) || (!key->required && j[name].is_null())) {
+            if (key->required)
+                throw engine::CheckpointError(path, std::string("missing key '") + name + "'");
+            return;
+        }
+        const nlohmann::json& value = j[name];
+        std::visit(
+            [&](auto* out) {
+                using T = std::decay_t<decltype(*out)>;
+                if constexpr (std::is_same_v<T, int64_t>) {
+                    if (!value.is_number_integer())
+                        throw engine::CheckpointError(path, std::string("key '") + name +
+                                                                "' must be an integer, got " +
+                                                                value.dump());
+                    *out = value.get<int64_t>();
+                } else if constexpr (std::is_same_v<T, double>) {
+                    if (!value.is_number())
+                        throw engine::CheckpointError(path, std::string("key '") + name +
+                                                                "' must be a number, got " +
+                                                                value.dump());
+                    *out = value.get<double>();
+                }
+            },
+            field);
+    });
+}
+
+/// position_embedding_type (HF's default "absolute" when absent) as the scheme whose row
+/// names it: BERT-A's table, or Shaw's per-layer tables as modeling_bert computes them (no
+/// absolute positions at the input).
+void read_hf_position_type(const std::string& path, const nlohmann::json& j,
+                           engine::ModelConfig& c) {
+    const char* key = "position_embedding_type";
+    if (j.contains(key) && !j[key].is_string())
+        throw engine::CheckpointError(path, "key 'position_embedding_type' must be a string");
+    const std::string type = j.contains(key)
+                                 ? j[key].get<std::string>()
+                                 : engine::scheme_row(engine::Scheme::kInput).hf_position_type;
+    std::vector<std::string> supported;
+    for (const engine::SchemeRow& row : engine::scheme_table()) {
+        if (!row.hf_position_type) continue;
+        supported.emplace_back(row.hf_position_type);
+        if (type != row.hf_position_type) continue;
+        const bool absolute = row.axis == engine::SchemeAxis::kAbsolute;
+        c.absolute_position = absolute ? row.name : engine::scheme_row(engine::Scheme::kNone).name;
+        c.relative_position = absolute ? engine::scheme_row(engine::Scheme::kNone).name : row.name;
+        c.shared_pos_term = !row.per_layer_group;
+        // The first preset of that scheme (shaw, shaw-kq): the importer's variant name.
+        for (const auto& preset : engine::model_presets()) {
+            if (engine::active_schemes(engine::make_model_config(preset, "tiny")) ==
+                engine::active_schemes(c)) {
+                c.preset = preset;
+                break;
+            }
+        }
+        return;
+    }
+    throw engine::CheckpointError(path, "key 'position_embedding_type' is \"" + type +
+                                            "\"; supported: " + engine::join(supported));
 }
 
 void write_text_file(const fs::path& path, const std::string& text) {
@@ -209,26 +297,6 @@ engine::ModelConfig read_hf_bert_config(const std::string& path) {
     }
     if (!j.is_object()) throw engine::CheckpointError(path, "not a JSON object");
 
-    auto get_int = [&](const char* key, int64_t& field, bool required) {
-        if (!j.contains(key)) {
-            if (required)
-                throw engine::CheckpointError(path, std::string("missing key '") + key + "'");
-            return;
-        }
-        if (!j[key].is_number_integer()) {
-            throw engine::CheckpointError(
-                path, std::string("key '") + key + "' must be an integer, got " + j[key].dump());
-        }
-        field = j[key].get<int64_t>();
-    };
-    auto get_double = [&](const char* key, double& field) {
-        if (!j.contains(key) || j[key].is_null()) return;
-        if (!j[key].is_number()) {
-            throw engine::CheckpointError(
-                path, std::string("key '") + key + "' must be a number, got " + j[key].dump());
-        }
-        field = j[key].get<double>();
-    };
     auto require_string = [&](const char* key, const char* allowed) {
         if (!j.contains(key)) return;
         if (!j[key].is_string() || j[key].get<std::string>() != allowed) {
@@ -240,21 +308,7 @@ engine::ModelConfig read_hf_bert_config(const std::string& path) {
 
     engine::ModelConfig c = engine::make_model_config("bert-a", "tiny");
     c.size = "hf";
-    get_int("vocab_size", c.vocab_size, true);
-    get_int("hidden_size", c.hidden_size, true);
-    get_int("num_hidden_layers", c.num_hidden_layers, true);
-    get_int("num_attention_heads", c.num_attention_heads, true);
-    get_int("intermediate_size", c.intermediate_size, true);
-    get_int("max_position_embeddings", c.max_position_embeddings, true);
-    c.type_vocab_size = 2;
-    get_int("type_vocab_size", c.type_vocab_size, false);
-    c.layer_norm_eps = 1e-12;
-    get_double("layer_norm_eps", c.layer_norm_eps);
-    get_double("hidden_dropout_prob", c.hidden_dropout_prob);
-    get_double("attention_probs_dropout_prob", c.attention_probs_dropout_prob);
-    get_double("initializer_range", c.initializer_range);
-    if (j.contains("pad_token_id") && !j["pad_token_id"].is_null())
-        get_int("pad_token_id", c.pad_token_id, false);
+    read_hf_standard_keys(path, j, c);
     // HF "gelu" is the erf form, as the engine's BertIntermediate; gelu_new (tanh) is not.
     require_string("hidden_act", "gelu");
     if (j.contains("is_decoder") && j["is_decoder"].is_boolean() && j["is_decoder"].get<bool>())
@@ -262,24 +316,7 @@ engine::ModelConfig read_hf_bert_config(const std::string& path) {
     const bool tupe_family = j.contains("model_type") && j["model_type"] == kTupeModelType;
     if (!tupe_family) {
         require_string("model_type", "bert");
-        const std::string type =
-            j.contains("position_embedding_type") && j["position_embedding_type"].is_string()
-                ? j["position_embedding_type"].get<std::string>()
-                : "absolute";
-        if (j.contains("position_embedding_type") && !j["position_embedding_type"].is_string())
-            throw engine::CheckpointError(path, "key 'position_embedding_type' must be a string");
-        if (type == "relative_key" || type == "relative_key_query") {
-            // Shaw et al. as modeling_bert computes it: per-layer distance tables, no absolute
-            // positions at the input.
-            c.absolute_position = "none";
-            c.relative_position = type == "relative_key" ? "shaw" : "shaw_key_query";
-            c.shared_pos_term = false;
-            c.preset = type == "relative_key" ? "shaw" : "shaw-kq";
-        } else if (type != "absolute") {
-            throw engine::CheckpointError(
-                path, "key 'position_embedding_type' is \"" + type +
-                          "\"; supported: absolute, relative_key, relative_key_query");
-        }
+        read_hf_position_type(path, j, c);
     }
     // The workbench's own block (written by export_hf_bert): the variant's positional fields.
     // Required for model_type "tupe"; for "bert" it may only restate BERT-A.
@@ -488,20 +525,13 @@ std::string hf_config_for(const engine::ModelConfig& c) {
     nlohmann::json j = {
         {"architectures", {hf_representable(c) ? "BertForMaskedLM" : "TupeForMaskedLM"}},
         {"model_type", hf_representable(c) ? "bert" : kTupeModelType},
-        {"vocab_size", c.vocab_size},
-        {"hidden_size", c.hidden_size},
-        {"num_hidden_layers", c.num_hidden_layers},
-        {"num_attention_heads", c.num_attention_heads},
-        {"intermediate_size", c.intermediate_size},
-        {"max_position_embeddings", c.max_position_embeddings},
-        {"type_vocab_size", exported_type_vocab_size(c)},
-        {"layer_norm_eps", c.layer_norm_eps},
         {"hidden_act", "gelu"},
-        {"hidden_dropout_prob", c.hidden_dropout_prob},
-        {"attention_probs_dropout_prob", c.attention_probs_dropout_prob},
-        {"initializer_range", c.initializer_range},
-        {"pad_token_id", c.pad_token_id},
     };
+    engine::ModelConfig copy = c;
+    engine::visit_model_fields(copy, [&](const char* name, engine::ModelFieldRef field) {
+        if (hf_standard_field(name)) std::visit([&](auto* value) { j[name] = *value; }, field);
+    });
+    j["type_vocab_size"] = exported_type_vocab_size(c);
     if (hf_representable(c)) j["position_embedding_type"] = hf_position_type(c);
     j[kWorkbenchKey] = hf_workbench_block(c);
     return j.dump(2) + "\n";
@@ -528,7 +558,7 @@ void export_hf_bert(engine::BertForMaskedLM& model, const std::string& vocab_pat
     for (const auto& item : model->named_parameters(/*recurse=*/true))
         tensors.emplace_back(to_hf_name(item.key()),
                              item.value().detach().to(torch::kCPU, torch::kFloat));
-    if (hf_position_type(config).rfind("relative_key", 0) == 0) {
+    if (hf_representable(config) && !engine::describe_position(config).learned_input) {
         // transformers' BertEmbeddings builds its absolute table for every position type and
         // adds it only for "absolute": zeros, so from_pretrained finds every tensor.
         tensors.emplace_back("bert.embeddings.position_embeddings.weight",

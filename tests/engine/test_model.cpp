@@ -363,7 +363,7 @@ TEST(BertModel, BertAUntieClsResetsRowAndColumn) {
     randomize(*bert, 10);
     torch::NoGradGuard g;
     auto bias = bert->position->forward(5).layers.at(0).bias;
-    auto theta = bert->position->cls_theta;
+    auto theta = *bert->position->named_parameters().find("cls_theta");
     for (int64_t h = 0; h < 2; ++h) {
         EXPECT_FLOAT_EQ(bias[h][0][3].item<float>(), theta[0][h].item<float>());
         EXPECT_FLOAT_EQ(bias[h][0][0].item<float>(), theta[0][h].item<float>());

@@ -10,12 +10,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "engine/bert.h"
 #include "engine/config.h"
 #include "engine/position.h"
+#include "engine/position_scheme.h"
 #include "support/test_support.h"
 
 using namespace engine;
@@ -588,21 +590,83 @@ TEST(Kerple, TrainingProjectsTheParametersOntoTheirRange) {
     BertModel m(c);
     {
         torch::NoGradGuard g;
-        m->position->kerple_r1.fill_(-1.0);
-        m->position->kerple_r2.fill_(3.0);
+        named_param(*m->position, "kerple_r1").fill_(-1.0);
+        named_param(*m->position, "kerple_r2").fill_(3.0);
     }
+    auto r1 = *m->position->named_parameters().find("kerple_r1");
+    auto r2 = *m->position->named_parameters().find("kerple_r2");
     auto x = ids(1, 6, 23);
     m->eval();
     {
         torch::NoGradGuard g;
         m->forward(x);
     }
-    EXPECT_EQ(m->position->kerple_r1.min().item<double>(), -1.0);
+    EXPECT_EQ(r1.min().item<double>(), -1.0);
     m->train();
     m->forward(x).last_hidden_state.sum().backward();
-    EXPECT_NEAR(m->position->kerple_r1.max().item<double>(), 0.01, 1e-7);
-    EXPECT_NEAR(m->position->kerple_r2.min().item<double>(), 2.0, 1e-7);
-    EXPECT_GT(m->position->kerple_r1.grad().abs().max().item<double>(), 0.0);
+    EXPECT_NEAR(r1.max().item<double>(), 0.01, 1e-7);
+    EXPECT_NEAR(r2.min().item<double>(), 2.0, 1e-7);
+    EXPECT_GT(r1.grad().abs().max().item<double>(), 0.0);
+}
+
+// ---- the scheme table --------------------------------------------------------------------------
+
+// Every preset's model registers exactly the parameters its rows list, with their shapes (the
+// table is what export, `tupe info` and the docs read).
+TEST(SchemeTable, EveryPresetRegistersTheParametersItsRowsList) {
+    for (const auto& preset : model_presets()) {
+        SCOPED_TRACE(preset);
+        const ModelConfig c = zoo_config(preset);
+        BertForMaskedLM model(c);
+        std::map<std::string, std::vector<int64_t>> got, want;
+        for (const auto& p : model->named_parameters())
+            if (p.key().rfind("bert.position_bias.", 0) == 0 ||
+                p.key() == "bert.embeddings.position_embeddings.weight")
+                got[p.key()] = p.value().sizes().vec();
+        const int64_t groups = c.shared_pos_term ? 1 : c.num_hidden_layers;
+        for (Scheme id : active_schemes(c))
+            for (const auto& param : scheme_row(id).parameters) {
+                const auto shape = param.shape(c);
+                if (!shape) continue;
+                std::string name = param.name;
+                const auto at = name.find("{g}");
+                for (int64_t g = 0; g < (at == std::string::npos ? 1 : groups); ++g)
+                    want[at == std::string::npos ? name
+                                                 : name.substr(0, at) + std::to_string(g) +
+                                                       name.substr(at + 3)] = *shape;
+            }
+        EXPECT_EQ(got, want);
+    }
+}
+
+// Each name is text in one row only, found on its own axis; a config that names a row on the
+// other axis, or none, is refused with every value listed.
+TEST(SchemeTable, NamesAreFoundOnTheirOwnAxisAndUnknownOnesListTheRest) {
+    for (const auto& row : scheme_table()) {
+        if (row.axis == SchemeAxis::kModifier) continue;
+        for (auto axis : {SchemeAxis::kAbsolute, SchemeAxis::kRelative}) {
+            const bool on = row.axis == axis || row.axis == SchemeAxis::kBoth;
+            EXPECT_EQ(find_scheme(axis, row.name).has_value(), on) << row.name;
+        }
+    }
+    auto c = make_model_config("bert-a", "tiny");
+    c.absolute_position = "rope";
+    try {
+        describe_position(c);
+        FAIL() << "rope accepted as an absolute scheme";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("input, sinusoidal, untied, decoupled, none"),
+                  std::string::npos)
+            << e.what();
+    }
+    EXPECT_EQ(relative_position_schemes().front(), "none");
+    EXPECT_EQ(relative_position_schemes().back(), "kerple_power");
+    // Every named term of every preset says what it is (analysis writes it beside the map).
+    for (const auto& preset : model_presets()) {
+        const auto d = describe_position(make_model_config(preset, "tiny"));
+        ASSERT_EQ(d.logit_term_meanings.size(), d.logit_terms.size()) << preset;
+        for (const auto& meaning : d.logit_term_meanings) EXPECT_FALSE(meaning.empty()) << preset;
+    }
 }
 
 // ---- randomized positions (Ruoss et al. 2023) ---------------------------------------------------

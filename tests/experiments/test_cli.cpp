@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "engine/config.h"
 #include "support/test_support.h"
 
 namespace fs = std::filesystem;
@@ -88,6 +90,25 @@ TEST_F(CliTest, ConfigErrorsNameKeyAndLine) {
     auto r = tupe("pretrain --config " + quote((dir_ / "typo.yaml").string()));
     expect_one_line_error(r, "train.steps");
     expect_one_line_error(tupe("pretrain --config /nonexistent.yaml"), "/nonexistent.yaml");
+}
+
+// `tupe info --format json` walks the config table: every model.* field at its value, and the
+// fields the scheme's rows read (tupe-r: T5's and the shared term's).
+TEST_F(CliTest, InfoJsonHoldsEveryModelFieldAndTheSchemesFields) {
+    const std::string ckpt = pretrained();
+    auto info = tupe("info " + quote(ckpt) + " --format json");
+    ASSERT_EQ(info.status, 0) << info.err;
+    const auto j = nlohmann::json::parse(info.out);
+    engine::PretrainConfig config;
+    config.model = engine::make_model_config("tupe-r", "tiny");
+    for (const auto& key : engine::config_keys()) {
+        if (key.rfind("model.", 0) != 0) continue;
+        EXPECT_TRUE(j.contains(key.substr(6))) << key;
+    }
+    EXPECT_EQ(j["preset"], "tupe-r");
+    EXPECT_EQ(j["rel_pos_bins"], config.model.rel_pos_bins);
+    EXPECT_EQ(j["scheme_fields"],
+              (std::vector<std::string>{"shared_pos_term", "rel_pos_bins", "max_rel_pos"}));
 }
 
 TEST_F(CliTest, EmptyCorpusNamesTheFile) {

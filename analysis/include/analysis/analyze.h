@@ -84,11 +84,10 @@ struct TermMaps {
 /// rotation. Per sentence they add up to layer 0's logits before the padding mask.
 struct SchemeTerms {
     std::string summary;  ///< PositionDescription::summary, e.g. "rotary q/k, scale 1/sqrt(d)"
-    /// Whether "content" carries positions too (added at the input or to q/k: BERT-A,
-    /// sinusoidal, BERT-Ad), else it is content alone.
-    bool positions_in_content = false;
     /// (name, (H, T, T) float32 CPU): masked batch mean, as TermMaps.
     std::vector<std::pair<std::string, torch::Tensor>> terms;
+    /// What each term is (PositionDescription::logit_term_meanings), in terms' order.
+    std::vector<std::string> meanings;
 };
 
 /// TUPE's positional correlation at the batch's T, with the taxonomy of each head.

@@ -100,30 +100,12 @@ std::string element(const std::string& where, size_t i) {
     return where + "[" + std::to_string(i) + "]";
 }
 
-/// "config": every model.* field (engine::visit_model_fields), typed; a non-finite double as
-/// null.
-json index_config_json(const engine::ModelConfig& config) {
-    engine::ModelConfig copy = config;
-    json out = json::object();
-    engine::visit_model_fields(copy, [&](const char* name, engine::ModelFieldRef field) {
-        std::visit(
-            [&](auto* value) {
-                if constexpr (std::is_same_v<std::decay_t<decltype(*value)>, double>)
-                    out[name] = number_or_null(*value);
-                else
-                    out[name] = *value;
-            },
-            field);
-    });
-    return out;
-}
-
-/// The inverse of index_config_json into `c`; absent keys keep c's value, null reads as NaN
+/// The inverse of model_config_json into `c`; absent keys keep c's value, null reads as NaN
 /// for a double, and the pre-zoo "rel_pos": true as relative_position "t5".
 void read_index_config(const Reader& r, engine::ModelConfig& c) {
     bool rel_pos = false;  // index.json written before the zoo
     r.get(k::kRelPos, rel_pos);
-    if (rel_pos) c.relative_position = "t5";
+    if (rel_pos) engine::set_legacy_rel_pos(c, true);
     engine::visit_model_fields(c, [&](const char* name, engine::ModelFieldRef field) {
         std::visit(
             [&](auto* value) {
@@ -141,12 +123,28 @@ void read_index_config(const Reader& r, engine::ModelConfig& c) {
 
 }  // namespace
 
+std::string model_config_json(const engine::ModelConfig& config) {
+    engine::ModelConfig copy = config;
+    json out = json::object();
+    engine::visit_model_fields(copy, [&](const char* name, engine::ModelFieldRef field) {
+        std::visit(
+            [&](auto* value) {
+                if constexpr (std::is_same_v<std::decay_t<decltype(*value)>, double>)
+                    out[name] = number_or_null(*value);
+                else
+                    out[name] = *value;
+            },
+            field);
+    });
+    return out.dump();
+}
+
 std::string write_index_json(const AnalysisIndex& index) {
     json out;  // std::map-ordered: the keys come out sorted
     out[k::kModel] = index.model;
     out[k::kVariant] = index.variant;
     out[k::kSize] = index.size;
-    out[k::kConfig] = index_config_json(index.config);
+    out[k::kConfig] = json::parse(model_config_json(index.config));
     out[k::kSentences] = index.sentences;
     out[k::kTokens] = index.tokens;
     out[k::kForwardPasses] = index.forward_passes;

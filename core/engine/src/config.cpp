@@ -11,11 +11,9 @@
 #include <type_traits>
 
 #include "engine/position_scheme.h"
-#include "text_util.h"
+#include "engine/text_util.h"
 
 namespace engine {
-
-using detail::join;
 
 // The shortest decimal form that parses back to the same double ("0.1", not
 // "0.10000000000000001"; "10000", not "1e+04"; "1e-6", not "1e-06"), so config.txt, the store
@@ -78,12 +76,6 @@ void ModelConfig::validate() const {
         fail("attention_probs_dropout_prob must be in [0, 1)" + got(attention_probs_dropout_prob));
     if (!(attention_scale_factor > 0))
         fail("attention_scale_factor must be > 0" + got(attention_scale_factor));
-    const bool t5 = relative_position == "t5";
-    if (t5 && (rel_pos_bins < 4 || rel_pos_bins % 2 != 0))
-        fail("rel_pos_bins must be even and >= 4" + got(rel_pos_bins));
-    if (t5 && max_rel_pos <= rel_pos_bins / 4)
-        fail("max_rel_pos must exceed rel_pos_bins / 4 (" + std::to_string(rel_pos_bins / 4) + ")" +
-             got(max_rel_pos));
     if (pad_token_id < 0 || pad_token_id >= vocab_size)
         fail("pad_token_id must be in [0, vocab_size " + std::to_string(vocab_size) + ")" +
              got(pad_token_id));
@@ -101,7 +93,7 @@ void ModelConfig::validate() const {
     // Like rope_base, read only by RoPE (and only in local layers): ignored elsewhere.
     if (rope_base_local != 0 && !(rope_base_local > 1))
         fail("rope_base_local must be > 1 (or 0 = rope_base)" + got(rope_base_local));
-    describe_position(*this);  // the positional scheme and its modifiers
+    describe_position(*this);  // the positional scheme, its fields and its modifiers
 }
 
 void TrainConfig::validate() const {
@@ -127,13 +119,70 @@ void TrainConfig::validate() const {
                                     format_double(clip_norm));
 }
 
+namespace {
+
+// One line per preset (TUPE_NOTES.md, "The variants"; docs/zoo.md, "Presets and what they
+// cost"): its schemes, by their rows (engine/position_scheme.h), and the fields it sets. Scale
+// factors as in the reference: TUPE scales both terms by 1/sqrt(2d) and BERT-Ad's four terms by
+// 1/sqrt(4d) (TUPE_NOTES.md).
+struct Preset {
+    const char* name;
+    Scheme absolute, relative;
+    void (*fields)(ModelConfig& c);  // besides the two scheme fields; null: none
+    bool modern = false;             // on ModernBERT's backbone
+};
+
+void tupe_scale(ModelConfig& c) { c.attention_scale_factor = 2.0; }
+void tupe_reset(ModelConfig& c) { c.untie_cls = true, c.attention_scale_factor = 2.0; }
+void per_layer(ModelConfig& c) { c.shared_pos_term = false; }
+void cls_reset(ModelConfig& c) { c.untie_cls = true; }
+
+const std::vector<Preset>& preset_table() {
+    using S = Scheme;
+    static const std::vector<Preset> table = {
+        {"bert-a", S::kInput, S::kNone, nullptr},
+        {"bert-r", S::kInput, S::kT5, nullptr},
+        {"tupe-a", S::kUntied, S::kNone, tupe_reset},
+        {"tupe-r", S::kUntied, S::kT5, tupe_reset},
+        {"tupe-a-tie-cls", S::kUntied, S::kNone, tupe_scale},
+        {"bert-ad", S::kDecoupled, S::kNone,
+         [](ModelConfig& c) { c.shared_pos_term = false, c.attention_scale_factor = 4.0; }},
+        // The table scaled as fairseq and Cramming do (scale_input_positions).
+        {"sinusoidal", S::kSinusoidal, S::kNone,
+         [](ModelConfig& c) { c.scale_input_positions = true; }},
+        {"nope", S::kNone, S::kNone, nullptr},  // Kazemnejad et al. 2023: the order-blind control
+        {"t5", S::kNone, S::kT5, nullptr},      // TUPE Eq. 5 without the input table
+        {"shaw", S::kNone, S::kShaw, per_layer},
+        {"shaw-kq", S::kNone, S::kShawKeyQuery, per_layer},
+        {"rope", S::kNone, S::kRope, nullptr},
+        {"rope-cls", S::kNone, S::kRope, cls_reset},  // RoPE + TUPE's [CLS] reset (new)
+        {"alibi", S::kNone, S::kAlibi, nullptr},
+        {"alibi-cls", S::kNone, S::kAlibi, cls_reset},  // ALiBi + TUPE's [CLS] reset (new)
+        {"deberta", S::kNone, S::kDeberta,
+         [](ModelConfig& c) { c.shared_pos_term = false, c.attention_scale_factor = 3.0; }},
+        {"fire", S::kNone, S::kFire, per_layer},
+        {"kerple-log", S::kNone, S::kKerpleLog, per_layer},
+        {"kerple-power", S::kNone, S::kKerplePower, per_layer},
+        // ModernBERT's positions: RoPE, 160k global, 10k local.
+        {"modern-rope", S::kNone, S::kRope,
+         [](ModelConfig& c) { c.rope_base = 160000, c.rope_base_local = 10000; }, true},
+        // The paper's comparison on the modern backbone.
+        {"modern-tupe-a", S::kUntied, S::kNone, tupe_reset, true},
+        {"modern-tupe-r", S::kUntied, S::kT5, tupe_reset, true},
+        {"modern-alibi", S::kNone, S::kAlibi, nullptr, true},
+        {"modern-bert-a", S::kInput, S::kNone, nullptr, true},
+    };
+    return table;
+}
+
+}  // namespace
+
 const std::vector<std::string>& model_presets() {
-    static const std::vector<std::string> names = {
-        "bert-a",        "bert-r",        "tupe-a",       "tupe-r",       "tupe-a-tie-cls",
-        "bert-ad",       "sinusoidal",    "nope",         "t5",           "shaw",
-        "shaw-kq",       "rope",          "rope-cls",     "alibi",        "alibi-cls",
-        "deberta",       "fire",          "kerple-log",   "kerple-power", "modern-rope",
-        "modern-tupe-a", "modern-tupe-r", "modern-alibi", "modern-bert-a"};
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out;
+        for (const auto& p : preset_table()) out.emplace_back(p.name);
+        return out;
+    }();
     return names;
 }
 
@@ -159,71 +208,16 @@ ModelConfig make_model_config(const std::string& preset, const std::string& size
         throw std::invalid_argument("unknown model size '" + size + "' (expected " +
                                     join(model_sizes()) + ")");
     }
-    // Scale factors as in the reference: TUPE scales both terms by 1/sqrt(2d) and BERT-Ad's
-    // four terms by 1/sqrt(4d) (TUPE_NOTES.md).
-    // Each preset is one line of the positional zoo (engine/position.h cites each formula).
-    if (preset == "bert-a") {
-        c.absolute_position = "input";
-    } else if (preset == "bert-r") {
-        c.absolute_position = "input", c.relative_position = "t5";
-    } else if (preset == "tupe-a") {
-        c.absolute_position = "untied", c.untie_cls = true, c.attention_scale_factor = 2.0;
-    } else if (preset == "tupe-r") {
-        c.absolute_position = "untied", c.relative_position = "t5", c.untie_cls = true;
-        c.attention_scale_factor = 2.0;
-    } else if (preset == "tupe-a-tie-cls") {
-        c.absolute_position = "untied", c.attention_scale_factor = 2.0;
-    } else if (preset == "bert-ad") {
-        c.absolute_position = "decoupled", c.shared_pos_term = false;
-        c.attention_scale_factor = 4.0;
-    } else if (preset == "sinusoidal") {     // Vaswani et al. 2017, sec. 3.5; the table scaled
-        c.absolute_position = "sinusoidal";  // as fairseq and Cramming do (scale_input_positions)
-        c.scale_input_positions = true;
-    } else if (preset == "nope") {  // Kazemnejad et al. 2023: the order-blind control
-        c.absolute_position = "none";
-    } else if (preset == "t5") {  // Raffel et al. 2020; TUPE Eq. 5 without the input table
-        c.absolute_position = "none", c.relative_position = "t5";
-    } else if (preset == "shaw") {  // Shaw et al. 2018; HF relative_key
-        c.absolute_position = "none", c.relative_position = "shaw", c.shared_pos_term = false;
-    } else if (preset == "shaw-kq") {  // Huang et al. 2020; HF relative_key_query
-        c.absolute_position = "none", c.relative_position = "shaw_key_query";
-        c.shared_pos_term = false;
-    } else if (preset == "rope") {  // Su et al., RoFormer, Eq. 14-16
-        c.absolute_position = "none", c.relative_position = "rope";
-    } else if (preset == "rope-cls") {  // RoPE + TUPE's [CLS] reset (new)
-        c.absolute_position = "none", c.relative_position = "rope", c.untie_cls = true;
-    } else if (preset == "alibi") {  // Press et al., ALiBi, sec. 3 (symmetric)
-        c.absolute_position = "none", c.relative_position = "alibi";
-    } else if (preset == "alibi-cls") {  // ALiBi + TUPE's [CLS] reset (new)
-        c.absolute_position = "none", c.relative_position = "alibi", c.untie_cls = true;
-    } else if (preset == "deberta") {  // He et al., DeBERTa, Eq. 3-4
-        c.absolute_position = "none", c.relative_position = "deberta", c.shared_pos_term = false;
-        c.attention_scale_factor = 3.0;
-    } else if (preset == "fire") {  // Li et al., FIRE, ICLR 2024, made two-sided
-        c.absolute_position = "none", c.relative_position = "fire", c.shared_pos_term = false;
-    } else if (preset == "kerple-log") {  // Chi et al., KERPLE, NeurIPS 2022
-        c.absolute_position = "none", c.relative_position = "kerple_log";
-        c.shared_pos_term = false;
-    } else if (preset == "kerple-power") {
-        c.absolute_position = "none", c.relative_position = "kerple_power";
-        c.shared_pos_term = false;
-    } else if (preset == "modern-rope") {  // ModernBERT's positions: RoPE, 160k global, 10k local
-        c.absolute_position = "none", c.relative_position = "rope";
-        c.rope_base = 160000, c.rope_base_local = 10000;
-    } else if (preset == "modern-tupe-a") {  // the paper's comparison on the modern backbone
-        c.absolute_position = "untied", c.untie_cls = true, c.attention_scale_factor = 2.0;
-    } else if (preset == "modern-tupe-r") {
-        c.absolute_position = "untied", c.relative_position = "t5", c.untie_cls = true;
-        c.attention_scale_factor = 2.0;
-    } else if (preset == "modern-alibi") {
-        c.absolute_position = "none", c.relative_position = "alibi";
-    } else if (preset == "modern-bert-a") {
-        c.absolute_position = "input";
-    } else {
+    const auto& table = preset_table();
+    const auto it =
+        std::find_if(table.begin(), table.end(), [&](const Preset& p) { return preset == p.name; });
+    if (it == table.end())
         throw std::invalid_argument("unknown model preset '" + preset + "' (expected " +
                                     join(model_presets()) + ")");
-    }
-    if (preset.rfind("modern-", 0) == 0) {
+    c.absolute_position = scheme_row(it->absolute).name;
+    c.relative_position = scheme_row(it->relative).name;
+    if (it->fields) it->fields(c);
+    if (it->modern) {
         // ModernBERT's backbone (Warner et al. 2024, sec. 2.1.1-2.1.2): pre-LN, a final norm,
         // no attention norm in layer 0, LayerNorm and Linear layers without biases, GeGLU, and
         // every third layer global (layer 0 among them), the others local. ModernBERT's window
@@ -414,6 +408,18 @@ const std::vector<std::string>& legacy_config_keys() {
     return keys;
 }
 
+void set_legacy_rel_pos(ModelConfig& config, bool on) {
+    const char* t5 = scheme_row(Scheme::kT5).name;
+    if (on)
+        config.relative_position = t5;
+    else if (legacy_rel_pos(config))
+        config.relative_position = scheme_row(Scheme::kNone).name;
+}
+
+bool legacy_rel_pos(const ModelConfig& config) {
+    return find_scheme(SchemeAxis::kRelative, config.relative_position) == Scheme::kT5;
+}
+
 const std::map<std::string, std::string>& config_keys_omitted_at_default() {
     // The modern backbone's fields, at BERT's values (ModelConfig's defaults), randomized
     // positions, off, BERT's linear schedule, and validation masked as training is.
@@ -493,10 +499,7 @@ void set_config_value(PretrainConfig& config, const std::string& key, const std:
         // then still say so.
         bool on = false;
         parse_value(value, on);
-        if (on)
-            config.model.relative_position = "t5";
-        else if (config.model.relative_position == "t5")
-            config.model.relative_position = "none";
+        set_legacy_rel_pos(config.model, on);
         return;
     }
     bool found = false;
@@ -509,7 +512,7 @@ void set_config_value(PretrainConfig& config, const std::string& key, const std:
 }
 
 std::string get_config_value(const PretrainConfig& config, const std::string& key) {
-    if (key == "model.rel_pos") return config.model.relative_position == "t5" ? "true" : "false";
+    if (key == "model.rel_pos") return format_value(legacy_rel_pos(config.model));
     std::string out;
     bool found = false;
     PretrainConfig copy = config;

@@ -1,9 +1,39 @@
-// Analytic FLOPs and peak memory of a training step (see cost_model.h for every term).
+// Analytic FLOPs and peak memory of a training step (see cost_model.h for every term; each
+// positional scheme's own terms are in its row, engine/position_scheme.h).
 #include "engine/cost_model.h"
 
 #include "engine/position_scheme.h"
 
 namespace engine {
+
+namespace {
+
+// The positional terms of the config's rows: their `flops` or `memory`, summed.
+double scheme_terms(const ModelConfig& c, int64_t B, int64_t T, bool bf16,
+                    double (*SchemeRow::*term)(const CostShape&)) {
+    describe_position(c);  // validates the combination (cost_model.h: throws)
+    const double H = static_cast<double>(c.num_attention_heads),
+                 C = static_cast<double>(c.hidden_size),
+                 L = static_cast<double>(c.num_hidden_layers);
+    const CostShape shape{c,
+                          static_cast<double>(B),
+                          static_cast<double>(T),
+                          static_cast<double>(B * T),
+                          C,
+                          H,
+                          C / H,
+                          L,
+                          c.shared_pos_term ? 1.0 : L,
+                          bf16 ? 2.0 : 4.0,
+                          2.0 * static_cast<double>(relative_distance_clip(c)),
+                          bf16};
+    double sum = 0;
+    for (Scheme id : active_schemes(c))
+        if (const auto f = scheme_row(id).*term) sum += f(shape);
+    return sum;
+}
+
+}  // namespace
 
 StepFlops count_step_flops(const ModelConfig& c, int64_t B, int64_t T, int64_t M) {
     const double N = static_cast<double>(B * T), C = static_cast<double>(c.hidden_size),
@@ -16,21 +46,7 @@ StepFlops count_step_flops(const ModelConfig& c, int64_t B, int64_t T, int64_t M
     StepFlops f;
     f.encoder =
         L * (2 * N * C * 3 * C + 2 * 2 * N * t * C + 2 * N * C * C + ffn_matmuls * 2 * N * C * F);
-    const double groups = c.shared_pos_term ? 1.0 : L;
-    const auto scheme = describe_position(c);
-    const double k2 =
-        2.0 * static_cast<double>(c.max_relative_distance > 0 ? c.max_relative_distance
-                                                              : c.max_position_embeddings - 1);
-    if (scheme.untied)
-        f.positional = groups * (2 * 2 * (t + 1) * C * C + 2 * (t + 1) * (t + 1) * C);
-    else if (scheme.qk_offsets)
-        f.positional = groups * 2 * 2 * t * C * C;
-    if (scheme.relative == "deberta")  // Q_r, K_r per group; c2p and p2c against 2k rows
-        f.positional = groups * 2 * 2 * k2 * C * C + L * 2 * 2 * N * k2 * C;
-    if (scheme.relative == "shaw" || scheme.relative == "shaw_key_query")  // q.r (and k.r)
-        f.positional = L * (scheme.relative == "shaw" ? 1 : 2) * 2 * N * t * C;
-    if (scheme.relative == "fire")  // the MLP 1 -> 32 -> H at every (i, j), per group
-        f.positional = groups * t * t * 2 * 32 * (1 + static_cast<double>(c.num_attention_heads));
+    f.positional = scheme_terms(c, B, T, /*bf16=*/false, &SchemeRow::flops);
     f.head = 2 * static_cast<double>(M) * C * C + 2 * static_cast<double>(M) * C * V;
     return f;
 }
@@ -57,24 +73,7 @@ StepMemory estimate_step_memory(const ModelConfig& c, int64_t n_params, int64_t 
         5 * m * C * 4 + m * V * e + m * V * 4 + (bf16 ? m * V * 4 : 0.0) + m * V * 4;
     est.activations = L * layer + N * C * 4 + N * C + head + 2 * S * 4;
     // The schemes whose positional terms are tensors of their own (cost_model.h).
-    const auto scheme = describe_position(c);
-    const double t = static_cast<double>(T), H = static_cast<double>(c.num_attention_heads),
-                 d = C / H, groups = c.shared_pos_term ? 1.0 : L,
-                 BHT = static_cast<double>(B * c.num_attention_heads * T);
-    if (scheme.relative == "shaw" || scheme.relative == "shaw_key_query")
-        est.positional = groups * t * t * d * 4 + (bf16 ? L * t * t * d * e : 0.0) +
-                         L * (scheme.relative == "shaw" ? 1.0 : 3.0) * N * C * e +
-                         (scheme.relative == "shaw" ? 0.0 : t * t * d * 4);
-    if (scheme.relative == "deberta") {
-        const double k2 =
-            2.0 * static_cast<double>(c.max_relative_distance > 0 ? c.max_relative_distance
-                                                                  : c.max_position_embeddings - 1);
-        est.positional = L * (2 * BHT * k2 * e + N * C * e) + BHT * k2 * 4;
-    }
-    if (scheme.relative == "kerple_log" || scheme.relative == "kerple_power")
-        est.positional = groups * 2 * H * t * t * 4;
-    if (scheme.relative == "fire")
-        est.positional = groups * t * t * ((32 + H) * e + 4 * 4) + t * t * 32 * 4;
+    est.positional = scheme_terms(c, B, T, bf16, &SchemeRow::memory);
     return est;
 }
 

@@ -1,20 +1,22 @@
 // Every positional scheme of the encoder family behind one module (the positional zoo).
-// PositionEncoding owns every positional parameter outside the HF-named input table, computes
-// what depends only on positions ONCE per forward pass, outside the layer loop, and hands each
-// layer one LayerPosition. A layer never asks which scheme it runs: it applies the slots that
-// are filled. Shapes: B batch, T tokens, C hidden, H heads, d = C / H; token 0 is [CLS].
+// PositionEncoding owns every positional parameter outside the HF-named input table through one
+// module per scheme (engine/src/schemes/, one row each in core's table, engine/position_scheme.h),
+// computes what depends only on positions ONCE per forward pass, outside the layer loop, and
+// hands each layer one LayerPosition. A layer never asks which scheme it runs: it applies the
+// slots that are filled. Shapes: B batch, T tokens, C hidden, H heads, d = C / H; token 0 is [CLS].
 //
 // The slots (ModelConfig::absolute_position x ModelConfig::relative_position):
 //   input       added to the word embeddings: learned table (BERT-A), sinusoidal table
 //   q/k         BERT-Ad's p'U^Q, p'U^K offsets; RoPE's rotation of q and k
 //   static bias (H, T, T), broadcast over the batch: TUPE's untied term, T5, ALiBi, FIRE,
 //               KERPLE, [CLS] reset
-//   content     (B, H, T, T) from q and k: Shaw's relative keys, DeBERTa's c2p and p2c
+//   content     (B, H, T, T) terms from q and k (ContentTerm): Shaw's relative keys, DeBERTa's
+//               c2p and p2c, ...
 //   scale       1/sqrt(d * attention_scale_factor): 1 BERT, 2 TUPE, 3 DeBERTa, 4 BERT-Ad
 //   window      a local layer's (T, T) mask (model.local_window; ModernBERT's local attention)
 // Modifiers of the positions themselves: randomized positions in training (Ruoss et al. 2023,
 // model.randomized_positions_max) and RoPE's frequencies scaled at evaluation (RopeScaling).
-// Sources are cited where each formula is computed (position.cpp).
+// Sources are cited where each formula is computed (engine/src/schemes/).
 #pragma once
 
 #include <torch/torch.h>
@@ -29,6 +31,10 @@
 #include "engine/position_scheme.h"
 
 namespace engine {
+
+namespace schemes {
+class SchemeModule;
+}
 
 /// T5 bidirectional bucket of rel = key - query (n = -rel): 0..nb/2-1 for keys at or left of
 /// the query, nb/2.. for keys to the right; half of each side exact, the rest log-spaced up
@@ -101,6 +107,9 @@ struct RopeScaling {
 std::string rope_scaling_name(RopeScaling::Method method);
 RopeScaling::Method parse_rope_scaling(const std::string& name);
 
+/// The dimensions of each head RoPE rotates: head_dim * rope_fraction, rounded down to pairs.
+int64_t rope_dims(const ModelConfig& config);
+
 /// RoPE's frequencies theta_i, i = 0..r/2-1, (r/2) float64, for r = rope_dims rotated
 /// dimensions at `base`, under `scaling` (see RopeScaling). Throws std::invalid_argument for a
 /// factor < 1, YaRN without original_length, or NTK with r < 4 (its exponent r / (r - 2)).
@@ -122,6 +131,20 @@ torch::Tensor fire_input(const torch::Tensor& positions, const torch::Tensor& c,
 std::string ablation_mode_name(PositionAblation::Mode mode);
 PositionAblation::Mode parse_ablation_mode(const std::string& name);
 
+/// A content-dependent positional term, (B, H, T, T) from q and k (the content slot): Shaw's
+/// relative keys, DeBERTa's c2p and p2c, ... Each scheme's module makes its own
+/// (engine/src/schemes/), so the layer's code is the same for every scheme.
+struct ContentTerm {
+    virtual ~ContentTerm() = default;
+    /// Appends its named terms, (B, H, T, T) each, from qs = q * scaling and k (B, H, T, d);
+    /// `content` is qs.k^T (unrotated) where the caller has it, else undefined.
+    virtual void add_terms(const torch::Tensor& qs, const torch::Tensor& k,
+                           const torch::Tensor& content, double scaling,
+                           std::vector<std::pair<std::string, torch::Tensor>>& out) const = 0;
+    /// What `tupe ablate` calls the slot: "relative keys", "c2p/p2c terms", ...
+    virtual const char* slot_name() const = 0;
+};
+
 /// What a layer needs from the positions. Every tensor is optional (undefined when the scheme
 /// does not use that slot); the layer's code is the same for every scheme.
 struct LayerPosition {
@@ -136,13 +159,8 @@ struct LayerPosition {
     bool rope_untie_cls = false;
     /// Static bias slot, (H, T, T), added after scaling; broadcast over the batch.
     torch::Tensor bias;
-    /// Content slot, Shaw: r_{j-i} per query/key pair, (T, T, d); scores += q_i . r_ij, and
-    /// with rel_key_query also k_j . r_ij (HF's relative_key / relative_key_query).
-    torch::Tensor rel_keys;
-    bool rel_key_query = false;
-    /// Content slot, DeBERTa: K_r and Q_r (H, 2k, d) and delta(i, j) (T, T) long:
-    /// scores += q_i . K_r[delta(i,j)] (c2p) + k_j . Q_r[delta(j,i)] (p2c).
-    torch::Tensor c2p_keys, p2c_queries, rel_index;
+    /// Content slot: the terms from q and k, added to the scaled logits in this order.
+    std::vector<std::shared_ptr<const ContentTerm>> content;
     /// Local layers only (model.local_window, global_every): (T, T), 0 where |i - j| <=
     /// local_window and -inf elsewhere, added to the logits with the padding mask. Not a
     /// positional term: scores(), terms() and `bias` leave it out; ablations keep it.
@@ -160,7 +178,7 @@ struct LayerPosition {
     torch::Tensor scores(const torch::Tensor& q, const torch::Tensor& k) const;
     /// The same logits split into the scheme's named terms, which add up to scores() + bias:
     /// "content" (q.k^T, unrotated for RoPE), "rotation" (RoPE: rotated minus unrotated),
-    /// "c2p" / "p2c" (Shaw, DeBERTa), "bias" (every static bias). For analysis.
+    /// "c2p" / "p2c" (the content slot's), "bias" (every static bias). For analysis.
     std::vector<std::pair<std::string, torch::Tensor>> terms(const torch::Tensor& q,
                                                              const torch::Tensor& k) const;
 };
@@ -210,15 +228,15 @@ TORCH_MODULE(FireBias);
 /// training length 2048), at least 1.
 double fire_init_threshold(const ModelConfig& config);
 
-/// The positional module. Parameter names (under bert.position_bias): TUPE's `pos`, `pos_ln`,
-/// `projections.N.pos_{q,k}_linear` (also BERT-Ad and DeBERTa), T5's `relative_attention_bias`,
-/// Shaw's `distance_embedding.N` (HF's attention.self.distance_embedding, mapped by export),
-/// DeBERTa's `rel_embeddings`, FIRE's `fire.N.{mlp.0,mlp.2,c,L_multiplier}`, KERPLE's
-/// `kerple_r1` and `kerple_r2`, the [CLS] reset's `cls_theta`. The learned input
-/// table keeps HF's name, bert.embeddings.position_embeddings: attach_input_table() hands it in.
+/// The positional module: one SchemeModule per row a config runs (engine/position_scheme.h's
+/// active_schemes), each registering its parameters here, under bert.position_bias, with the
+/// names and shapes its row lists (SchemeRow::parameters; e.g. TUPE's `pos`, `pos_ln`,
+/// `projections.N.pos_{q,k}_linear`, T5's `relative_attention_bias`). The learned input table
+/// keeps HF's name, bert.embeddings.position_embeddings: attach_input_table() hands it in.
 class PositionEncodingImpl : public torch::nn::Module {
   public:
     explicit PositionEncodingImpl(const ModelConfig& config);
+    ~PositionEncodingImpl() override;
 
     /// position_offset() + 0..T-1 on `device` (T times position_offset() with constant positions).
     /// With `randomize` (the model in training) and model.randomized_positions_max = M > 0:
@@ -275,42 +293,40 @@ class PositionEncodingImpl : public torch::nn::Module {
     torch::Tensor relative_bias(int64_t seq_len);
 
     void attach_input_table(torch::nn::Embedding table) { input_table_ = std::move(table); }
+    torch::nn::Embedding input_table() const { return input_table_; }
     /// The word embeddings, whose device and dtype forward(seq_len) follows (the module may
     /// have no parameters of its own).
     void attach_word_table(torch::nn::Embedding table) { word_table_ = std::move(table); }
+    const ModelConfig& config() const { return config_; }
     const PositionDescription& description() const { return description_; }
     /// Whether the module has parameters of its own (else it is not registered: bert-a's
     /// checkpoints hold no bert.position_bias.* entries).
     bool has_parameters();
     /// How many times forward() ran (the terms must be computed once per model forward).
     int64_t forward_count() const { return forward_count_; }
+    /// Layer groups of the per-group parameters: 1 with shared_pos_term, else one per layer.
+    int64_t layer_groups() const;
+    /// U^Q, U^K of one group (TUPE, BERT-Ad; DeBERTa's W_{q,r}, W_{k,r}).
+    PositionProjection projection(int64_t group);
 
+    /// The learned table p, its norm and its projections, which TUPE's, BERT-Ad's and
+    /// DeBERTa's modules register (engine/src/schemes/scheme_module.h) and analysis reads;
+    /// null for the other schemes.
     torch::nn::Embedding pos{nullptr};  ///< (max_len + 1, C) for TUPE, (max_len, C) for BERT-Ad
     Norm pos_ln{nullptr};               ///< model.norm and model.bias, as the encoder's norms
     torch::nn::ModuleList projections{nullptr};  ///< one PositionProjection, or one per layer
-    torch::nn::Embedding relative_attention_bias{nullptr};  ///< T5: (rel_pos_bins + 1, H)
-    torch::nn::ModuleList distance_embedding{nullptr};      ///< Shaw: per layer (2k + 1, d)
-    torch::nn::Embedding rel_embeddings{nullptr};           ///< DeBERTa: (2k, C), all layers
-    torch::nn::ModuleList fire{nullptr};                    ///< FIRE: a FireBias per group
-    /// KERPLE (G, H), G groups: r1 > 0 and r2 > 0 (power: r2 <= 2) of -r1 ln(1 + r2 |p_i - p_j|)
-    /// or -r1 |p_i - p_j|^r2.
-    torch::Tensor kerple_r1, kerple_r2;
-    torch::Tensor cls_theta;  ///< (2, H): theta1 (row 0), theta2 (column 0) of the [CLS] reset
 
   private:
     PositionTerms compute(const torch::Tensor& positions, torch::ScalarType dtype);
+    PositionTerms local_layers(PositionTerms terms, int64_t T, torch::ScalarType dtype,
+                               const torch::Device& device) const;
     PositionTerms ablate(PositionTerms terms, const torch::Tensor& positions,
                          torch::ScalarType dtype);
-    PositionProjection projection(int64_t group);
-    torch::Tensor untied_rows(const torch::Tensor& rows, int64_t group);
-    torch::Tensor t5_bias(const torch::Tensor& positions);
-    torch::Tensor cls_reset_bias(const torch::Tensor& bias, int64_t T);
-    torch::Tensor kerple_bias(const torch::Tensor& positions, int64_t group);
-    void project_kerple();
-    int64_t layer_groups() const;
 
     ModelConfig config_;
     PositionDescription description_;
+    std::vector<std::unique_ptr<schemes::SchemeModule>> modules_;  ///< in active_schemes' order
+    int64_t groups_ = 1;  ///< LayerPositions computed: layer_groups() if a module has groups
     torch::nn::Embedding input_table_{nullptr};
     torch::nn::Embedding word_table_{nullptr};
     int64_t position_offset_ = 0;

@@ -100,6 +100,11 @@ struct AnalysisIndex {
     std::vector<AnalysisIndexFile> files;
 };
 
+/// Every model.* field of `config` (engine::visit_model_fields) as one JSON object's text,
+/// typed, a non-finite double as null: index.json's "config", `tupe info --format json` and
+/// the HF export's "tupe_workbench" block walk the config table through it.
+std::string model_config_json(const engine::ModelConfig& config);
+
 /// index.json's text: every key above (objects with sorted keys, one-space indent, a final
 /// newline), as `tupe analyze` has always written it.
 std::string write_index_json(const AnalysisIndex& index);

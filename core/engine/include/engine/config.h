@@ -32,22 +32,23 @@ struct ModelConfig {
 
     // The positional scheme (engine/position.h; TUPE_NOTES.md, "The variants";
     // docs/zoo.md). Validated by describe_position().
-    /// How absolute positions enter: input (BERT-A's learned table, HF "absolute"),
-    /// sinusoidal (fixed table at the input), untied (TUPE: (p'U^Q)(p'U^K)^T on the logits),
-    /// decoupled (BERT-Ad: all four word/position terms in attention), none.
+    /// How absolute positions enter: the name of an absolute row of the scheme table
+    /// (engine/position_scheme.h: absolute_position_schemes()), BERT-A's learned input table by
+    /// default.
     std::string absolute_position = "input";
-    /// Relative or rotary positions: none, t5 (bias; BERT-R, TUPE-R), shaw and shaw_key_query
-    /// (HF relative_key / relative_key_query), rope, alibi, deberta (c2p + p2c), fire (an MLP of
-    /// the normalised log distance, two-sided), kerple_log and kerple_power (learned kernels).
+    /// Relative or rotary positions: the name of a relative row of the scheme table
+    /// (relative_position_schemes()), none by default.
     std::string relative_position = "none";
-    int64_t rel_pos_bins = 32;          ///< T5 buckets; the table has rel_pos_bins + 1 rows.
-    int64_t max_rel_pos = 128;          ///< T5 max distance.
-    int64_t max_relative_distance = 0;  ///< Shaw/DeBERTa clip k; 0 = max_position_embeddings - 1.
-    double rope_fraction = 1.0;         ///< Share of each head's dimensions RoPE rotates.
-    double rope_base = 10000.0;         ///< RoPE's theta_i = base^(-2i/r).
-    int64_t position_offset = 0;        ///< Token t sits at position offset + t (shift tests).
-    bool untie_cls = false;             ///< [CLS] reset: row 0 / column 0 position-free (TUPE).
-    bool shared_pos_term = true;        ///< One positional term for all layers (TUPE) or per layer.
+    int64_t rel_pos_bins = 32;  ///< T5 buckets; the table has rel_pos_bins + 1 rows.
+    int64_t max_rel_pos = 128;  ///< T5 max distance.
+    /// The clip k of the schemes that read it (Shaw's and DeBERTa's distances, ...); 0 =
+    /// max_position_embeddings - 1 (relative_distance_clip).
+    int64_t max_relative_distance = 0;
+    double rope_fraction = 1.0;   ///< Share of each head's dimensions RoPE rotates.
+    double rope_base = 10000.0;   ///< RoPE's theta_i = base^(-2i/r).
+    int64_t position_offset = 0;  ///< Token t sits at position offset + t (shift tests).
+    bool untie_cls = false;       ///< [CLS] reset: row 0 / column 0 position-free (TUPE).
+    bool shared_pos_term = true;  ///< One positional term for all layers (TUPE) or per layer.
     double attention_scale_factor = 1.0;  ///< Logits scaled by 1/sqrt(d * factor).
     bool pre_layernorm = false;           ///< Post-LN (BERT, reference) by default.
     /// Randomized positions (Ruoss et al. 2023), a training modifier for every scheme that takes
@@ -97,10 +98,8 @@ struct ModelConfig {
     void validate() const;
 };
 
-/// Variant names: the paper's bert-a, bert-r, tupe-a, tupe-r, tupe-a-tie-cls, bert-ad, the
-/// zoo's sinusoidal, nope, t5, shaw, shaw-kq, rope, rope-cls, alibi, alibi-cls, deberta, fire,
-/// kerple-log, kerple-power, and on the modern backbone modern-rope, modern-tupe-a, modern-tupe-r,
-/// modern-alibi, modern-bert-a.
+/// Variant names, one per line of the preset table (config.cpp): the paper's six (bert-a ...
+/// bert-ad), the zoo's schemes on BERT's backbone, then the modern-* presets on ModernBERT's.
 const std::vector<std::string>& model_presets();
 /// Size names: tiny, small, base.
 const std::vector<std::string>& model_sizes();
@@ -203,6 +202,11 @@ void visit_model_fields(ModelConfig& config,
 /// Keys still accepted from files written before the positional zoo, but never written:
 /// "model.rel_pos" (true = relative_position t5).
 const std::vector<std::string>& legacy_config_keys();
+/// The pre-zoo flag model.rel_pos, in checkpoints, YAML files, index.json and HF blocks of
+/// then: true is relative_position t5; false turns t5 off (any other scheme stays).
+void set_legacy_rel_pos(ModelConfig& config, bool on);
+/// Whether `config` is what rel_pos: true meant (relative_position t5).
+bool legacy_rel_pos(const ModelConfig& config);
 /// Sets one field from its text form. Throws std::out_of_range for an unknown key and
 /// std::invalid_argument (message without the key) for a value of the wrong type.
 void set_config_value(PretrainConfig& config, const std::string& key, const std::string& value);

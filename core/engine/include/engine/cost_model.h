@@ -25,18 +25,11 @@ namespace engine {
 ///               * 3 for a gated FFN, model.ffn geglu or swiglu, whose input projection is
 ///               2F wide). Local layers (model.local_window) count every score: the window
 ///               is a mask on the full T x T logits.
-///   positional  per scheme (describe_position), "groups" = 1 when shared_pos_term, else L:
-///               TUPE (untied): p'U^Q and p'U^K over the T+1 rows (positions and [CLS])
-///                 2*2*(T+1)*C*C, and the (H, T+1, T+1) correlations 2*(T+1)^2*C, per group;
-///               BERT-Ad (decoupled): p'U^Q and p'U^K 2*2*T*C*C per group;
-///               DeBERTa: Q_r, K_r over the 2k relative rows 2*2*2k*C*C per group, and the
-///                 c2p and p2c logits against those rows 2*2*N*2k*C per layer
-///                 (k = max_relative_distance, or max_position_embeddings - 1 when 0);
-///               Shaw: q.r_(j-i) 2*N*T*C per layer; Shaw key-query adds k.r: 2*2*N*T*C;
-///               FIRE: its MLP 1 -> 32 -> H at every query/key pair, 2*32*(1+H)*T*T per
-///                 group (computed once per step, not per sequence);
-///               input tables (learned, sinusoidal), NoPE, T5, ALiBi and KERPLE biases,
-///               RoPE: 0.
+///   positional  the scheme's own matmuls: the sum of its rows' `flops` (SchemeRow,
+///               core/engine/src/position_scheme.cpp, where each term is written out; "groups"
+///               = 1 when shared_pos_term, else L). E.g. TUPE's p'U^Q and p'U^K over the T+1
+///               rows and its (H, T+1, T+1) correlations, 2*2*(T+1)*C*C + 2*(T+1)^2*C per
+///               group; 0 for the input tables, NoPE, T5, ALiBi, KERPLE and RoPE.
 ///   head        the MLM head at the M masked positions only (what the engine computes):
 ///               transform 2*M*C*C, decoder 2*M*C*V.
 /// A training step costs forward x 3: the backward pass computes two matmuls of the forward's
@@ -73,19 +66,11 @@ StepFlops count_step_flops(const ModelConfig& config, int64_t batch, int64_t seq
 ///     MLM head: 5 (M, C) tensors *4, logits M*V*e, the fp32 log-softmax M*V*4 (plus the fp32
 ///       copy of bf16 logits, M*V*4), and at the start of backward the logits' gradient M*V*4;
 ///     the backward of one layer holding a few S-sized gradients at once: 2*S*4.
-///   positional   the schemes whose positional terms are tensors of their own, with d = C/H,
-///                G the layer groups (1 when the term is shared) and 2k the relative rows:
-///     Shaw: the relative keys r_ij, G*T*T*d*4 (under bf16 also their bf16 copies, L*T*T*d*e),
-///       and per layer the contiguous q its batched product saves, N*C*e (shaw-kq also k*scale
-///       and its copy, 2*N*C*e more, and in backward the second gradient of the keys, T*T*d*4);
-///     DeBERTa: per layer the c2p and p2c products against every relative row, which the
-///       gathers keep for backward, 2*B*H*T*2k*e, and k*scale, N*C*e; in backward one gather
-///       gradient, B*H*T*2k*4;
-///     FIRE: per group the MLP's hidden and output activations at every (i, j),
-///       T*T*(32 + H)*e, and its fp32 inputs, 4*T*T*4; in backward one hidden gradient,
-///       T*T*32*4.
-///     KERPLE: per group two fp32 (H, T, T) tensors its kernel's backward keeps, 2*H*T*T*4;
-///     Every other scheme's positional tensors are (H, T, T) or smaller: not counted.
+///   positional   the schemes whose positional terms are tensors of their own: the sum of
+///                their rows' `memory` (position_scheme.cpp, each term written out there;
+///                Shaw's relative keys and the q their product saves, DeBERTa's products
+///                against every relative row, FIRE's MLP activations, KERPLE's kernel, ...).
+///                Every other scheme's positional tensors are (H, T, T) or smaller: not counted.
 /// Not counted: the input batch, the (H, T, T) positional terms, allocator slack and what the
 /// process held before the model was built (libraries, BLAS buffers). engine::tensor_memory
 /// counts the same tensors in a real step; tests/engine/test_tensor_memory.cpp holds the
