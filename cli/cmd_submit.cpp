@@ -17,6 +17,7 @@
 #include "command_table.h"
 #include "commands.h"
 #include "engine/errors.h"
+#include "engine/text_util.h"
 #include "experiments/experiment.h"
 #include "experiments/glue_data.h"
 #include "experiments/report.h"
@@ -25,14 +26,9 @@
 namespace cli {
 
 namespace fs = std::filesystem;
+using engine::join;
 
 namespace {
-
-std::string join(const std::vector<std::string>& items) {
-    std::string out;
-    for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
-    return out;
-}
 
 std::string format_lr(double lr) {
     char buf[32];

@@ -54,18 +54,10 @@ Windows cut_windows(const std::vector<int64_t>& stream, const engine::Vocab& voc
     const int64_t W = T - 2;
     Windows out;
     for (int64_t w = 0; w < count; ++w) {
-        std::vector<int64_t> ids(static_cast<size_t>(T)), labels(ids.size(), -100);
-        ids[0] = vocab.cls_id();
-        ids[static_cast<size_t>(T - 1)] = vocab.sep_id();
-        for (int64_t t = 0; t < W; ++t) {
-            const auto src = static_cast<size_t>(w * W + t);
-            const int64_t id = stream[src];
-            const bool m =
-                !vocab.is_special(id) &&
-                stream_masked(options.seed, static_cast<uint64_t>(src), options.mask_prob);
-            ids[static_cast<size_t>(t + 1)] = m ? vocab.mask_id() : id;
-            if (m) labels[static_cast<size_t>(t + 1)] = id;
-        }
+        std::vector<int64_t> ids(static_cast<size_t>(T)), labels(ids.size());
+        detail::fill_masked_window(
+            stream, vocab, T, [&](int64_t t) { return w * W + t; }, options.seed, options.mask_prob,
+            ids.data(), labels.data());
         out.ids.push_back(std::move(ids));
         out.labels.push_back(std::move(labels));
     }

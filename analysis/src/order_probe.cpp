@@ -92,19 +92,12 @@ OrderProbeReport order_probe(engine::BertForMaskedLM& model, const std::vector<i
                 const uint64_t seed = mix(options.seed, row, static_cast<uint64_t>(w));
                 if (kind == 1) perm = ngram_shuffle(W, n, seed);
                 if (kind == 2) perm = adjacent_swaps(W, n, seed);
-                int64_t* r = ids.data() + b * T;
-                int64_t* lab = labels.data() + b * T;
-                r[0] = vocab.cls_id();
-                r[T - 1] = vocab.sep_id();
-                for (int64_t t = 0; t < W; ++t) {
-                    const int64_t src = base + (perm.empty() ? t : perm[static_cast<size_t>(t)]);
-                    const int64_t id = stream[static_cast<size_t>(src)];
-                    const bool m =
-                        !vocab.is_special(id) &&
-                        stream_masked(options.seed, static_cast<uint64_t>(src), options.mask_prob);
-                    r[t + 1] = m ? vocab.mask_id() : id;
-                    if (m) lab[t + 1] = id;
-                }
+                auto source = [&](int64_t t) {
+                    return base + (perm.empty() ? t : perm[static_cast<size_t>(t)]);
+                };
+                detail::fill_masked_window(stream, vocab, T, source, options.seed,
+                                           options.mask_prob, ids.data() + b * T,
+                                           labels.data() + b * T);
             }
             auto opts = torch::TensorOptions().dtype(torch::kLong);
             auto input = torch::tensor(ids, opts).view({B, T}).to(device);

@@ -88,19 +88,9 @@ LogitLensReport logit_lens(engine::BertForMaskedLM& model, const std::vector<int
         const int64_t B = std::min(options.batch_size, nwin - first);
         std::vector<int64_t> ids(static_cast<size_t>(B * T)), labels(ids.size(), -100);
         for (int64_t b = 0; b < B; ++b) {
-            int64_t* r = ids.data() + b * T;
-            int64_t* lab = labels.data() + b * T;
-            r[0] = vocab.cls_id();
-            r[T - 1] = vocab.sep_id();
-            for (int64_t t = 0; t < W; ++t) {
-                const int64_t src = (first + b) * W + t;
-                const int64_t id = stream[static_cast<size_t>(src)];
-                const bool m =
-                    !vocab.is_special(id) &&
-                    stream_masked(options.seed, static_cast<uint64_t>(src), options.mask_prob);
-                r[t + 1] = m ? vocab.mask_id() : id;
-                if (m) lab[t + 1] = id;
-            }
+            detail::fill_masked_window(
+                stream, vocab, T, [&](int64_t t) { return (first + b) * W + t; }, options.seed,
+                options.mask_prob, ids.data() + b * T, labels.data() + b * T);
         }
         auto opts = torch::TensorOptions().dtype(torch::kLong);
         auto input = torch::tensor(ids, opts).view({B, T}).to(device);

@@ -4,12 +4,15 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "analysis/extrapolate.h"
 #include "engine/errors.h"
+#include "engine/tokenizer.h"
 
 namespace analysis::detail {
 
@@ -32,6 +35,27 @@ inline void check_probe_stream(const std::vector<int64_t>& stream, int64_t windo
         if (id < 0 || id >= vocab_size)
             throw engine::InputError(source,
                                      "token id " + std::to_string(id) + " outside the vocabulary");
+}
+
+/// One probe window of T tokens into ids and labels (T each): [CLS], the stream tokens at
+/// indices source(0) .. source(T - 3), [SEP]; a token stream_masked draws (on its stream index,
+/// special tokens never) becomes [MASK] with the token as its label, every other label -100.
+/// The windows of the ablation, the order probe (source: a permutation) and the logit lens.
+template <typename Source>
+void fill_masked_window(const std::vector<int64_t>& stream, const engine::Vocab& vocab, int64_t T,
+                        Source source, uint64_t seed, double mask_prob, int64_t* ids,
+                        int64_t* labels) {
+    std::fill(labels, labels + T, -100);
+    ids[0] = vocab.cls_id();
+    ids[T - 1] = vocab.sep_id();
+    for (int64_t t = 0; t < T - 2; ++t) {
+        const int64_t src = source(t);
+        const int64_t id = stream[static_cast<size_t>(src)];
+        const bool m =
+            !vocab.is_special(id) && stream_masked(seed, static_cast<uint64_t>(src), mask_prob);
+        ids[t + 1] = m ? vocab.mask_id() : id;
+        if (m) labels[t + 1] = id;
+    }
 }
 
 /// "[2, 3, 4]" for messages.

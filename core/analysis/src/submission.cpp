@@ -16,8 +16,11 @@
 #include <system_error>
 
 #include "engine/errors.h"
+#include "engine/text_util.h"
 
 namespace analysis {
+
+using engine::join;
 
 namespace {
 
@@ -49,12 +52,6 @@ std::vector<std::string> split_tabs(const std::string& line) {
         if (tab == std::string::npos) return fields;
         start = tab + 1;
     }
-}
-
-std::string join(const std::vector<std::string>& items) {
-    std::string out;
-    for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
-    return out;
 }
 
 }  // namespace
