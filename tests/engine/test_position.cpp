@@ -41,7 +41,7 @@ ModelConfig zoo_config(const std::string& preset) {
 const std::vector<std::string> kZoo = {
     "bert-a",    "bert-r",  "tupe-a", "tupe-r",     "tupe-a-tie-cls", "bert-ad",  "sinusoidal",
     "nope",      "t5",      "shaw",   "shaw-kq",    "rope",           "rope-cls", "alibi",
-    "alibi-cls", "deberta", "fire",   "kerple-log", "kerple-power"};
+    "alibi-cls", "deberta", "fire",   "kerple-log", "kerple-power",   "cope"};
 
 torch::Tensor named_param(torch::nn::Module& m, const std::string& name) {
     auto* p = m.named_parameters().find(name);
@@ -123,6 +123,30 @@ struct ReferencePositions {
     std::vector<double> rope_theta;
     double logit_scale = 1.0;
 };
+
+// CoPE's term for query i and key j of one head (Golovneva et al. 2024, two-sided as
+// docs/zoo.md defines it): p_ij = the sum of sigmoid(q_i . k_t * sc) over the tokens t whose
+// positions lie between p_i and p_j (both included), capped at k; e[p] interpolated between
+// rows floor(p) and ceil(p) of cope_left (p_j <= p_i) or cope_right; the term q_i . e[p] * sc.
+double cope_ref(BertModel& m, const ModelConfig& c, const torch::Tensor& qh,
+                const torch::Tensor& kh, const std::vector<int64_t>& ps, int64_t i, int64_t j,
+                double sc) {
+    const int64_t pi = ps[static_cast<size_t>(i)], pj = ps[static_cast<size_t>(j)];
+    double count = 0;
+    for (int64_t t = 0; t < qh.size(0); ++t) {
+        const int64_t pt = ps[static_cast<size_t>(t)];
+        if (pt < std::min(pi, pj) || pt > std::max(pi, pj)) continue;
+        count += 1.0 / (1.0 + std::exp(-qh[i].dot(kh[t]).item<double>() * sc));
+    }
+    const int64_t k =
+        c.max_relative_distance > 0 ? c.max_relative_distance : c.max_position_embeddings - 1;
+    count = std::min(count, static_cast<double>(k));
+    auto table = named_param(*m, pj <= pi ? "position_bias.cope_left" : "position_bias.cope_right");
+    const double w = count - std::floor(count);
+    auto e = table[0][static_cast<int64_t>(std::ceil(count))] * w +
+             table[0][static_cast<int64_t>(std::floor(count))] * (1 - w);
+    return qh[i].dot(e).item<double>() * sc;
+}
 
 // Layer 0's logits (B, H, T, T) in float64 for `c`, from the weights of `m` (a double model).
 torch::Tensor reference_logits(BertModel& m, const ModelConfig& c, const torch::Tensor& input,
@@ -263,6 +287,7 @@ torch::Tensor reference_logits(BertModel& m, const ModelConfig& c, const torch::
                                 std::max(0.0, w1[k][0].item<double>() * xin + b1[k].item<double>());
                         v += f;
                     }
+                    if (c.relative_position == "cope") v += cope_ref(m, c, qh, kh, ps, i, j, sc);
                     if (c.untie_cls && c.absolute_position != "untied") {
                         auto theta = named_param(*m, "position_bias.cls_theta");
                         if (i == 0)
@@ -609,6 +634,53 @@ TEST(Kerple, TrainingProjectsTheParametersOntoTheirRange) {
     EXPECT_GT(r1.grad().abs().max().item<double>(), 0.0);
 }
 
+// ---- CoPE --------------------------------------------------------------------------------------
+
+// With every gate open (q . k large) a count is the number of tokens from the query to the key,
+// |i - j| + 1: CoPE's term is then q_i . e[|i - j| + 1] from the left table for keys at or left
+// of the query and from the right table for keys to its right, capped at k.
+TEST(Cope, OpenGatesCountTokensOnBothSidesWithTheirOwnTables) {
+    auto c = zoo_config("cope");
+    c.max_relative_distance = 4;  // k: counts above 4 read row 4
+    auto m = random_model<BertModel>(c, 30, torch::kDouble);
+    torch::NoGradGuard g;
+    const int64_t T = 7, d = 8;
+    auto terms = m->position->forward(T);
+    auto q = torch::ones({1, 4, T, d}, torch::kDouble) * 10.0;  // q . k * sc = 800: gates at 1
+    auto parts = terms.layers[0].terms(q, q);
+    ASSERT_EQ(parts.size(), 2u);  // content, c2p
+    ASSERT_EQ(parts[1].first, "c2p");
+    const auto& c2p = parts[1].second;  // (1, H, T, T)
+    auto left = named_param(*m->position, "cope_left")[0];
+    auto right = named_param(*m->position, "cope_right")[0];
+    const double sc = 1.0 / std::sqrt(8.0);
+    for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < T; ++j) {
+            const int64_t n = std::min<int64_t>(std::abs(i - j) + 1, 4);
+            auto e = (j <= i ? left : right)[n];
+            EXPECT_NEAR(c2p[0][2][i][j].item<double>(), q[0][2][i].dot(e).item<double>() * sc, 1e-9)
+                << i << " " << j;
+        }
+}
+
+// Its positions are counts between query and key, by position: every token at one position
+// (the properties probe's counterfactual) puts every key in the span, so the term is constant
+// along each query's row, which the softmax ignores; at the true positions it is not.
+TEST(Cope, ConstantPositionsLeaveARowConstant) {
+    auto c = zoo_config("cope");
+    auto m = random_model<BertModel>(c, 31, torch::kDouble);
+    torch::NoGradGuard g;
+    auto q = torch::randn({1, 4, 6, 8}, torch::kDouble),
+         k = torch::randn({1, 4, 6, 8}, torch::kDouble);
+    auto c2p = [&] { return m->position->forward(6).layers[0].terms(q, k)[1].second; };
+    auto spread = [](const torch::Tensor& t) {  // the largest spread along a row
+        return (std::get<0>(t.max(-1)) - std::get<0>(t.min(-1))).max().item<double>();
+    };
+    EXPECT_GT(spread(c2p()), 1e-3);
+    m->position->set_constant_positions(true);
+    EXPECT_LT(spread(c2p()), 1e-12);
+}
+
 // ---- the scheme table --------------------------------------------------------------------------
 
 // Every preset's model registers exactly the parameters its rows list, with their shapes (the
@@ -660,7 +732,7 @@ TEST(SchemeTable, NamesAreFoundOnTheirOwnAxisAndUnknownOnesListTheRest) {
             << e.what();
     }
     EXPECT_EQ(relative_position_schemes().front(), "none");
-    EXPECT_EQ(relative_position_schemes().back(), "kerple_power");
+    EXPECT_EQ(relative_position_schemes().back(), "cope");
     // Every named term of every preset says what it is (analysis writes it beside the map).
     for (const auto& preset : model_presets()) {
         const auto d = describe_position(make_model_config(preset, "tiny"));

@@ -163,6 +163,7 @@ const std::vector<Preset>& preset_table() {
         {"fire", S::kNone, S::kFire, per_layer},
         {"kerple-log", S::kNone, S::kKerpleLog, per_layer},
         {"kerple-power", S::kNone, S::kKerplePower, per_layer},
+        {"cope", S::kNone, S::kCope, per_layer},
         // ModernBERT's positions: RoPE, 160k global, 10k local.
         {"modern-rope", S::kNone, S::kRope,
          [](ModelConfig& c) { c.rope_base = 160000, c.rope_base_local = 10000; }, true},

@@ -125,6 +125,19 @@ double fire_memory(const CostShape& s) {
     return s.G * s.T * s.T * ((32 + s.H) * s.e + 4 * 4) + s.T * s.T * 32 * 4;
 }
 
+// CoPE: the table rows a count can reach, min(k, T) + 1 (a count is at most the T tokens of
+// the span); per layer q against both tables, 2 * 2*N*n*C.
+double cope_rows(const CostShape& s) { return std::min(s.k2 / 2, s.T) + 1; }
+double cope_flops(const CostShape& s) { return s.L * 2 * 2 * s.N * cope_rows(s) * s.C; }
+// Per layer what autograd keeps and the backward's transients: the gates, the capped count, the
+// interpolation weights w and 1 - w, the two gathered logits and one gradient of that size (7
+// S-sized tensors), the floor and ceil indices (int64, 2 S), the (B, H, T, 2n) product against
+// the tables, and q's scaled copy.
+double cope_memory(const CostShape& s) {
+    const double S = s.B * s.H * s.T * s.T, BHTn = s.B * s.H * s.T * cope_rows(s);
+    return s.L * (7 * S * s.e + 2 * S * 8 + 2 * BHTn * s.e + s.N * s.C * s.e);
+}
+
 // ---- the table -------------------------------------------------------------------------------
 
 using Rows = std::vector<SchemeRow>;
@@ -273,6 +286,21 @@ void add_relative_rows(Rows& t) {
                          {"bert.position_bias.kerple_r2", per_group_head}};
         r->memory = kerple_memory;
     }
+    r = row(t, Scheme::kCope, A::kRelative, "cope", "CoPE counted positions (two-sided)",
+            "Golovneva et al. 2024, arXiv 2405.18719");
+    r->content_bias = r->per_layer_group = true, r->takes_cls_reset = false;
+    r->logit_terms = {{"c2p",
+                       "content-to-position term: each query against the interpolated "
+                       "position embedding e[p_ij] of the key's counted position, p_ij the sum "
+                       "of the query's gates between them (CoPE)"}};
+    r->fields = {"max_relative_distance", "shared_pos_term"};
+    r->validate = check_relative_distance;
+    auto cope_table = [](const ModelConfig& c) {
+        return Shape(std::vector<int64_t>{groups(c), clip(c) + 1, c.head_dim()});
+    };
+    r->parameters = {{"bert.position_bias.cope_left", cope_table},
+                     {"bert.position_bias.cope_right", cope_table}};
+    r->flops = cope_flops, r->memory = cope_memory;
 }
 
 std::vector<SchemeRow> make_table() {

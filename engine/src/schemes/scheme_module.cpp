@@ -18,6 +18,7 @@ std::unique_ptr<SchemeModule> make_alibi(PositionEncodingImpl& owner);
 std::unique_ptr<SchemeModule> make_deberta(PositionEncodingImpl& owner);
 std::unique_ptr<SchemeModule> make_fire(PositionEncodingImpl& owner);
 std::unique_ptr<SchemeModule> make_kerple(PositionEncodingImpl& owner, bool power);
+std::unique_ptr<SchemeModule> make_cope(PositionEncodingImpl& owner);
 std::unique_ptr<SchemeModule> make_cls_reset(PositionEncodingImpl& owner);
 
 std::unique_ptr<SchemeModule> make_scheme_module(Scheme id, PositionEncodingImpl& owner) {
@@ -35,6 +36,7 @@ std::unique_ptr<SchemeModule> make_scheme_module(Scheme id, PositionEncodingImpl
         case Scheme::kFire: return make_fire(owner);
         case Scheme::kKerpleLog: return make_kerple(owner, /*power=*/false);
         case Scheme::kKerplePower: return make_kerple(owner, /*power=*/true);
+        case Scheme::kCope: return make_cope(owner);
         case Scheme::kClsReset: return make_cls_reset(owner);
         case Scheme::kNone: break;
     }

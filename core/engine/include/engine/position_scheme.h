@@ -31,6 +31,7 @@ enum class Scheme : uint8_t {
     kFire,          ///< FIRE's MLP of the normalised log distance, two-sided
     kKerpleLog,     ///< KERPLE's logarithmic kernel
     kKerplePower,   ///< KERPLE's power kernel
+    kCope,          ///< CoPE's counted positions, two-sided
     kClsReset,      ///< TUPE's [CLS] reset on a scheme without its own (model.untie_cls)
 };
 
