@@ -40,9 +40,18 @@ class KerpleBias final : public SchemeModule {
         // In training contribute() has projected r1 and r2 onto their range (project); the
         // clamp here keeps the function defined for any weights at evaluation.
         const int64_t T = positions.size(0), H = r1_.size(1);
-        auto r1 = r1_[group].clamp_min(kKerpleEps).view({H, 1, 1});
-        auto r2 = power_ ? r2_[group].clamp(kKerpleEps, kKerpleMaxPower).view({H, 1, 1})
-                         : r2_[group].clamp_min(kKerpleEps).view({H, 1, 1});
+        // The clamped value with the parameter's own gradient: LibTorch 2.x's clamp passes no
+        // gradient at the bound itself (1.13's did), so a parameter project() put on the floor
+        // would stay there for good.
+        auto in_range = [](const torch::Tensor& x, const torch::Tensor& clamped) {
+            return x + (clamped - x).detach();
+        };
+        const auto& x1 = r1_[group];
+        const auto& x2 = r2_[group];
+        auto r1 = in_range(x1, x1.clamp_min(kKerpleEps)).view({H, 1, 1});
+        auto r2 = in_range(x2, power_ ? x2.clamp(kKerpleEps, kKerpleMaxPower)
+                                      : x2.clamp_min(kKerpleEps))
+                      .view({H, 1, 1});
         auto p = positions.to(r1_.device(), r1_.scalar_type());
         auto dist = (p.view({1, T}) - p.view({T, 1})).abs();  // (T, T)
         if (untie_cls_) {

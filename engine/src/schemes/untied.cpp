@@ -36,15 +36,14 @@ UntiedCorrelation PositionEncodingImpl::untied_correlation(const torch::Tensor& 
     TORCH_CHECK(last < config_.max_position_embeddings, "last position ", last,
                 " does not fit max_position_embeddings = ", config_.max_position_embeddings);
     // Rows 0 and 1 are the reset's own (guolinke/TUPE: theta1 from row 0, theta2 from row 1),
-    // whatever the positions; token t uses row p_t + 1. With p_0 = 0, row 1 is also token 0's
-    // row and the (T+1)-row product of the reference gives the same numbers; with any other
-    // first position (model.position_offset, a shifted window, randomized positions) row 1
-    // must be asked for on its own, or theta2 would move with the positions.
+    // whatever the positions; token t uses row p_t + 1. Both are always asked for on their own,
+    // so the product has T + 2 rows for any positions: with a shape that depended on p_0 (the
+    // reference's T + 1 rows when p_0 = 0), a BLAS that blocks by shape (MKL, in LibTorch 2.x)
+    // rounds theta1 and theta2 differently at another first position.
     auto p = positions.to(torch::kLong).to(pos->weight.device());
-    const bool from_zero = positions[0].item<int64_t>() == 0;
-    auto head = torch::arange(from_zero ? 1 : 2, p.options());
-    auto a = untied_rows(*this, torch::cat({head, p + 1}), group);  // (H, n, n), n = T+1 or T+2
-    const int64_t skip = from_zero ? 1 : 2;
+    auto a = untied_rows(*this, torch::cat({torch::arange(2, p.options()), p + 1}),
+                         group);  // (H, T+2, T+2)
+    const int64_t skip = 2;
     UntiedCorrelation out;
     out.theta1 = a.select(1, 0).select(1, 0);    // (H): A[h, 0, 0]
     out.theta2 = a.select(1, 1).select(1, 1);    // (H): A[h, 1, 1]
