@@ -11,16 +11,14 @@
 
 namespace experiments::detail {
 
-/// Tokens a job trains on (forward + backward), plus a third for forward-only evaluation:
-/// pretraining steps x batch x seq; fine-tuning epochs x train examples x half max_seq_len
-/// (synthetic sizes from the spec, GLUE's from GLUE_FORMAT.md, 10,000 when unknown).
+/// experiments::job_tokens (plan_cost.h) of the job's variant: the tokens it trains on; 0 for
+/// an unknown variant.
 double job_tokens(const ExperimentSpec& spec, const Job& job);
 
-/// The work a job does, in FLOPs: job_tokens times the FLOPs per token of its variant's model
-/// at its sequence length (engine/cost_model.h: the encoder, the positional term and, for
-/// pretraining, the MLM head, forward and backward). The runner's ETA weighs jobs by it, so a
-/// base-size or DeBERTa variant is not counted as cheap as a tiny BERT-A one. 0 for an unknown
-/// variant.
+/// experiments::job_work (plan_cost.h) of the job's variant: its FLOPs. The runner's ETA weighs
+/// jobs by it, so a base-size or DeBERTa variant is not counted as cheap as a tiny BERT-A one
+/// (and the study builder estimates a plan's wall time with the same numbers). 0 for an
+/// unknown variant.
 double job_work(const ExperimentSpec& spec, const Job& job);
 
 class PlanEta {

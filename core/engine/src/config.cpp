@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "config_table.h"
 #include "engine/position_scheme.h"
 #include "engine/text_util.h"
 
@@ -255,84 +256,8 @@ std::string describe_backbone(const ModelConfig& c) {
 
 namespace {
 
-// One table drives both directions of the text form, so a new field cannot be written
-// without being read back. Its model part is also visit_model_fields' (index.json, HF export).
-template <typename Visitor>
-void visit_model(ModelConfig& m, Visitor&& v) {
-    v("model.preset", m.preset);
-    v("model.size", m.size);
-    v("model.vocab_size", m.vocab_size);
-    v("model.hidden_size", m.hidden_size);
-    v("model.num_hidden_layers", m.num_hidden_layers);
-    v("model.num_attention_heads", m.num_attention_heads);
-    v("model.intermediate_size", m.intermediate_size);
-    v("model.max_position_embeddings", m.max_position_embeddings);
-    v("model.type_vocab_size", m.type_vocab_size);
-    v("model.hidden_dropout_prob", m.hidden_dropout_prob);
-    v("model.attention_probs_dropout_prob", m.attention_probs_dropout_prob);
-    v("model.layer_norm_eps", m.layer_norm_eps);
-    v("model.initializer_range", m.initializer_range);
-    v("model.pad_token_id", m.pad_token_id);
-    v("model.absolute_position", m.absolute_position);
-    v("model.relative_position", m.relative_position);
-    v("model.rel_pos_bins", m.rel_pos_bins);
-    v("model.max_rel_pos", m.max_rel_pos);
-    v("model.max_relative_distance", m.max_relative_distance);
-    v("model.rope_fraction", m.rope_fraction);
-    v("model.rope_base", m.rope_base);
-    v("model.position_offset", m.position_offset);
-    v("model.untie_cls", m.untie_cls);
-    v("model.randomized_positions_max", m.randomized_positions_max);
-    v("model.shared_pos_term", m.shared_pos_term);
-    v("model.attention_scale_factor", m.attention_scale_factor);
-    v("model.pre_layernorm", m.pre_layernorm);
-    v("model.scale_input_positions", m.scale_input_positions);
-    v("model.norm", m.norm);
-    v("model.bias", m.bias);
-    v("model.ffn", m.ffn);
-    v("model.skip_first_attention_norm", m.skip_first_attention_norm);
-    v("model.local_window", m.local_window);
-    v("model.global_every", m.global_every);
-    v("model.rope_base_local", m.rope_base_local);
-}
-
-template <typename Visitor>
-void visit_fields(PretrainConfig& c, Visitor&& v) {
-    visit_model(c.model, v);
-    DataConfig& d = c.data;
-    v("data.corpus", d.corpus);
-    v("data.vocab", d.vocab);
-    v("data.cache_dir", d.cache_dir);
-    v("data.max_seq_len", d.max_seq_len);
-    v("data.validation_fraction", d.validation_fraction);
-    v("data.mask_prob", d.mask_prob);
-    v("data.eval_mask_prob", d.eval_mask_prob);
-    v("data.whole_word_masking", d.whole_word_masking);
-    v("data.lower_case", d.lower_case);
-    TrainConfig& t = c.train;
-    v("train.steps", t.steps);
-    v("train.batch_size", t.batch_size);
-    v("train.grad_accum", t.grad_accum);
-    v("train.lr", t.lr);
-    v("train.warmup_steps", t.warmup_steps);
-    v("train.schedule", t.schedule);
-    v("train.decay_fraction", t.decay_fraction);
-    v("train.weight_decay", t.weight_decay);
-    v("train.adam_beta1", t.adam_beta1);
-    v("train.adam_beta2", t.adam_beta2);
-    v("train.adam_eps", t.adam_eps);
-    v("train.clip_norm", t.clip_norm);
-    v("train.eval_interval", t.eval_interval);
-    v("train.eval_batches", t.eval_batches);
-    v("train.checkpoint_interval", t.checkpoint_interval);
-    v("train.log_interval", t.log_interval);
-    v("train.seed", t.seed);
-    v("train.device", t.device);
-    v("train.dtype", t.dtype);
-    v("train.threads", t.threads);
-    v("train.tensorboard", t.tensorboard);
-    v("out_dir", c.out_dir);
-}
+using detail::visit_fields;
+using detail::visit_model;
 
 std::string format_value(const std::string& s) { return s; }
 std::string format_value(bool b) { return b ? "true" : "false"; }
@@ -393,7 +318,7 @@ void parse_value(const std::string& s, double& out) { parse_number(s, out); }
 std::vector<std::string> config_keys() {
     std::vector<std::string> keys;
     PretrainConfig c;
-    visit_fields(c, [&](const char* key, auto&) { keys.emplace_back(key); });
+    visit_fields(c, [&](const char* key, auto&, const detail::FieldDoc&) { keys.emplace_back(key); });
     return keys;
 }
 
@@ -401,7 +326,7 @@ void visit_model_fields(ModelConfig& config,
                         const std::function<void(const char* name, ModelFieldRef field)>& visit) {
     constexpr size_t kPrefix = sizeof("model.") - 1;
     visit_model(config,
-                [&](const char* key, auto& field) { visit(key + kPrefix, ModelFieldRef(&field)); });
+                [&](const char* key, auto& field, const detail::FieldDoc&) { visit(key + kPrefix, ModelFieldRef(&field)); });
 }
 
 const std::vector<std::string>& legacy_config_keys() {
@@ -438,7 +363,7 @@ std::string config_to_text(const PretrainConfig& config) {
     std::string out;
     PretrainConfig copy = config;
     const auto& omitted = config_keys_omitted_at_default();
-    visit_fields(copy, [&](const char* key, auto& value) {
+    visit_fields(copy, [&](const char* key, auto& value, const detail::FieldDoc&) {
         const std::string text = format_value(value);
         if (const auto it = omitted.find(key); it != omitted.end() && it->second == text) return;
         out += key;
@@ -481,7 +406,7 @@ std::string config_to_yaml(const PretrainConfig& config) {
         "# config.yaml --out DIR` trains the same run again into DIR.\n";
     std::string section;
     PretrainConfig copy = config;
-    visit_fields(copy, [&](const char* key, auto& value) {
+    visit_fields(copy, [&](const char* key, auto& value, const detail::FieldDoc&) {
         const std::string k = key;
         const auto dot = k.find('.');
         const std::string s = dot == std::string::npos ? "" : k.substr(0, dot);
@@ -504,7 +429,7 @@ void set_config_value(PretrainConfig& config, const std::string& key, const std:
         return;
     }
     bool found = false;
-    visit_fields(config, [&](const char* k, auto& field) {
+    visit_fields(config, [&](const char* k, auto& field, const detail::FieldDoc&) {
         if (key != k) return;
         found = true;
         parse_value(value, field);
@@ -517,7 +442,7 @@ std::string get_config_value(const PretrainConfig& config, const std::string& ke
     std::string out;
     bool found = false;
     PretrainConfig copy = config;
-    visit_fields(copy, [&](const char* k, auto& field) {
+    visit_fields(copy, [&](const char* k, auto& field, const detail::FieldDoc&) {
         if (key != k) return;
         found = true;
         out = format_value(field);

@@ -14,7 +14,9 @@
 #include <sstream>
 
 #include "experiments/config_loader.h"
+#include "experiments/study_design.h"
 #include "field_table.h"
+#include "study_table.h"
 
 namespace experiments {
 
@@ -25,16 +27,14 @@ namespace {
 const std::vector<std::string> kVariantKeys = {"name", "preset", "set", "seeds", "finetune_seeds"};
 
 using detail::col_of;
+using detail::kSafeNameRule;
 using detail::line_of;
 using detail::Reader;
+using detail::safe_name;
+using detail::study_fields;
 
 std::string value_text(const YAML::Node& n) { return n.IsScalar() ? n.Scalar() : ""; }
 
-// "model.shared_pos_term" -> "shared_pos_term", for variant names.
-std::string short_key(const std::string& key) {
-    const auto dot = key.rfind('.');
-    return dot == std::string::npos ? key : key.substr(dot + 1);
-}
 
 }  // namespace
 
@@ -85,260 +85,6 @@ std::string variant_group(const std::string& full_name) {
     for (size_t i = at + 5; i < name.size(); ++i)
         if (name[i] < '0' || name[i] > '9') return name;
     return name.substr(0, at);
-}
-
-namespace {
-
-// True when `lengths` is comma-separated numbers > 0, the rule of `tupe extrapolate --lengths`.
-bool extrapolation_lengths_valid(const std::string& lengths) {
-    std::istringstream in(lengths);
-    std::string item;
-    bool ok = !lengths.empty() && lengths.back() != ',';
-    while (ok && std::getline(in, item, ',')) {
-        size_t used = 0;
-        double f = 0;
-        try {
-            f = std::stod(item, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        while (used < item.size() && item[used] == ' ') ++used;
-        ok = used > 0 && used == item.size() && std::isfinite(f) && f > 0;
-    }
-    return ok;
-}
-
-// ---- The study file's own keys: one table -------------------------------------------------
-//
-// Every key of an experiment file outside model/data/train (those are the pretraining config's,
-// read by its own field table, config_loader.h) is one row here: the dotted key and how its
-// value is read and checked. A section's allowed keys, the nearest-key hints and the
-// line:column errors all come from this table, so a key cannot be read without being allowed
-// or allowed without being read.
-
-using StudyField = detail::Field<ExperimentSpec>;
-using FieldIO = detail::FieldIO<ExperimentSpec>;
-template <typename T>
-using FieldRef = detail::FieldRef<ExperimentSpec, T>;
-
-template <typename T>
-FieldIO scalar_field(FieldRef<T> ref, const char* what, bool (*ok)(const T&) = nullptr,
-                     const char* range = "") {
-    return detail::scalar_field<ExperimentSpec, T>(ref, what, ok, range);
-}
-template <typename T>
-FieldIO list_field(FieldRef<std::vector<T>> ref, const char* what, bool (*ok)(const T&) = nullptr,
-                   const char* range = "") {
-    return detail::list_field<ExperimentSpec, T>(ref, what, ok, range);
-}
-
-// A study's or a variant's name becomes a folder (runs_dir/<name>, runs_dir/<variant>) and
-// part of every job's name: one path component, printable.
-constexpr const char* kSafeNameRule =
-    "must be one folder name: no '/' or '\\', not '.' or '..', no control characters";
-bool safe_name(const std::string& name) {
-    if (name.empty() || name == "." || name == "..") return false;
-    return std::none_of(name.begin(), name.end(), [](char c) {
-        return c == '/' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-    });
-}
-
-// SQLite would open ":memory:" and "file:...?mode=memory" as stores that vanish on close.
-bool store_file_path(const std::string& path) {
-    return !path.empty() && path != ":memory:" && path.rfind("file:", 0) != 0;
-}
-
-bool at_least_1(const int64_t& v) { return v >= 1; }
-bool in_0_1_open_left(const double& f) { return f > 0 && f <= 1; }  // (0, 1]
-bool in_0_1_closed(const double& f) { return f >= 0 && f <= 1; }    // [0, 1]
-bool positive_finite(const double& v) { return std::isfinite(v) && v > 0; }
-
-// The table, section by section: the top-level keys and glue:, analysis:, extrapolation: and
-// finetune:.
-std::vector<StudyField> top_and_glue_fields() {
-    return {
-        {"name", scalar_field<std::string>(
-                     [](ExperimentSpec & s) -> auto& { return s.name; }, "a name", safe_name,
-                     kSafeNameRule)},
-        {"database",
-         scalar_field<std::string>(
-             [](ExperimentSpec & s) -> auto& { return s.database; }, "a path", store_file_path,
-             "must name a file: an in-memory store (':memory:', a 'file:' URI) "
-             "would keep no result")},
-        {"runs_dir", scalar_field<std::string>(
-                         [](ExperimentSpec & s) -> auto& { return s.runs_dir; }, "a path")},
-        {"jobs", scalar_field<int64_t>(
-                     [](ExperimentSpec & s) -> auto& { return s.jobs; }, "an integer", at_least_1,
-                     "must be >= 1")},
-        {"checkpoints",
-         list_field<double>(
-             [](ExperimentSpec & s) -> auto& { return s.checkpoints; }, "fractions in (0, 1]",
-             in_0_1_open_left, "fractions must be in (0, 1]")},
-        {"variants", {}},
-        {"grid", {}},
-        {"pretrain_seeds", {}},
-
-        {"glue.data",
-         scalar_field<std::string>(
-             [](ExperimentSpec & s) -> auto& { return s.glue.data; }, "builtin or a folder")},
-        {"glue.tasks", list_field<std::string>(
-                           [](ExperimentSpec & s) -> auto& { return s.glue.tasks; }, "task names")},
-        {"glue.synthetic_train",
-         scalar_field<int64_t>(
-             [](ExperimentSpec & s) -> auto& { return s.glue.synthetic_train; }, "an integer",
-             at_least_1, "must be >= 1")},
-        {"glue.synthetic_dev", scalar_field<int64_t>(
-                                   [](ExperimentSpec & s) -> auto& { return s.glue.synthetic_dev; },
-                                   "an integer", at_least_1, "must be >= 1")},
-
-    };
-}
-
-std::vector<StudyField> analysis_fields() {
-    return {
-        {"analysis.checkpoints",  // 0: the initialised model (claim 5's control)
-         list_field<double>(
-             [](ExperimentSpec & s) -> auto& { return s.analysis.checkpoints; },
-             "fractions in [0, 1]", in_0_1_closed, "fractions must be in [0, 1]")},
-        {"analysis.corpus",
-         scalar_field<std::string>(
-             [](ExperimentSpec & s) -> auto& { return s.analysis.corpus; }, "a path"),
-         "analysis"},
-        {"analysis.text",
-         scalar_field<std::string>(
-             [](ExperimentSpec & s) -> auto& { return s.analysis.text; }, "a sentence"),
-         "analysis"},
-        {"analysis.sentences",
-         scalar_field<int64_t>(
-             [](ExperimentSpec & s) -> auto& { return s.analysis.sentences; }, "an integer",
-             at_least_1, "must be >= 1"),
-         "analysis"},
-        {"analysis.max_tokens",
-         scalar_field<int64_t>(
-             [](ExperimentSpec & s) -> auto& { return s.analysis.max_tokens; }, "an integer",
-             [](const int64_t& v) { return v == 0 || v >= 2; },
-             "must be 0 (the position table) or >= 2"),
-         "analysis"},
-        {"analysis.batch_size",
-         scalar_field<int64_t>(
-             [](ExperimentSpec & s) -> auto& { return s.analysis.batch_size; }, "an integer",
-             at_least_1, "must be >= 1"),
-         "analysis"},
-        {"analysis.figures",
-         scalar_field<bool>(
-             [](ExperimentSpec & s) -> auto& { return s.analysis.figures; }, "true or false"),
-         "analysis"},
-        {"analysis.probe_windows",
-         scalar_field<int64_t>(
-             [](ExperimentSpec & s) -> auto& { return s.analysis.probe_windows; }, "an integer",
-             at_least_1, "must be >= 1"),
-         "analysis"},
-        {"analysis.order_probe",
-         scalar_field<bool>(
-             [](ExperimentSpec & s) -> auto& { return s.analysis.order_probe; }, "true or false"),
-         "analysis"},
-        {"analysis.ablation",
-         scalar_field<std::string>(
-             [](ExperimentSpec & s) -> auto& { return s.analysis.ablation; },
-             "zero, mean or shuffle",
-             [](const std::string& m) { return m == "zero" || m == "mean" || m == "shuffle"; },
-             "expected zero, mean or shuffle (tupe ablate --mode)"),
-         "ablation"},
-        {"analysis.keep_every",
-         scalar_field<int64_t>(
-             [](ExperimentSpec & s) -> auto& { return s.analysis.keep_every; }, "an integer",
-             [](const int64_t& v) { return v >= 0; },
-             "must be >= 0 (0 = only the snapshots of checkpoints and analysis.checkpoints)"),
-         "heads"},
-        {"analysis.heads",
-         scalar_field<bool>(
-             [](ExperimentSpec & s) -> auto& { return s.analysis.heads; }, "true or false"),
-         "heads"},
-
-    };
-}
-
-std::vector<StudyField> extrapolation_and_finetune_fields() {
-    return {
-        {"extrapolation.corpus",
-         scalar_field<std::string>(
-             [](ExperimentSpec & s) -> auto& { return s.extrapolation.corpus; }, "a path"),
-         "extrapolation"},
-        {"extrapolation.lengths",
-         scalar_field<std::string>(
-             [](ExperimentSpec & s) -> auto& { return s.extrapolation.lengths; },
-             "factors such as 1,1.5,2,4", extrapolation_lengths_valid,
-             "expected factors > 0 of the training length, e.g. 1,1.5,2,4"),
-         "extrapolation"},
-        {"extrapolation.max_tokens",
-         scalar_field<int64_t>(
-             [](ExperimentSpec & s) -> auto& { return s.extrapolation.max_tokens; }, "an integer",
-             at_least_1, "must be >= 1"),
-         "extrapolation"},
-
-        {"finetune.lrs", list_field<double>(
-                             [](ExperimentSpec & s) -> auto& { return s.finetune.lrs; },
-                             "learning rates", positive_finite, "learning rates must be > 0")},
-        {"finetune.seeds", list_field<uint64_t>(
-                               [](ExperimentSpec & s) -> auto& { return s.finetune.seeds; },
-                               "non-negative integers")},
-        {"finetune.batch_size",
-         scalar_field<int64_t>(
-             [](ExperimentSpec & s) -> auto& { return s.finetune.batch_size; }, "an integer",
-             at_least_1, "must be >= 1")},
-        {"finetune.epochs",
-         scalar_field<int64_t>(
-             [](ExperimentSpec & s) -> auto& { return s.finetune.epochs; }, "an integer",
-             [](const int64_t& v) { return v >= 0; }, "must be >= 0 (0 = the task's default)")},
-        {"finetune.warmup_ratio",
-         scalar_field<double>(
-             [](ExperimentSpec & s) -> auto& { return s.finetune.warmup_ratio; }, "a number",
-             in_0_1_closed, "must be in [0, 1]")},
-        {"finetune.weight_decay",
-         scalar_field<double>(
-             [](ExperimentSpec & s) -> auto& { return s.finetune.weight_decay; }, "a number",
-             [](const double& v) { return v >= 0; }, "must be >= 0")},
-        {"finetune.max_seq_len",
-         scalar_field<int64_t>(
-             [](ExperimentSpec & s) -> auto& { return s.finetune.max_seq_len; }, "an integer",
-             [](const int64_t& v) { return v >= 3; }, "must be >= 3 ([CLS], a token, [SEP])")},
-        {"finetune.classifier_dropout",
-         scalar_field<double>(
-             [](ExperimentSpec & s) -> auto& { return s.finetune.classifier_dropout; }, "a number",
-             [](const double& v) { return v >= 0 && v < 1; }, "must be in [0, 1)")},
-        {"finetune.shuffle_words",
-         scalar_field<bool>(
-             [](ExperimentSpec & s) -> auto& { return s.finetune.shuffle_words; },
-             "true or false")},
-        {"finetune.save",
-         {[](const YAML::Node& n, const Reader& r, const std::string& key, ExperimentSpec& s) {
-              const auto save = r.scalar<std::string>(n, key, "best or none");
-              if (save != "best" && save != "none")
-                  r.fail(n, key, "expected best or none, got '" + save + "'");
-              s.finetune.save = save;
-          },
-          [](const ExperimentSpec& s) { return s.finetune.save; }}},
-    };
-}
-
-const std::vector<StudyField>& study_fields() {
-    static const std::vector<StudyField> fields = [] {
-        std::vector<StudyField> all = top_and_glue_fields();
-        for (auto part : {analysis_fields(), extrapolation_and_finetune_fields()})
-            all.insert(all.end(), part.begin(), part.end());
-        return all;
-    }();
-    return fields;
-}
-
-}  // namespace
-
-std::vector<std::pair<std::string, std::string>> study_settings(const ExperimentSpec& spec,
-                                                                const std::string& output) {
-    std::vector<std::pair<std::string, std::string>> out;
-    for (const auto& f : study_fields())
-        if (f.io.text && output == f.output) out.emplace_back(f.key, f.io.text(spec));
-    return out;
 }
 
 namespace {
@@ -464,9 +210,7 @@ std::vector<PendingVariant> expand_variant_grid(const YAML::Node& grid, const Re
             for (const auto& value : values) {
                 PendingVariant p = c;
                 p.overrides.push_back(key + "=" + value);
-                const std::string part =
-                    key == "model.preset" ? value : short_key(key) + "=" + value;
-                p.name += (p.name.empty() ? "" : ",") + part;
+                p.name += (p.name.empty() ? "" : ",") + level_name_part(key, value);
                 next.push_back(p);
             }
         combos = next;

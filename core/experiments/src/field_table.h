@@ -13,6 +13,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "experiments/config_loader.h"
@@ -83,6 +84,9 @@ struct FieldIO {
     /// Reads the node of `key` into the spec; empty: read elsewhere (a row that is only allowed).
     std::function<void(const YAML::Node&, const Reader&, const std::string& key, Spec&)> read;
     std::function<std::string(const Spec&)> text;  ///< empty: not written back
+    /// How the value is written, for forms: "text", "bool", "integer", "number", or "list of "
+    /// one of them; "" for a row read elsewhere.
+    const char* kind = "";
 };
 
 /// One row of a field table.
@@ -92,6 +96,7 @@ struct Field {
     FieldIO<Spec> io;
     /// What the field determines, for identities: e.g. "analysis" (experiment.cpp, study_settings).
     const char* output = "";
+    const char* doc = "";  ///< One or two sentences for forms and tooltips.
 };
 
 inline std::string value_text(const std::string& v) { return v; }
@@ -114,6 +119,22 @@ std::string value_text(const std::vector<T>& values) {
 template <class Spec, typename T>
 using FieldRef = std::function<T&(Spec&)>;
 
+/// The kind of a value of type T, as FieldIO::kind names it.
+template <typename T>
+constexpr const char* kind_of() {
+    if constexpr (std::is_same_v<T, bool>) return "bool";
+    if constexpr (std::is_floating_point_v<T>) return "number";
+    if constexpr (std::is_integral_v<T>) return "integer";
+    return "text";
+}
+template <typename T>
+constexpr const char* list_kind_of() {
+    if constexpr (std::is_same_v<T, bool>) return "list of bool";
+    if constexpr (std::is_floating_point_v<T>) return "list of number";
+    if constexpr (std::is_integral_v<T>) return "list of integer";
+    return "list of text";
+}
+
 /// A scalar of type T (`what` names it in errors), kept when `ok` accepts it, else `range`.
 template <class Spec, typename T>
 FieldIO<Spec> scalar_field(FieldRef<Spec, T> ref, const char* what, bool (*ok)(const T&) = nullptr,
@@ -123,7 +144,8 @@ FieldIO<Spec> scalar_field(FieldRef<Spec, T> ref, const char* what, bool (*ok)(c
                 if (ok && !ok(value)) r.fail(n, key, range);
                 ref(s) = value;
             },
-            [=](const Spec& s) { return value_text(ref(const_cast<Spec&>(s))); }};
+            [=](const Spec& s) { return value_text(ref(const_cast<Spec&>(s))); },
+            kind_of<T>()};
 }
 
 /// A non-empty list of T (or one scalar), every item accepted by `ok`, else `range`.
@@ -137,7 +159,8 @@ FieldIO<Spec> list_field(FieldRef<Spec, std::vector<T>> ref, const char* what,
                         if (!ok(v)) r.fail(n, key, range);
                 ref(s) = std::move(values);
             },
-            [=](const Spec& s) { return value_text(ref(const_cast<Spec&>(s))); }};
+            [=](const Spec& s) { return value_text(ref(const_cast<Spec&>(s))); },
+            list_kind_of<T>()};
 }
 
 /// The keys of `fields` allowed in `section` ("" = the top level, where `sections` are keys).
