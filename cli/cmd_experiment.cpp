@@ -26,6 +26,7 @@
 #include "engine/threads.h"
 #include "experiments/claims.h"
 #include "experiments/experiment.h"
+#include "experiments/factors.h"
 #include "experiments/glue_data.h"
 #include "experiments/ranking.h"
 #include "experiments/report.h"
@@ -482,6 +483,16 @@ int cmd_rank(const Argv& argv) {
     const std::string name = args.required("experiment");
     std::cout << experiments::render_rankings(
         name, experiments::rank_variants(store, name, options), format);
+    return 0;
+}
+
+int cmd_factors(const Argv& argv) {
+    Args args(argv, command_spec("factors"));
+    auto store = open_results(args.get("db"));
+    // The study as a factorial: levels from the stored configs, effects with 95% intervals.
+    const auto table = experiments::load_factor_table(store, args.required("experiment"));
+    const auto effects = experiments::main_effects(table, args.get("metric"), args.get("within"));
+    std::cout << experiments::render_factor_effects(table, effects, args.get("format"));
     return 0;
 }
 

@@ -431,6 +431,21 @@ void add_result_commands(std::vector<CommandSpec>& t) {
           opt("format", "FORMAT", "table", "output format", {"table", "markdown", "json"})},
          "",
          ""});
+    add({"factors",
+         cmd_factors,
+         "",
+         "a study read as a factorial: each factor's levels from the runs' stored configs, the "
+         "mean of a metric at each level with a 95% interval over seeds",
+         {opt("db", "FILE", kDb, "the results store"),
+          req("experiment", "NAME", "the experiment read as a factorial"),
+          opt("metric", "M", "val_loss",
+              "val_loss, below_context_free, a task column (SYN-BSHIFT), task_avg, "
+              "positional_share or ablation_delta"),
+          opt("within", "FACTOR", "",
+              "also each other factor's effect within every level of this factor"),
+          opt("format", "FORMAT", "table", "output format", {"table", "json", "csv"})},
+         "",
+         ""});
     add({"score",
          cmd_score,
          "",

@@ -31,6 +31,7 @@ int cmd_cancel(const Argv& args);
 int cmd_report(const Argv& args);
 int cmd_claims(const Argv& args);
 int cmd_rank(const Argv& args);
+int cmd_factors(const Argv& args);
 int cmd_score(const Argv& args);
 int cmd_glue(const Argv& args);
 int cmd_submit(const Argv& args);      // cmd_submit.cpp
