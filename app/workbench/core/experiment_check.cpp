@@ -5,9 +5,9 @@
 #include <QFileInfo>
 #include <QTemporaryDir>
 
-#include "analysis/tasks.h"
 #include "experiments/config_loader.h"
 #include "experiments/experiment.h"
+#include "experiments/plan_cost.h"
 
 namespace app {
 
@@ -33,17 +33,10 @@ ExperimentCheck checkExperimentYaml(const QString& yamlText, const QString& file
         c.runsDir = QString::fromStdString(spec.runs_dir);
         c.pretrainJobs = static_cast<int>(spec.variants.size());
         for (const auto& v : spec.variants) c.variants << QString::fromStdString(v.name);
-        // As the runner plans them: a zero-shot task is one job per snapshot, a fine-tuned
-        // one a job per lr and per fine-tuning seed of the variant.
-        if (!spec.glue.tasks.empty()) c.finetuneJobs = 0;
-        for (const auto& v : spec.variants)
-            for (const auto& task : spec.glue.tasks)
-                c.finetuneJobs +=
-                    static_cast<int>(spec.checkpoint_steps(v).size() *
-                                     (analysis::find_task(task).zero_shot
-                                          ? 1
-                                          : spec.finetune.lrs.size() *
-                                                v.finetune_seeds_or(spec.finetune.seeds).size()));
+        // As the runner plans them (experiments/plan_cost.h): a zero-shot task is one job per
+        // snapshot, a fine-tuned one a job per lr and per fine-tuning seed of the variant.
+        const auto counts = experiments::count_plan(spec);
+        if (!counts.every_task) c.finetuneJobs = counts.finetune + counts.zero_shot;
     } catch (const experiments::ConfigError& e) {
         c.line = static_cast<int>(e.line());
         c.column = static_cast<int>(e.column());

@@ -6,12 +6,14 @@
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QMenu>
 #include <QSplitter>
 #include <QTextBlock>
 #include <QVBoxLayout>
 
 #include "core/experiment_check.h"
 #include "experiments/result_store.h"
+#include "experiments/study_design.h"
 
 namespace app {
 
@@ -49,6 +51,7 @@ LaunchView::LaunchView(QWidget* parent)
     connectProcess();
     liveTimer_.setInterval(1000);
     connect(&liveTimer_, &QTimer::timeout, this, &LaunchView::pollLive);
+    newFile("defaults");  // a new file starts from the field tables, not an empty editor
 }
 
 // Fonts, headers, formats and initial states of the member widgets.
@@ -72,12 +75,20 @@ void LaunchView::styleWidgets() {
 
 // The left pane: the file buttons, the YAML editor and its check.
 QWidget* LaunchView::buildEditorPane() {
+    auto* newB = new QPushButton("New");
+    newB->setObjectName("newFile");
+    auto* starts = new QMenu(newB);
+    starts->addAction("Every key at its documented default", this, [this] { newFile("defaults"); });
+    starts->addAction("The quickstart (experiments/quickstart.yaml)", this,
+                      [this] { newFile("quickstart"); });
+    newB->setMenu(starts);
     auto* open = new QPushButton("Open...");
     auto* saveB = new QPushButton("Save");
     auto* saveAs = new QPushButton("Save as...");
     auto* enqueue = new QPushButton("Add to queue");
     auto* fileBar = new QHBoxLayout;
     fileBar->addWidget(fileLabel_, 1);
+    fileBar->addWidget(newB);
     fileBar->addWidget(open);
     fileBar->addWidget(saveB);
     fileBar->addWidget(saveAs);
@@ -217,13 +228,18 @@ void LaunchView::finishRun(int code, bool cancelled, const QString& message) {
     running_ = -1;
     liveTimer_.stop();
     pollLive();
+    // The last job of a study is often a short task with no curve: show the plan's pretraining.
+    if (code == 0) showPlanCurves(item);
     emit runFinished();
     if (!cancelled) startNext();
 }
 
 void LaunchView::setStore(experiments::ResultStore*, const QString& dbPath) {
     if (!dbPath.isEmpty()) workDir_ = projectRootFor(dbPath);
-    if (path_.isEmpty() && editor_->toPlainText().isEmpty()) {
+    // An untouched new file becomes the quickstart of the project the store belongs to.
+    const QString defaults =
+        QString::fromStdString(experiments::documented_defaults_yaml("new_study"));
+    if (path_.isEmpty() && (editor_->toPlainText().isEmpty() || editor_->toPlainText() == defaults)) {
         const QString quick = workDir_ + "/experiments/quickstart.yaml";
         QFile f(quick);
         if (f.open(QIODevice::ReadOnly)) openText(quick, QString::fromUtf8(f.readAll()));
@@ -364,6 +380,55 @@ void LaunchView::pollLive() {
         throttle_->request();
     } catch (const std::exception& e) {
         liveStore_ = StoreHandle{};  // reopen next time (e.g. locked during a migration)
+    }
+}
+
+void LaunchView::showPlanCurves(const QueueItem& item) {
+    StoreHandle h = openStoreReadOnly(item.database);
+    if (!h.store) return;
+    try {
+        const auto exp = h.store->find_experiment(item.name.toStdString());
+        if (!exp) return;
+        live_->clearGraphs();
+        int colour = 0;
+        for (const auto& run : h.store->list_runs(exp->id)) {
+            if (run.kind != "pretrain") continue;
+            QCPGraph* g = live_->addGraph();
+            g->setName(QString::fromStdString(run.name));
+            g->setPen(QPen(QColor::fromHsv((colour++ * 47) % 360, 200, 200), 1.5));
+            for (const auto& p : h.store->metrics(run.id, "train/loss"))
+                g->addData(double(p.step), p.value);
+        }
+        live_->legend->setVisible(live_->graphCount() <= 12);
+        live_->yAxis->setLabel("train/loss of " + item.name + "'s pretraining runs");
+        liveHint_->setText(live_->graphCount() ? QString() : "The study stored no pretraining run.");
+        live_->rescaleAxes();
+        throttle_->request();
+    } catch (const std::exception& e) {
+        emit errorRaised(QString::fromUtf8(e.what()));
+    }
+}
+
+bool LaunchView::enqueueFile(const QString& path) {
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+        emit errorRaised("cannot open " + path + ": " + f.errorString());
+        return false;
+    }
+    openText(path, QString::fromUtf8(f.readAll()));
+    const int before = int(items_.size());
+    addToQueue();
+    return int(items_.size()) > before;
+}
+
+void LaunchView::newFile(const QString& startingPoint) {
+    if (startingPoint == "quickstart") {
+        QFile f(QDir(workDir_).filePath("experiments/quickstart.yaml"));
+        if (!f.open(QIODevice::ReadOnly))
+            return emit errorRaised("cannot open " + f.fileName() + ": " + f.errorString());
+        openText({}, QString::fromUtf8(f.readAll()));
+    } else {
+        openText({}, QString::fromStdString(experiments::documented_defaults_yaml("new_study")));
     }
 }
 

@@ -2,7 +2,9 @@
 // (checked as `tupe run` reads it), a queue of experiment files run one after another as
 // child `tupe run FILE` processes (start, pause = SIGSTOP, resume, cancel = SIGTERM, which
 // stops after the current step and keeps the checkpoint), a progress bar per job and for the
-// plan, the child's log, and a live curve of the running job polled from its store.
+// plan, the child's log, and a live curve of the running job polled from its store (after a
+// study, the train/loss of its pretraining runs). A new file starts from the field tables'
+// documented defaults or the quickstart.
 #pragma once
 
 #include <QLabel>
@@ -31,6 +33,16 @@ class LaunchView : public WorkbenchView {
 
     /// Shows `text` as the file `path` in the editor (not saved until Save).
     void openText(const QString& path, const QString& text);
+    /// Opens the saved file `path` in the editor and adds it to the queue (the study builder's
+    /// Queue); false (banner) when it cannot be read or does not load.
+    bool enqueueFile(const QString& path);
+    /// A new file in the editor: "defaults" (every key of the field tables at its documented
+    /// default, commented) or "quickstart" (experiments/quickstart.yaml).
+    void newFile(const QString& startingPoint);
+    QString text() const { return editor_->toPlainText(); }
+    QString filePath() const { return path_; }
+    QTableWidget* queueTable() const { return queue_; }
+    QCustomPlot* livePlot() const { return live_; }
 
   signals:
     void runFinished();
@@ -58,6 +70,7 @@ class LaunchView : public WorkbenchView {
     void startNext();
     void updateQueueRow(int row);
     void pollLive();
+    void showPlanCurves(const QueueItem& item);
 
     QString path_;
     QString workDir_;

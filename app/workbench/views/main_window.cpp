@@ -20,10 +20,12 @@
 #include "views/browser_view.h"
 #include "views/claims_view.h"
 #include "views/curves_view.h"
+#include "views/factor_view.h"
 #include "views/glue_view.h"
 #include "views/launch_view.h"
 #include "views/plot_util.h"
 #include "views/properties_view.h"
+#include "views/study_builder_view.h"
 
 namespace app {
 
@@ -49,12 +51,16 @@ MainWindow::MainWindow(QWidget* parent)
     auto* cls = new ClsAttentionView(analysis_);
     auto* gallery = new HeadGalleryView(analysis_);
     properties_ = new PropertiesView;
+    builder_ = new StudyBuilderView;
+    factors_ = new FactorView;
     const std::vector<std::tuple<WorkbenchView*, QString, QString>> tabs = {
         {browser_, "Experiments", "experiments"},
+        {builder_, "Study builder", "study-builder"},
         {launch_, "Launch && queue", "launch"},
         {curves_, "Training curves", "curves"},
         {glue_, "GLUE results", "glue"},
         {claims_, "Claims", "claims"},
+        {factors_, "Factors", "factors"},
         {maps_, "Correlation maps", "correlation-maps"},
         {cls, "[CLS] attention", "cls-attention"},
         {gallery, "Head gallery", "head-gallery"},
@@ -82,6 +88,7 @@ MainWindow::MainWindow(QWidget* parent)
     connect(launch_, &LaunchView::runFinished, this, [this] {
         if (!store_.path.isEmpty()) openDatabase(store_.path);
     });
+    connectStudyViews();
 
     auto* central = new QWidget;
     auto* layout = new QVBoxLayout(central);
@@ -118,6 +125,27 @@ MainWindow::MainWindow(QWidget* parent)
 }
 
 MainWindow::~MainWindow() = default;
+
+// The study builder hands its YAML to the Launch & queue view; the factor view's runs open in
+// the training curves.
+void MainWindow::connectStudyViews() {
+    connect(builder_, &StudyBuilderView::openInEditor, this,
+            [this](const QString& path, const QString& text) {
+                launch_->openText(path, text);
+                tabs_->setCurrentWidget(launch_);
+            });
+    connect(builder_, &StudyBuilderView::queueRequested, this, [this](const QString& path) {
+        launch_->enqueueFile(path);
+        tabs_->setCurrentWidget(launch_);
+    });
+    connect(builder_, &StudyBuilderView::editorTextRequested, this,
+            [this] { builder_->loadText(launch_->filePath(), launch_->text()); });
+    connect(factors_, &FactorView::runsChosen, this, [this](const QList<qint64>& ids) {
+        curves_->showRuns(ids);
+        curves_->showMetric("validation/loss");
+        tabs_->setCurrentWidget(curves_);
+    });
+}
 
 void MainWindow::closeEvent(QCloseEvent* event) {
     QSettings settings;

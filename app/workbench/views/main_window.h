@@ -23,6 +23,8 @@ class GlueView;
 class CorrelationMapsView;
 class ClaimsView;
 class PropertiesView;
+class StudyBuilderView;
+class FactorView;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -43,6 +45,7 @@ class MainWindow : public QMainWindow {
     void closeEvent(QCloseEvent* event) override;
 
   private:
+    void connectStudyViews();
     void showError(const QString& message);
     void clearError();
     void exportPlot();
@@ -63,6 +66,8 @@ class MainWindow : public QMainWindow {
     CorrelationMapsView* maps_;
     ClaimsView* claims_;
     PropertiesView* properties_;
+    StudyBuilderView* builder_;
+    FactorView* factors_;
     std::vector<WorkbenchView*> views_;
     QStringList screenshotNames_;  ///< per tab, for renderScreenshots
 };

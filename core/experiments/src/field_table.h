@@ -97,6 +97,8 @@ struct Field {
     /// What the field determines, for identities: e.g. "analysis" (experiment.cpp, study_settings).
     const char* output = "";
     const char* doc = "";  ///< One or two sentences for forms and tooltips.
+    /// The values of a closed set (forms offer them as a list); empty: any the reader accepts.
+    std::vector<std::string> choices = {};
 };
 
 inline std::string value_text(const std::string& v) { return v; }

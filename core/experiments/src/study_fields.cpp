@@ -167,7 +167,8 @@ std::vector<StudyField> analysis_fields() {
              "zero, mean or shuffle",
              [](const std::string& m) { return m == "zero" || m == "mean" || m == "shuffle"; },
              "expected zero, mean or shuffle (tupe ablate --mode)"),
-         "ablation", "Also tupe ablate --mode zero|mean|shuffle on the final checkpoint: the change in loss without each positional term."},
+         "ablation", "Also tupe ablate --mode zero|mean|shuffle on the final checkpoint: the change in loss without each positional term.",
+         {"zero", "mean", "shuffle"}},
         {"analysis.keep_every",
          scalar_field<int64_t>(
              [](ExperimentSpec & s) -> auto& { return s.analysis.keep_every; }, "an integer",
@@ -243,7 +244,8 @@ std::vector<StudyField> extrapolation_and_finetune_fields() {
           },
           [](const ExperimentSpec& s) { return s.finetune.save; },
           "text"},
-         "", "best: keep each job's best fine-tuned weights; none: keep none."},
+         "", "best: keep each job's best fine-tuned weights; none: keep none.",
+         {"none", "best"}},
     };
 }
 
@@ -301,7 +303,7 @@ const std::vector<StudyFieldInfo>& study_field_infos() {
         for (const auto& f : detail::study_fields())
             out.push_back({f.key, f.io.kind,
                            f.io.text ? readable_default(f.io.kind, f.io.text(defaults)) : "", f.doc,
-                           f.output});
+                           f.output, f.choices});
         return out;
     }();
     return infos;

@@ -18,6 +18,7 @@ struct StudyFieldInfo {
     std::string default_text;  ///< its value in a default study ("" when not written back)
     std::string doc;           ///< one or two sentences
     std::string output;        ///< what it determines beside results: "analysis", "ablation", ...
+    std::vector<std::string> choices;  ///< the values of a closed set; empty: any valid value
 };
 
 /// Every key, in the table's order.
