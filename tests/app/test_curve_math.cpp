@@ -98,3 +98,21 @@ TEST(StepsToReach, FirstCrossingInBothDirections) {
     EXPECT_TRUE(lowerIsBetter("train/loss"));
     EXPECT_FALSE(lowerIsBetter("dev/accuracy"));
 }
+
+TEST(CurveMath, ReachTellsAKeptCrossingFromOneTheCurveLeaves) {
+    const std::vector<double> x = {0, 10, 20, 30, 40};
+    // Reaches 5 at 20 and stays.
+    Reach kept = reachOf(x, {8, 6, 5, 4.8, 4.9}, 5.0, true);
+    EXPECT_EQ(kept.first, 20);
+    EXPECT_TRUE(kept.kept());
+    // Reaches it at 10, back above at 20: the crossing is not kept.
+    Reach left = reachOf(x, {8, 4.9, 5.2, 4.8, 4.7}, 5.0, true);
+    EXPECT_EQ(left.first, 10);
+    EXPECT_EQ(left.leftAgain, 20);
+    EXPECT_FALSE(left.kept());
+    // Higher is better: reaching 0.8 accuracy.
+    EXPECT_EQ(reachOf(x, {0.5, 0.7, 0.85, 0.9, 0.95}, 0.8, false).first, 20);
+    EXPECT_FALSE(reachOf(x, {8, 7, 6, 5.5, 5.1}, 5.0, true).reached());
+    // A NaN point is neither side.
+    EXPECT_TRUE(reachOf(x, {8, 4.9, NAN, 4.8, 4.7}, 5.0, true).kept());
+}

@@ -5,6 +5,7 @@
 // claims view's "Show the runs" landing on the curves tab with exactly the claim's runs.
 #include <gtest/gtest.h>
 
+#include <QComboBox>
 #include <QListWidget>
 #include <QTabWidget>
 #include <QTableWidget>
@@ -348,4 +349,55 @@ TEST(ClaimsView, RanksTheVariantsOfTheExperimentShown) {
     EXPECT_EQ(view.rankingRows(), (QStringList{"1 learned 1 5.900  a", "2 no-floor 1 6.000  a",
                                                "3 near-floor 1 6.850  a"}));
     EXPECT_NE(view.rankings()[0].note.find("no test"), std::string::npos);
+}
+
+// The readout of the paper's 30% claim is withheld, with the reason, on runs that learned
+// nothing and on a crossing the curve leaves again; given on a crossing it keeps.
+TEST(CurvesView, StepsToReachAreWithheldOnFlatRunsAndOnCrossingsNotKept) {
+    app_test::ensureApplication();
+    app_test::TempDir dir;
+    {
+        ResultStore store = ResultStore::open(dir.file("db.sqlite"));
+        const auto exp = store.get_or_create_experiment("r", "r.yaml", "name: r\n");
+        // base ends at 5.0; keeps reaches 5.0 at step 50 and stays; leaves reaches it at 30 and
+        // is back above it at 40; flat ends above its floor (it learned nothing).
+        const std::vector<std::pair<const char*, std::vector<double>>> runs = {
+            {"base", {8, 7, 6, 5.5, 5.2, 5.1, 5.0}},
+            {"keeps", {8, 6, 5.5, 5.3, 5.1, 4.9, 4.8}},
+            {"leaves", {8, 6, 5.5, 4.9, 5.2, 5.3, 5.4}},
+            {"flat", {8, 7.5, 7.2, 7.0, 4.9, 6.95, 6.9}}};
+        for (const auto& [name, losses] : runs) {
+            experiments::RunRecord run;
+            run.experiment_id = exp;
+            run.name = run.variant = name;
+            run.status = "finished";
+            const auto id = store.upsert_run(run);
+            std::vector<experiments::MetricPoint> points;
+            for (size_t i = 0; i < losses.size(); ++i)
+                points.push_back({"train/loss", std::int64_t(i * 10), losses[i], double(i)});
+            points.push_back({"validation/loss", 60, losses.back(), 6.0});
+            store.add_metrics(id, points);
+            store.add_params(id, {{"floor.unigram_nats", "6.919214"}});
+        }
+    }
+    StoreHandle h = openStoreReadOnly(QString::fromStdString(dir.file("db.sqlite")));
+    ASSERT_TRUE(h.store) << h.error.toStdString();
+    CurvesView view;
+    view.setStore(h.store.get(), h.path);
+    view.setSmoothing(0);
+    view.showRuns(runIdsByName(*h.store, "r", {}));
+    ASSERT_TRUE(view.showMetric("train/loss"));
+    auto* baseline = view.findChild<QComboBox*>("baseline");
+    ASSERT_TRUE(baseline);
+    baseline->setCurrentText("base");
+    const QString text = view.readout();
+    EXPECT_TRUE(text.contains("keeps: step 50 (83% of the baseline's steps)")) << text.toStdString();
+    EXPECT_TRUE(text.contains("leaves: withheld, it reaches the value at step 30 but is back past "
+                              "it at step 40"))
+        << text.toStdString();
+    EXPECT_TRUE(text.contains("flat: withheld, it learned nothing")) << text.toStdString();
+    // A baseline that learned nothing gives no readout at all.
+    baseline->setCurrentText("flat");
+    EXPECT_TRUE(view.readout().contains("withheld: the baseline flat learned nothing"))
+        << view.readout().toStdString();
 }

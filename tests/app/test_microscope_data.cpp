@@ -5,7 +5,9 @@
 // correlation maps and head gallery showing both from a store that records them as artifacts.
 #include <gtest/gtest.h>
 
+#include <QApplication>
 #include <QTableWidget>
+#include <QTest>
 #include <QTreeWidget>
 #include <cmath>
 #include <filesystem>
@@ -211,7 +213,13 @@ TEST(MicroscopeViews, MapsShowTheAblationAndTheGalleryTheHeadTypes) {
     EXPECT_EQ(panel->table()->item(3, 2)->text(), "0.900");
     EXPECT_EQ(panel->heatmap()->data().values, (std::vector<double>{0.0, 0.2, 0.5, 0.7}));
     EXPECT_TRUE(panel->summary()->text().contains("0.80"));
-    emit panel->heatmap()->cellClicked(1, 0);
+    // A click on cell (layer 1, head 0) of the map, as the user clicks it.
+    maps.show();
+    QApplication::processEvents();
+    HeatmapPlot* map = panel->heatmap();
+    map->replot();
+    const QPoint cell(int(map->xAxis->coordToPixel(0)), int(map->yAxis->coordToPixel(1)));
+    QTest::mouseClick(map, Qt::LeftButton, {}, cell);
     ASSERT_EQ(panel->table()->selectionModel()->selectedRows().size(), 1);
     EXPECT_EQ(panel->table()->selectionModel()->selectedRows().front().row(), 2);  // L1.H0
 
@@ -225,4 +233,22 @@ TEST(MicroscopeViews, MapsShowTheAblationAndTheGalleryTheHeadTypes) {
     EXPECT_EQ(tree->topLevelItem(0)->child(0)->text(1), "0.80");
     EXPECT_EQ(gallery.headTypesPanel()->counts()->graphCount(), 4);
     EXPECT_TRUE(errors.isEmpty()) << errors.join("; ").toStdString();
+}
+
+// Without a stored ablation the panel says so in one readable line: no empty plot whose hint
+// its width clips.
+TEST(MicroscopeViews, AnAblationPanelWithoutAnAblationShowsOneReadableLine) {
+    app_test::ensureApplication();
+    AblationPanel panel;
+    panel.resize(400, 300);
+    panel.show();
+    const QString line =
+        "No ablation stored for bert-a: add analysis.ablation (zero, mean or shuffle) to its "
+        "study and run it again, or run tupe ablate on its checkpoint.";
+    panel.setAblation(nullptr, "bert-a", line);
+    EXPECT_EQ(panel.summary()->text(), line);
+    EXPECT_TRUE(panel.summary()->isVisible());
+    EXPECT_TRUE(panel.summary()->wordWrap());
+    EXPECT_FALSE(panel.heatmap()->isVisible());
+    EXPECT_FALSE(panel.table()->isVisible());
 }

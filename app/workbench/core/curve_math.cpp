@@ -105,6 +105,21 @@ double firstXReaching(const std::vector<double>& x, const std::vector<double>& y
     return -1.0;
 }
 
+Reach reachOf(const std::vector<double>& x, const std::vector<double>& y, double target,
+              bool lowerIsBetter) {
+    Reach r;
+    for (std::size_t i = 0; i < x.size() && i < y.size(); ++i) {
+        if (!std::isfinite(y[i])) continue;
+        const bool past = lowerIsBetter ? y[i] <= target : y[i] >= target;
+        if (r.first < 0 && past) r.first = x[i];
+        if (r.first >= 0 && !past) {
+            r.leftAgain = x[i];
+            break;
+        }
+    }
+    return r;
+}
+
 bool lowerIsBetter(const std::string& metricKey) {
     for (const char* word : {"loss", "perplexity", "ppl"})
         if (metricKey.find(word) != std::string::npos) return true;

@@ -52,6 +52,17 @@ std::vector<SeedGroup> groupBySeed(const std::vector<Curve>& curves);
 double firstXReaching(const std::vector<double>& x, const std::vector<double>& y, double target,
                       bool lowerIsBetter);
 
+/// How a curve reaches a target: the first x at which it does, and the first x after that at
+/// which it is on the far side of the target again (the crossing is not kept), or -1.
+struct Reach {
+    double first = -1;      ///< first x with y at or past the target; -1: never
+    double leftAgain = -1;  ///< first x after `first` with y back before the target; -1: none
+    bool reached() const { return first >= 0; }
+    bool kept() const { return first >= 0 && leftAgain < 0; }
+};
+Reach reachOf(const std::vector<double>& x, const std::vector<double>& y, double target,
+              bool lowerIsBetter);
+
 /// Whether smaller values of the metric are better ("loss", "perplexity", "ppl" in the key).
 bool lowerIsBetter(const std::string& metricKey);
 

@@ -274,9 +274,10 @@ void CorrelationMapsView::loadAblation(int side) {
     if (microscope_[side].hasAblation)
         return ablation_[side]->setAblation(&microscope_[side].ablation, name);
     ablation_[side]->setAblation(nullptr, name,
-                                 name +
-                                     ": no ablation stored (analysis.ablation in the "
-                                     "experiment, or tupe ablate --out)");
+                                 "No ablation stored for " + name +
+                                     ": add analysis.ablation (zero, mean or shuffle) to its "
+                                     "study and run it again, or run tupe ablate on its "
+                                     "checkpoint.");
 }
 
 void CorrelationMapsView::selectHead(int layer, int head) {

@@ -113,6 +113,7 @@ CurvesView::CurvesView(QWidget* parent)
     form->addRow(markers_);
     form->addRow(floor_);
     form->addRow(bigram_);
+    baseline_->setObjectName("baseline");
     form->addRow("Baseline", baseline_);
     auto* left = new QWidget;
     auto* ll = new QVBoxLayout(left);
@@ -433,33 +434,7 @@ void CurvesView::rebuild() {
             if (rc.name == name) steps = rc.step;
         smoothedBy[name] = {steps, smooth};
     }
-    // Steps to reach the baseline's final (smoothed) value.
-    QString text;
-    // The baseline is a run; when it is drawn as part of a seed group, the group is the baseline.
-    const QString base = seriesOfRun.count(baseline_->currentText())
-                             ? seriesOfRun.at(baseline_->currentText())
-                             : baseline_->currentText();
-    if (auto it = smoothedBy.find(base); it != smoothedBy.end() && !it->second.second.empty()) {
-        const double target = it->second.second.back(), baseSteps = it->second.first.back();
-        text = QString("Steps to reach %1's final %2 (%3 at step %4, smoothed):")
-                   .arg(base, key)
-                   .arg(target, 0, 'g', 4)
-                   .arg(baseSteps);
-        for (const auto& [name, xy] : smoothedBy) {
-            if (name == base) continue;
-            const double s = firstXReaching(xy.first, xy.second, target, lower);
-            text += s < 0 ? QString("  %1: not reached.").arg(name)
-                          : QString("  %1: step %2 (%3% of the baseline's steps).")
-                                .arg(name)
-                                .arg(s)
-                                .arg(100.0 * s / baseSteps, 0, 'f', 0);
-        }
-    } else {
-        text = curves_.empty() ? "Check runs on the left to plot them."
-                               : "Choose a baseline to see how many steps the others need to reach "
-                                 "its final value.";
-    }
-    readout_->setText(text);
+    readout_->setText(readoutText(key, lower, smoothedBy, seriesOfRun));
     QStringList warnings;
     for (const auto& [id, c] : curves_)
         if (const QString w = floorWarning(c.name, c.floor); !w.isEmpty()) warnings << w;
@@ -472,6 +447,62 @@ void CurvesView::rebuild() {
     if (!log) plot_->yAxis->scaleRange(1.05, plot_->yAxis->range().center());
     if (log && plot_->yAxis->range().lower <= 0) plot_->yAxis->setRangeLower(1e-6);
     throttle_->request();
+}
+
+QString CurvesView::readoutText(
+    const QString& key, bool lower,
+    const std::map<QString, std::pair<std::vector<double>, std::vector<double>>>& smoothedBy,
+    const std::map<QString, QString>& seriesOfRun) const {
+    // The baseline is a run; when it is drawn as part of a seed group, the group is the baseline.
+    const QString base = seriesOfRun.count(baseline_->currentText())
+                             ? seriesOfRun.at(baseline_->currentText())
+                             : baseline_->currentText();
+    const auto it = smoothedBy.find(base);
+    if (it == smoothedBy.end() || it->second.second.empty())
+        return curves_.empty() ? "Check runs on the left to plot them."
+                               : "Choose a baseline to see how many steps the others need to "
+                                 "reach its final value.";
+    // A loss curve of a run that learned nothing (its final validation loss not 0.1 nats below
+    // its unigram floor) makes "steps to reach" a race between two plateaus: withheld.
+    auto seriesOf = [&](const QString& run) {
+        return seriesOfRun.count(run) ? seriesOfRun.at(run) : run;
+    };
+    std::map<QString, QStringList> flat;  // series -> runs on their floor
+    if (key.contains("loss"))
+        for (const auto& [id, c] : curves_)
+            if (!floorWarning(c.name, c.floor).isEmpty()) flat[seriesOf(c.name)] << c.name;
+    const double target = it->second.second.back(), baseSteps = it->second.first.back();
+    QString text = QString("Steps to reach %1's final %2 (%3 at step %4, smoothed):")
+                       .arg(base, key)
+                       .arg(target, 0, 'g', 4)
+                       .arg(baseSteps);
+    if (flat.count(base))
+        return text + QString("  withheld: the baseline %1 learned nothing (%2 ends within 0.1 "
+                              "nats of its unigram floor, see below), so reaching its final value "
+                              "measures no speed.")
+                          .arg(base, flat.at(base).join(", "));
+    for (const auto& [name, xy] : smoothedBy) {
+        if (name == base) continue;
+        const Reach r = reachOf(xy.first, xy.second, target, lower);
+        if (flat.count(name))
+            text += QString("  %1: withheld, it learned nothing (ends within 0.1 nats of its "
+                            "unigram floor).")
+                        .arg(name);
+        else if (!r.reached())
+            text += QString("  %1: not reached.").arg(name);
+        else if (!r.kept())
+            text += QString("  %1: withheld, it reaches the value at step %2 but is back past it "
+                            "at step %3: a crossing the curve does not keep.")
+                        .arg(name)
+                        .arg(r.first)
+                        .arg(r.leftAgain);
+        else
+            text += QString("  %1: step %2 (%3% of the baseline's steps).")
+                        .arg(name)
+                        .arg(r.first)
+                        .arg(100.0 * r.first / baseSteps, 0, 'f', 0);
+    }
+    return text;
 }
 
 void CurvesView::addFloorLines(const QString& key) {

@@ -59,6 +59,13 @@ class CurvesView : public WorkbenchView {
     void fillMetrics();
     void loadCurves(bool onlyNew);
     void rebuild();
+    /// The "steps to reach the baseline's final value" line over the drawn (smoothed) series,
+    /// by series name with their steps; withheld, with the reason, for a run or baseline that
+    /// learned nothing and for a crossing the curve does not keep.
+    QString readoutText(
+        const QString& key, bool lower,
+        const std::map<QString, std::pair<std::vector<double>, std::vector<double>>>& smoothedBy,
+        const std::map<QString, QString>& seriesOfRun) const;
     std::vector<double> xOf(const RunCurve& c) const;
     void onMouseMove(QMouseEvent* event);
     void addFloorLines(const QString& key);

@@ -80,11 +80,14 @@ void AblationPanel::setAblation(const AblationResult* result, const QString& lab
                                 const QString& message) {
     table_->setRowCount(0);
     if (!result) {
-        map_->setVisible(true);
-        summary_->setText(message);
-        map_->clearWithMessage(message.isEmpty() ? QString("no ablation") : message);
+        // One readable line instead of an empty plot whose hint the plot's width clips.
+        map_->clearWithMessage({});
+        map_->setVisible(false);
+        table_->setVisible(false);
+        summary_->setText(message.isEmpty() ? QString("No run chosen.") : message);
         return;
     }
+    table_->setVisible(true);
     const AblationResult& r = *result;
     const QString step = QFileInfo(r.checkpoint).fileName();
     summary_->setText(
