@@ -391,9 +391,11 @@ TEST(CurvesView, StepsToReachAreWithheldOnFlatRunsAndOnCrossingsNotKept) {
     ASSERT_TRUE(baseline);
     baseline->setCurrentText("base");
     const QString text = view.readout();
-    EXPECT_TRUE(text.contains("keeps: step 50 (83% of the baseline's steps)")) << text.toStdString();
-    EXPECT_TRUE(text.contains("leaves: withheld, it reaches the value at step 30 but is back past "
-                              "it at step 40"))
+    EXPECT_TRUE(text.contains("keeps: step 50 (83% of the baseline's steps)"))
+        << text.toStdString();
+    EXPECT_TRUE(
+        text.contains("leaves: withheld, it reaches the value at step 30 but is back past "
+                      "it at step 40"))
         << text.toStdString();
     EXPECT_TRUE(text.contains("flat: withheld, it learned nothing")) << text.toStdString();
     // A baseline that learned nothing gives no readout at all.

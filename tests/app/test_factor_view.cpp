@@ -3,13 +3,14 @@
 // and the interaction grid show the core's numbers; dragging along an axis brushes it and
 // filters the table; a click on an axis clears the brush; a click on a run's line opens its
 // curves in the main window.
+#include <gtest/gtest.h>
+
 #include <QApplication>
 #include <QListWidget>
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTest>
 #include <cmath>
-#include <gtest/gtest.h>
 
 #include "app_test_util.h"
 #include "core/factor_data.h"
@@ -44,7 +45,8 @@ void fillFactorial(const std::string& db) {
                 c.train.seed = uint64_t(seed);
                 experiments::RunRecord r;
                 r.experiment_id = exp;
-                r.name = r.variant = QString("u%1t%2@seed%3").arg(untie).arg(t5).arg(seed).toStdString();
+                r.name = r.variant =
+                    QString("u%1t%2@seed%3").arg(untie).arg(t5).arg(seed).toStdString();
                 r.seed = seed;
                 r.status = "finished";
                 r.config_text = engine::config_to_text(c);
@@ -110,7 +112,8 @@ TEST(FactorView, ShowsTheCoresEffectsAsLinesPanelsAndAGrid) {
     ASSERT_EQ(grid.values.size(), 4u);
     EXPECT_NEAR(grid.values[3], 5.45, 1e-12);
     EXPECT_EQ(view.runTable()->model()->rowCount(), 8);
-    EXPECT_TRUE(view.summaryLabel()->text().contains("8 of 8 runs")) << view.summaryLabel()->text().toStdString();
+    EXPECT_TRUE(view.summaryLabel()->text().contains("8 of 8 runs"))
+        << view.summaryLabel()->text().toStdString();
 }
 
 TEST(FactorView, DraggingAlongAnAxisBrushesItAndFiltersTheTable) {

@@ -2,6 +2,8 @@
 // the field tables' documented defaults (and checks as `tupe run` reads it); after a real tiny
 // study run from the queue by the real CLI, the live plot shows the plan's pretraining curves,
 // not the last task job's empty axis.
+#include <gtest/gtest.h>
+
 #include <QApplication>
 #include <QElapsedTimer>
 #include <QLabel>
@@ -10,7 +12,6 @@
 #include <QThread>
 #include <fstream>
 #include <functional>
-#include <gtest/gtest.h>
 
 #include "app_test_util.h"
 #include "experiments/result_store.h"
@@ -36,7 +37,8 @@ TEST(LaunchView, ANewFileStartsFromTheDocumentedDefaults) {
     app_test::ensureApplication();
     LaunchView view;
     const QString text = view.text();
-    EXPECT_TRUE(text.startsWith("# A new study: every key of the field tables")) << text.toStdString();
+    EXPECT_TRUE(text.startsWith("# A new study: every key of the field tables"))
+        << text.toStdString();
     EXPECT_TRUE(text.contains("  # hidden_size: 32   # Width C of every token's vector"));
     EXPECT_TRUE(text.contains("# finetune:\n#   lrs: [2e-5, 3e-5, 4e-5, 5e-5]"))
         << text.toStdString();
@@ -80,7 +82,8 @@ TEST(LaunchView, AfterAStudyTheLivePlotShowsItsPretrainingCurves) {
     ASSERT_EQ(live->graphCount(), 2);
     EXPECT_EQ(live->graph(0)->name(), "bert-a");
     EXPECT_EQ(live->graph(1)->name(), "tupe-a");
-    auto store = experiments::ResultStore::open(dir.file("db.sqlite"), experiments::OpenMode::kReadOnly);
+    auto store =
+        experiments::ResultStore::open(dir.file("db.sqlite"), experiments::OpenMode::kReadOnly);
     const auto exp = store.find_experiment("tiny");
     ASSERT_TRUE(exp);
     const auto run = store.find_run(exp->id, "tupe-a");

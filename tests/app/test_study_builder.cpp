@@ -3,12 +3,13 @@
 // experiments/tupe_factorial.yaml with its plan; chosen cells ticked in the plan; a value out of
 // range marked at its field with the loader's message; a hand-edited file reopened with what the
 // form cannot edit named and kept; the study queued in the Launch & queue view.
+#include <gtest/gtest.h>
+
 #include <QApplication>
 #include <QFile>
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTest>
-#include <gtest/gtest.h>
 
 #include "app_test_util.h"
 #include "views/field_form.h"
@@ -95,24 +96,25 @@ TEST(StudyBuilder, TheFactorialAblationTypedIntoTheFormIsTheShippedStudy) {
     addFactor(view, "model.relative_position", "none, t5");
     EXPECT_EQ(view.factorRows()[0]->levels()->text(), "true, false");
     typeInto(view.seedsEdit(), "1, 2");
-    for (const auto& [key, value] : std::vector<std::pair<QString, QString>>{
-             {"model.hidden_size", "64"},
-             {"model.num_attention_heads", "4"},
-             {"model.intermediate_size", "256"},
-             {"data.corpus", "data/brown/brown.txt"},
-             {"data.vocab", "data/brown/vocab-8k.txt"},
-             {"data.max_seq_len", "64"},
-             {"data.validation_fraction", "0.1"},
-             {"train.steps", "1500"},
-             {"train.lr", "2e-3"},
-             {"train.warmup_steps", "150"},
-             {"train.eval_batches", "8"},
-             {"train.log_interval", "50"}})
+    for (const auto& [key, value] :
+         std::vector<std::pair<QString, QString>>{{"model.hidden_size", "64"},
+                                                  {"model.num_attention_heads", "4"},
+                                                  {"model.intermediate_size", "256"},
+                                                  {"data.corpus", "data/brown/brown.txt"},
+                                                  {"data.vocab", "data/brown/vocab-8k.txt"},
+                                                  {"data.max_seq_len", "64"},
+                                                  {"data.validation_fraction", "0.1"},
+                                                  {"train.steps", "1500"},
+                                                  {"train.lr", "2e-3"},
+                                                  {"train.warmup_steps", "150"},
+                                                  {"train.eval_batches", "8"},
+                                                  {"train.log_interval", "50"}})
         typeField(view.baseForm(), key, value);
     tickTask(view.taskList(), "syn-bshift");
     tickTask(view.taskList(), "syn-rev");
     typeField(view.studyForm(), "glue.synthetic_dev", "1000");
-    QTest::mouseClick(view.analysisBox(), Qt::LeftButton, {}, QPoint(8, view.analysisBox()->height() / 2));
+    QTest::mouseClick(view.analysisBox(), Qt::LeftButton, {},
+                      QPoint(8, view.analysisBox()->height() / 2));
     EXPECT_TRUE(view.analysisBox()->isChecked());
     chooseByKeys(qobject_cast<QComboBox*>(view.studyForm()->editor("analysis.figures")->input()),
                  "false");
@@ -175,7 +177,8 @@ TEST(StudyBuilder, ChosenCellsAreTheOnesTickedInThePlan) {
     QTableWidget* t = view.planTable();
     for (int row : {7, 6}) {
         t->scrollToItem(t->item(row, 0));
-        QTest::mouseClick(t->viewport(), Qt::LeftButton, {}, t->visualItemRect(t->item(row, 0)).center());
+        QTest::mouseClick(t->viewport(), Qt::LeftButton, {},
+                          t->visualItemRect(t->item(row, 0)).center());
         QTest::keyClick(t->viewport(), Qt::Key_Space);
         view.plan();
         t = view.planTable();
@@ -184,9 +187,10 @@ TEST(StudyBuilder, ChosenCellsAreTheOnesTickedInThePlan) {
     ASSERT_TRUE(plan.ok) << plan.message.toStdString();
     EXPECT_EQ(view.design().cells.size(), 6u);
     EXPECT_EQ(plan.pretrain, 12);
-    EXPECT_TRUE(view.yaml().contains("variants:\n  - name: \"untie_cls=true,shared_pos_term=true,"
-                                     "relative_position=none\"\n    set: {model.untie_cls: true, "
-                                     "model.shared_pos_term: true, model.relative_position: none}"))
+    EXPECT_TRUE(
+        view.yaml().contains("variants:\n  - name: \"untie_cls=true,shared_pos_term=true,"
+                             "relative_position=none\"\n    set: {model.untie_cls: true, "
+                             "model.shared_pos_term: true, model.relative_position: none}"))
         << view.yaml().toStdString();
     EXPECT_FALSE(view.yaml().contains("untie_cls=false,shared_pos_term=false"));
 }

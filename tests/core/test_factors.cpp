@@ -51,8 +51,8 @@ void fill_store(const std::string& db, int seeds, const std::string& dir) {
                 store.add_metrics(id, {{"validation/loss", 10, 9.0, 1.0},
                                        {"validation/loss", 20, loss_of(untie, t5, seed), 2.0},
                                        {"property/positional_share", 20, 0.25 + 0.5 * untie, 2.0}});
-                store.add_params(id, {{"floor.unigram_nats", "6.9"},
-                                      {"floor.context_free_nats", "6.3"}});
+                store.add_params(
+                    id, {{"floor.unigram_nats", "6.9"}, {"floor.context_free_nats", "6.3"}});
                 // Two fine-tuning lrs x two seeds on one task at step 20 (and a worse step 10):
                 // the score is the best lr's median.
                 int k = 0;
@@ -78,9 +78,8 @@ void fill_store(const std::string& db, int seeds, const std::string& dir) {
                     }
                 if (untie && seed == 1) {
                     const std::string path = dir + "/" + r.name + "/ablation/ablation.json";
-                    test_support::write_file(
-                        path,
-                        R"({"checkpoints": [{"rows": [
+                    test_support::write_file(path,
+                                             R"({"checkpoints": [{"rows": [
                             {"layer": 0, "head": 0, "delta_loss": 0.5},
                             {"layer": -1, "head": -1, "delta_loss": 0.75}]}]})");
                     experiments::ArtifactRecord a;
@@ -152,8 +151,8 @@ TEST(FactorEffects, LevelMeansIntervalsAndContrastsAgreeWithTheHandComputation) 
     EXPECT_NEAR(within.effects[0].contrast.estimate, 0.1, 1e-12);
     EXPECT_NEAR(within.effects[1].contrast.estimate, 0.15, 1e-12);
     // The interaction contrast (m11 - m10) - (m01 - m00) = 0.05, se s sqrt(4 / 2).
-    const auto x = experiments::interaction(t, "val_loss", "model.untie_cls",
-                                            "model.relative_position");
+    const auto x =
+        experiments::interaction(t, "val_loss", "model.untie_cls", "model.relative_position");
     EXPECT_NEAR(x.cells[1][1].mean, 5.45, 1e-12);
     EXPECT_NEAR(x.contrast.estimate, 0.05, 1e-12);
     EXPECT_NEAR(x.contrast.hi - 0.05, q * e.residual_sd * std::sqrt(2.0), 1e-12);
@@ -189,7 +188,8 @@ TEST(FactorEffects, RendersTheSameNumbersAsTableJsonAndCsv) {
     EXPECT_EQ(j["df"], 4);
     EXPECT_NEAR(j["effects"][1]["contrast"]["estimate"].get<double>(), 0.125, 1e-12);
     const std::string csv = experiments::render_factor_effects(t, e, "csv");
-    EXPECT_EQ(csv.substr(0, csv.find('\n')), "factor,within_factor,within_level,level,mean,lo,hi,p,runs,cells");
+    EXPECT_EQ(csv.substr(0, csv.find('\n')),
+              "factor,within_factor,within_level,level,mean,lo,hi,p,runs,cells");
     EXPECT_TRUE(has(csv, "model.untie_cls,,,true - false,0.12")) << csv;
     EXPECT_THROW(experiments::render_factor_effects(t, e, "xml"), std::invalid_argument);
 }

@@ -61,7 +61,8 @@ TEST(StudyDesign, FullProductIsAGridWhoseVariantsAreNamedByTheirLevels) {
             EXPECT_EQ(spec.variants[2 * i + s].name,
                       experiments::cell_variant_name(d.factors, cells[i]) + "@seed" +
                           std::to_string(s + 1));
-    EXPECT_EQ(spec.variants[0].name, "untie_cls=true,shared_pos_term=true,relative_position=none@seed1");
+    EXPECT_EQ(spec.variants[0].name,
+              "untie_cls=true,shared_pos_term=true,relative_position=none@seed1");
     const auto& last = spec.variants.back().config;
     EXPECT_FALSE(last.model.untie_cls);
     EXPECT_FALSE(last.model.shared_pos_term);
@@ -198,18 +199,18 @@ TEST(ConfigFields, AValueIsCheckedAsTheLoaderChecksIt) {
     const engine::PretrainConfig base;
     EXPECT_EQ(engine::check_config_value(base, "model.hidden_size", "64"), "");
     EXPECT_EQ(engine::check_config_value(base, "model.preset", "tupe-r"), "");
-    for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-             {"model.num_attention_heads", "3"},
-             {"model.untie_cls", "maybe"},
-             {"train.warmup_steps", "-1"},
-             {"model.preset", "tupe-z"}}) {
+    for (const auto& [key, value] :
+         std::vector<std::pair<std::string, std::string>>{{"model.num_attention_heads", "3"},
+                                                          {"model.untie_cls", "maybe"},
+                                                          {"train.warmup_steps", "-1"},
+                                                          {"model.preset", "tupe-z"}}) {
         const std::string form = engine::check_config_value(base, key, value);
         ASSERT_FALSE(form.empty()) << key;
         try {
-            experiments::load_pretrain_config_from_string(
-                key.substr(0, key.find('.')) + ":\n  " + key.substr(key.find('.') + 1) + ": " +
-                    value + "\n",
-                "c.yaml");
+            experiments::load_pretrain_config_from_string(key.substr(0, key.find('.')) + ":\n  " +
+                                                              key.substr(key.find('.') + 1) + ": " +
+                                                              value + "\n",
+                                                          "c.yaml");
             ADD_FAILURE() << "the loader took " << key << "=" << value;
         } catch (const experiments::ConfigError& e) {
             // The loader's message names the same rule (it may add its file and line).
@@ -249,8 +250,7 @@ TEST(PlanCost, CountsJobsAsTheRunnerPlansThemAndPricesThemAtTheBenchRate) {
     EXPECT_EQ(rate.rate_for("tupe-r"), 3e9);  // unmeasured: the median
     const auto e = experiments::estimate_plan(spec, rate);
     EXPECT_NEAR(e.pretrain_seconds,
-                experiments::job_work(spec, spec.variants[0], true, "") / 4e9 + work / 2e9,
-                1e-9);
+                experiments::job_work(spec, spec.variants[0], true, "") / 4e9 + work / 2e9, 1e-9);
     EXPECT_GT(e.finetune_seconds, 0);
     EXPECT_THROW(experiments::parse_bench_json("{}"), std::invalid_argument);
     EXPECT_THROW(experiments::parse_bench_json("not json"), std::invalid_argument);

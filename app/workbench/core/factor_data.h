@@ -20,8 +20,8 @@ struct ParallelAxis {
     QString key;    ///< the factor's config key or the metric's key
     QString title;  ///< shown under the axis
     bool categorical = false;
-    QStringList levels;         ///< categorical: the levels, bottom to top
-    double lo = 0, hi = 1;      ///< numeric: the range drawn
+    QStringList levels;            ///< categorical: the levels, bottom to top
+    double lo = 0, hi = 1;         ///< numeric: the range drawn
     std::vector<double> position;  ///< per run of the table, in [0, 1]; NaN: no value
     /// The axis' text at position t in [0, 1]: a level or a number.
     QString label(double t) const;

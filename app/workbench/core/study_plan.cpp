@@ -40,8 +40,7 @@ QString formatDuration(double seconds) {
 }
 
 QString StudyPlanInfo::summary() const {
-    if (!ok)
-        return (line > 0 ? QString("line %1: ").arg(line) : QString()) + message;
+    if (!ok) return (line > 0 ? QString("line %1: ").arg(line) : QString()) + message;
     int seeds = 0;
     for (const auto& r : rows) seeds = std::max(seeds, r.seeds);
     QString s = QString("%1 variant(s)%2: %3 pretraining job(s), ")
@@ -53,8 +52,9 @@ QString StudyPlanInfo::summary() const {
     s += QString(", %1 analysis job(s).").arg(analyses);
     if (pretrainSeconds < 0)
         return s + " No wall-time estimate: measure this machine with tupe bench.";
-    return s + QString(" Estimated wall time %1 (pretraining %2, tasks %3; analyses not counted), "
-                       "from the cost model at %4.")
+    return s + QString(
+                   " Estimated wall time %1 (pretraining %2, tasks %3; analyses not counted), "
+                   "from the cost model at %4.")
                    .arg(formatDuration(pretrainSeconds + taskSeconds),
                         formatDuration(pretrainSeconds), formatDuration(taskSeconds), rateSource);
 }
@@ -67,9 +67,10 @@ StudyPlanInfo planStudy(const experiments::StudyDesign& design, const QString& b
         spec = loadStudyDesignSpec(design);
     } catch (const experiments::ConfigError& e) {
         p.line = static_cast<int>(e.line()), p.column = static_cast<int>(e.column());
-        p.message = QString::fromStdString(e.key().empty() || e.message().find(e.key()) != std::string::npos
-                                               ? e.message()
-                                               : e.key() + ": " + e.message());
+        p.message =
+            QString::fromStdString(e.key().empty() || e.message().find(e.key()) != std::string::npos
+                                       ? e.message()
+                                       : e.key() + ": " + e.message());
         return p;
     } catch (const std::exception& e) {
         p.message = QString::fromUtf8(e.what());
@@ -124,10 +125,21 @@ QStringList benchArguments(const experiments::StudyDesign& design) {
     for (const auto& v : spec.variants)
         if (!presets.contains(QString::fromStdString(v.config.model.preset)))
             presets << QString::fromStdString(v.config.model.preset);
-    return {"bench",  "--format", "json",       "--size",  size,
-            "--seq",  QString::number(c.data.max_seq_len), "--batch",
-            QString::number(c.train.batch_size),            "--preset",
-            presets.join(","),                               "--steps", "5", "--warmup", "1"};
+    return {"bench",
+            "--format",
+            "json",
+            "--size",
+            size,
+            "--seq",
+            QString::number(c.data.max_seq_len),
+            "--batch",
+            QString::number(c.train.batch_size),
+            "--preset",
+            presets.join(","),
+            "--steps",
+            "5",
+            "--warmup",
+            "1"};
 }
 
 BenchService::BenchService(QObject* parent) : QObject(parent), process_(new QProcess(this)) {

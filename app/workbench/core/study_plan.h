@@ -17,9 +17,9 @@ namespace app {
 
 /// One variant of the plan (a cell; its seeds run as V@seedN).
 struct StudyPlanRow {
-    QString variant;    ///< named by its levels, as the loader names it
+    QString variant;     ///< named by its levels, as the loader names it
     QStringList levels;  ///< one per factor
-    int seeds = 1;      ///< pretraining runs of the variant
+    int seeds = 1;       ///< pretraining runs of the variant
 };
 
 /// The plan of a design, or where its file fails the loader.

@@ -477,22 +477,25 @@ QString CurvesView::readoutText(
                        .arg(target, 0, 'g', 4)
                        .arg(baseSteps);
     if (flat.count(base))
-        return text + QString("  withheld: the baseline %1 learned nothing (%2 ends within 0.1 "
-                              "nats of its unigram floor, see below), so reaching its final value "
-                              "measures no speed.")
+        return text + QString(
+                          "  withheld: the baseline %1 learned nothing (%2 ends within 0.1 "
+                          "nats of its unigram floor, see below), so reaching its final value "
+                          "measures no speed.")
                           .arg(base, flat.at(base).join(", "));
     for (const auto& [name, xy] : smoothedBy) {
         if (name == base) continue;
         const Reach r = reachOf(xy.first, xy.second, target, lower);
         if (flat.count(name))
-            text += QString("  %1: withheld, it learned nothing (ends within 0.1 nats of its "
-                            "unigram floor).")
+            text += QString(
+                        "  %1: withheld, it learned nothing (ends within 0.1 nats of its "
+                        "unigram floor).")
                         .arg(name);
         else if (!r.reached())
             text += QString("  %1: not reached.").arg(name);
         else if (!r.kept())
-            text += QString("  %1: withheld, it reaches the value at step %2 but is back past it "
-                            "at step %3: a crossing the curve does not keep.")
+            text += QString(
+                        "  %1: withheld, it reaches the value at step %2 but is back past it "
+                        "at step %3: a crossing the curve does not keep.")
                         .arg(name)
                         .arg(r.first)
                         .arg(r.leftAgain);

@@ -51,8 +51,8 @@ void FactorView::drawInteraction() {
         for (const auto& c : row) h.values.push_back(c.mean);
     h.title = effects_.metric + ": " + x.a + " x " + x.b;
     if (x.contrast.valid)
-        h.title += " (interaction " + factorCellText(x.contrast.estimate, digits).toStdString() + " [" +
-                   factorCellText(x.contrast.lo, digits).toStdString() + ", " +
+        h.title += " (interaction " + factorCellText(x.contrast.estimate, digits).toStdString() +
+                   " [" + factorCellText(x.contrast.lo, digits).toStdString() + ", " +
                    factorCellText(x.contrast.hi, digits).toStdString() + "])";
     interaction_->setData(h);
     for (int r = 0; r < h.rows; ++r)
@@ -113,18 +113,20 @@ void FactorView::applyFilter() {
     proxy_->setAccepted(ids);
     QStringList factors;
     for (const auto& f : table_->factors) factors << QString::fromStdString(f.key);
-    QString text = QString("<b>%1</b>: %2 runs in %3 cells; factors %4 (levels read from the "
-                           "runs' stored configs). ")
+    QString text = QString(
+                       "<b>%1</b>: %2 runs in %3 cells; factors %4 (levels read from the "
+                       "runs' stored configs). ")
                        .arg(QString::fromStdString(table_->experiment))
                        .arg(effects_.runs)
                        .arg(effects_.cells)
                        .arg(factors.isEmpty() ? QString("none: every run has the same config")
                                               : factors.join(", "));
-    text += effects_.df > 0
-                ? QString("Intervals: 95%, from the seed-to-seed spread within cells (sd %1, df %2). ")
-                      .arg(factorCellText(effects_.residual_sd, 4))
-                      .arg(effects_.df)
-                : QString("One run per cell: no interval. ");
+    text +=
+        effects_.df > 0
+            ? QString("Intervals: 95%, from the seed-to-seed spread within cells (sd %1, df %2). ")
+                  .arg(factorCellText(effects_.residual_sd, 4))
+                  .arg(effects_.df)
+            : QString("One run per cell: no interval. ");
     text += QString("%1 of %2 runs inside the brushes.").arg(ids.size()).arg(table_->runs.size());
     for (const auto& n : table_->notes) text += " " + QString::fromStdString(n) + ".";
     summary_->setText(text);
@@ -170,7 +172,8 @@ void FactorView::prepareScreenshot() {
     int best = -1, most = 0;
     for (int i = 0; i < experiment_->count() && store_; ++i) {
         try {
-            const auto t = experiments::load_factor_table(*store_, experiment_->itemText(i).toStdString());
+            const auto t =
+                experiments::load_factor_table(*store_, experiment_->itemText(i).toStdString());
             if (int(t.factors.size()) > most) most = int(t.factors.size()), best = i;
         } catch (const std::exception&) {
             // No finished run: not a candidate.

@@ -27,8 +27,8 @@ int digitsFor(const experiments::FactorMetric* m) {
 
 // The colours of split-by levels in the main-effects panels.
 QColor levelColour(int i) {
-    static const QColor colours[] = {QColor(31, 119, 180), QColor(255, 127, 14),
-                                     QColor(44, 160, 44),  QColor(214, 39, 40),
+    static const QColor colours[] = {QColor(31, 119, 180),  QColor(255, 127, 14),
+                                     QColor(44, 160, 44),   QColor(214, 39, 40),
                                      QColor(148, 103, 189), QColor(140, 86, 75)};
     return colours[i % 6];
 }
@@ -106,12 +106,12 @@ QWidget* FactorView::buildControls() {
     within_->setObjectName("within");
     metric_->setToolTip("The metric the lines are coloured by and the effects are measured on");
     within_->setToolTip("Pooled over the other factors, or split by the levels of one");
-    for (auto [label, box] : std::initializer_list<std::pair<const char*, QComboBox*>>{
-             {"experiment", experiment_},
-             {"metric", metric_},
-             {"effects", within_},
-             {"interaction", interA_},
-             {"x", interB_}}) {
+    for (auto [label, box] :
+         std::initializer_list<std::pair<const char*, QComboBox*>>{{"experiment", experiment_},
+                                                                   {"metric", metric_},
+                                                                   {"effects", within_},
+                                                                   {"interaction", interA_},
+                                                                   {"x", interB_}}) {
         h->addWidget(new QLabel(label));
         h->addWidget(box);
     }
@@ -120,7 +120,8 @@ QWidget* FactorView::buildControls() {
     connect(experiment_, qOverload<int>(&QComboBox::currentIndexChanged), this,
             &FactorView::loadExperiment);
     for (QComboBox* box : {metric_, within_, interA_, interB_})
-        connect(box, qOverload<int>(&QComboBox::currentIndexChanged), this, &FactorView::showMetric);
+        connect(box, qOverload<int>(&QComboBox::currentIndexChanged), this,
+                &FactorView::showMetric);
     connect(clear_, &QPushButton::clicked, parallel_, &ParallelCoordinatesPlot::clearBrushes);
     return bar;
 }
@@ -149,7 +150,8 @@ void FactorView::loadExperiment() {
     table_.reset();
     if (store_ && experiment_->count() > 0) {
         try {
-            table_ = experiments::load_factor_table(*store_, experiment_->currentText().toStdString());
+            table_ =
+                experiments::load_factor_table(*store_, experiment_->currentText().toStdString());
         } catch (const std::exception& e) {
             summary_->setText(QString::fromUtf8(e.what()));
         }
@@ -195,12 +197,12 @@ void FactorView::showMetric() {
     QStringList axisMetrics;
     for (const QString& key : {QString("val_loss"), QString("task_avg"),
                                QString("positional_share"), QString("ablation_delta"), metric})
-        if (!axisMetrics.contains(key) && table_->find_metric(key.toStdString())) axisMetrics << key;
+        if (!axisMetrics.contains(key) && table_->find_metric(key.toStdString()))
+            axisMetrics << key;
     QList<qint64> ids;
     QStringList names;
     for (const auto& r : table_->runs) ids << r.run_id, names << factorText(r.name);
-    parallel_->setData(parallelAxes(*table_, axisMetrics), ids, names,
-                       runColours(*table_, metric));
+    parallel_->setData(parallelAxes(*table_, axisMetrics), ids, names, runColours(*table_, metric));
     drawEffects();
     drawInteraction();
     fillTable();
@@ -234,7 +236,8 @@ void FactorView::drawEffects() {
         QCPAxis* y = rect->axis(QCPAxis::atLeft);
         auto ticker = QSharedPointer<QCPAxisTickerText>::create();
         const auto& levels = table_->factors[f].levels;
-        for (size_t i = 0; i < levels.size(); ++i) ticker->addTick(double(i), factorText(levels[i]));
+        for (size_t i = 0; i < levels.size(); ++i)
+            ticker->addTick(double(i), factorText(levels[i]));
         x->setTicker(ticker);
         x->setRange(-0.5, levels.size() - 0.5);
         y->setRange(lo - pad, hi + pad);
@@ -247,7 +250,8 @@ void FactorView::drawEffects() {
         x->setLabel(label);
         if (column == 1) y->setLabel(m ? factorText(m->title) : QString());
         for (size_t k = 0; k < mine.size(); ++k) {
-            const double offset = mine.size() > 1 ? (double(k) - (mine.size() - 1) / 2.0) * 0.12 : 0;
+            const double offset =
+                mine.size() > 1 ? (double(k) - (mine.size() - 1) / 2.0) * 0.12 : 0;
             QVector<double> xs, ys, minus, plus;
             for (size_t i = 0; i < mine[k]->levels.size(); ++i) {
                 const auto& l = mine[k]->levels[i];
@@ -263,7 +267,8 @@ void FactorView::drawEffects() {
             g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, colour, colour, 7));
             g->setName(mine[k]->within_factor.empty()
                            ? QString("pooled")
-                           : factorText(mine[k]->within_factor).section('.', -1) + "=" + factorText(mine[k]->within_level));
+                           : factorText(mine[k]->within_factor).section('.', -1) + "=" +
+                                 factorText(mine[k]->within_level));
             auto* bars = new QCPErrorBars(x, y);
             bars->setDataPlottable(g);
             bars->setData(minus, plus);

@@ -15,14 +15,10 @@ namespace {
 
 QString kindName(engine::ConfigFieldInfo::Kind kind) {
     switch (kind) {
-        case engine::ConfigFieldInfo::Kind::kBool:
-            return "bool";
-        case engine::ConfigFieldInfo::Kind::kInteger:
-            return "integer";
-        case engine::ConfigFieldInfo::Kind::kNumber:
-            return "number";
-        default:
-            return "text";
+        case engine::ConfigFieldInfo::Kind::kBool: return "bool";
+        case engine::ConfigFieldInfo::Kind::kInteger: return "integer";
+        case engine::ConfigFieldInfo::Kind::kNumber: return "number";
+        default: return "text";
     }
 }
 
@@ -90,13 +86,15 @@ std::vector<FieldSpec> studyFieldSpecs(const QStringList& prefixes, const QStrin
 FieldEditor::FieldEditor(const FieldSpec& spec, QWidget* parent) : QWidget(parent), spec_(spec) {
     auto* layout = new QHBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
-    const QString tip = "<b>" + spec.key + "</b> (" + spec.kind + ")<br>" + spec.doc.toHtmlEscaped() +
-                        (spec.defaultText.isEmpty() ? QString()
-                                                    : "<br>default: " + spec.defaultText.toHtmlEscaped());
+    const QString tip =
+        "<b>" + spec.key + "</b> (" + spec.kind + ")<br>" + spec.doc.toHtmlEscaped() +
+        (spec.defaultText.isEmpty() ? QString()
+                                    : "<br>default: " + spec.defaultText.toHtmlEscaped());
     if (spec.kind == "bool" || !spec.choices.isEmpty()) {
         box_ = new QComboBox;
         box_->addItem("default (" + spec.defaultText + ")", QString());
-        const QStringList values = spec.kind == "bool" ? QStringList{"true", "false"} : spec.choices;
+        const QStringList values =
+            spec.kind == "bool" ? QStringList{"true", "false"} : spec.choices;
         for (const QString& v : values) box_->addItem(v, v);
         box_->setToolTip(tip);
         layout->addWidget(box_);
@@ -146,11 +144,13 @@ QString FieldEditor::yamlText() const {
     if (spec_.kind.startsWith("list of")) {
         QStringList items;
         for (const QString& item : t.split(',', Qt::SkipEmptyParts))
-            items << QString::fromStdString(experiments::yaml_scalar_text(item.trimmed().toStdString()));
+            items << QString::fromStdString(
+                experiments::yaml_scalar_text(item.trimmed().toStdString()));
         return "[" + items.join(", ") + "]";
     }
-    return spec_.kind == "text" ? QString::fromStdString(experiments::yaml_scalar_text(t.toStdString()))
-                                : t;
+    return spec_.kind == "text"
+               ? QString::fromStdString(experiments::yaml_scalar_text(t.toStdString()))
+               : t;
 }
 
 void FieldEditor::setYamlText(const QString& yaml) {

@@ -29,8 +29,9 @@ struct FieldSpec {
 
 /// The pretraining config's rows whose keys start with one of `prefixes`, except `skip`;
 /// `base` gives the config a value is checked on top of.
-std::vector<FieldSpec> configFieldSpecs(const QStringList& prefixes, const QStringList& skip,
-                                        std::function<QString(const QString&, const QString&)> check);
+std::vector<FieldSpec> configFieldSpecs(
+    const QStringList& prefixes, const QStringList& skip,
+    std::function<QString(const QString&, const QString&)> check);
 
 /// The study file's rows whose keys start with one of `prefixes` ("" for the top level's
 /// keys), except `skip`; each checked by experiments::check_study_value.

@@ -239,7 +239,8 @@ void LaunchView::setStore(experiments::ResultStore*, const QString& dbPath) {
     // An untouched new file becomes the quickstart of the project the store belongs to.
     const QString defaults =
         QString::fromStdString(experiments::documented_defaults_yaml("new_study"));
-    if (path_.isEmpty() && (editor_->toPlainText().isEmpty() || editor_->toPlainText() == defaults)) {
+    if (path_.isEmpty() &&
+        (editor_->toPlainText().isEmpty() || editor_->toPlainText() == defaults)) {
         const QString quick = workDir_ + "/experiments/quickstart.yaml";
         QFile f(quick);
         if (f.open(QIODevice::ReadOnly)) openText(quick, QString::fromUtf8(f.readAll()));
@@ -401,7 +402,8 @@ void LaunchView::showPlanCurves(const QueueItem& item) {
         }
         live_->legend->setVisible(live_->graphCount() <= 12);
         live_->yAxis->setLabel("train/loss of " + item.name + "'s pretraining runs");
-        liveHint_->setText(live_->graphCount() ? QString() : "The study stored no pretraining run.");
+        liveHint_->setText(live_->graphCount() ? QString()
+                                               : "The study stored no pretraining run.");
         live_->rescaleAxes();
         throttle_->request();
     } catch (const std::exception& e) {

@@ -54,16 +54,11 @@ MainWindow::MainWindow(QWidget* parent)
     builder_ = new StudyBuilderView;
     factors_ = new FactorView;
     const std::vector<std::tuple<WorkbenchView*, QString, QString>> tabs = {
-        {browser_, "Experiments", "experiments"},
-        {builder_, "Study builder", "study-builder"},
-        {launch_, "Launch && queue", "launch"},
-        {curves_, "Training curves", "curves"},
-        {glue_, "GLUE results", "glue"},
-        {claims_, "Claims", "claims"},
-        {factors_, "Factors", "factors"},
-        {maps_, "Correlation maps", "correlation-maps"},
-        {cls, "[CLS] attention", "cls-attention"},
-        {gallery, "Head gallery", "head-gallery"},
+        {browser_, "Experiments", "experiments"},  {builder_, "Study builder", "study-builder"},
+        {launch_, "Launch && queue", "launch"},    {curves_, "Training curves", "curves"},
+        {glue_, "GLUE results", "glue"},           {claims_, "Claims", "claims"},
+        {factors_, "Factors", "factors"},          {maps_, "Correlation maps", "correlation-maps"},
+        {cls, "[CLS] attention", "cls-attention"}, {gallery, "Head gallery", "head-gallery"},
         {properties_, "Properties", "properties"}};
     for (const auto& [view, title, file] : tabs) {
         views_.push_back(view);

@@ -8,9 +8,9 @@ namespace app {
 
 namespace {
 
-constexpr double kAxisGrab = 0.08;   // axis units either side of an axis that start a brush
-constexpr double kClickPixels = 4;   // a press and release this close are a click
-constexpr double kLinePixels = 6;    // a click this close to a run's line picks the run
+constexpr double kAxisGrab = 0.08;  // axis units either side of an axis that start a brush
+constexpr double kClickPixels = 4;  // a press and release this close are a click
+constexpr double kLinePixels = 6;   // a click this close to a run's line picks the run
 
 }  // namespace
 
@@ -66,7 +66,8 @@ void ParallelCoordinatesPlot::redraw() {
             if (keep != (pass == 1)) continue;
             auto* curve = new QCPCurve(xAxis, yAxis);
             for (int i = 0; i < n; ++i) curve->addData(i, axes_[size_t(i)].position[size_t(r)]);
-            QColor c = keep && size_t(r) < colours_.size() ? colours_[size_t(r)] : QColor(150, 150, 150);
+            QColor c =
+                keep && size_t(r) < colours_.size() ? colours_[size_t(r)] : QColor(150, 150, 150);
             c.setAlpha(keep ? 220 : 45);
             curve->setPen(QPen(c, keep ? 2 : 1));
             curve->setProperty("run", r);
@@ -156,7 +157,8 @@ void ParallelCoordinatesPlot::mouseReleaseEvent(QMouseEvent* event) {
         brushes_.erase(std::remove_if(brushes_.begin(), brushes_.end(),
                                       [&](const AxisBrush& b) { return b.axis == axis; }),
                        brushes_.end());
-        if (!click) brushes_.push_back({axis, std::min(dragFrom_, dragTo_), std::max(dragFrom_, dragTo_)});
+        if (!click)
+            brushes_.push_back({axis, std::min(dragFrom_, dragTo_), std::max(dragFrom_, dragTo_)});
         kept_ = brushedRuns(axes_, brushes_);
         redraw();
         emit brushesChanged();

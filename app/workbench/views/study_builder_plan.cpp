@@ -129,7 +129,8 @@ void StudyBuilderView::setDesign(const experiments::StudyDesign& d, const QStrin
 bool StudyBuilderView::loadText(const QString& path, const QString& text) {
     try {
         const auto d = experiments::read_study_design(
-            text.toStdString(), QFileInfo(path.isEmpty() ? "study.yaml" : path).fileName().toStdString());
+            text.toStdString(),
+            QFileInfo(path.isEmpty() ? "study.yaml" : path).fileName().toStdString());
         setDesign(d, path);
         return true;
     } catch (const std::exception& e) {
@@ -167,8 +168,8 @@ void StudyBuilderView::checkLevels() {
     for (FactorRow* row : rows_) {
         QString message;
         for (const QString& level : baseLoads ? row->levelList() : QStringList{}) {
-            const std::string m = engine::check_config_value(base, row->key()->currentText().toStdString(),
-                                                             level.toStdString());
+            const std::string m = engine::check_config_value(
+                base, row->key()->currentText().toStdString(), level.toStdString());
             if (!m.empty()) {
                 message = level + ": " + QString::fromStdString(m);
                 break;
@@ -222,8 +223,8 @@ void StudyBuilderView::fillPlanTable() {
         planTable_->setItem(r, 0, tick);
         const QString name = design_.factors.empty()
                                  ? QString("base")
-                                 : QString::fromStdString(
-                                       experiments::cell_variant_name(design_.factors, cells[size_t(r)]));
+                                 : QString::fromStdString(experiments::cell_variant_name(
+                                       design_.factors, cells[size_t(r)]));
         planTable_->setItem(r, 1, new QTableWidgetItem(name));
         for (size_t c = 0; c < cells[size_t(r)].size(); ++c)
             planTable_->setItem(r, int(2 + c),
@@ -249,9 +250,8 @@ bool StudyBuilderView::saveTo(const QString& path) {
 }
 
 void StudyBuilderView::saveAs() {
-    const QString start = path_.isEmpty()
-                              ? QDir(workDir_).filePath("experiments/" + name_->text() + ".yaml")
-                              : path_;
+    const QString start =
+        path_.isEmpty() ? QDir(workDir_).filePath("experiments/" + name_->text() + ".yaml") : path_;
     const QString p = QFileDialog::getSaveFileName(this, "Save study", start, "YAML (*.yaml)");
     if (!p.isEmpty()) saveTo(p);
 }

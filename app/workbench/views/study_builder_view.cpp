@@ -29,12 +29,20 @@ namespace {
 // key that can change a result, except the seed (the seeds have a field of their own) and
 // the ones a vocabulary fixes.
 QStringList factorKeys() {
-    QStringList keys = {"model.preset", "model.absolute_position", "model.relative_position",
-                        "model.untie_cls", "model.shared_pos_term", "train.lr"};
-    const QStringList never = {"out_dir",          "data.corpus",        "data.vocab",
-                               "data.cache_dir",   "train.seed",         "train.device",
-                               "train.threads",    "train.tensorboard",  "train.log_interval",
-                               "train.checkpoint_interval", "model.vocab_size", "model.size",
+    QStringList keys = {"model.preset",    "model.absolute_position", "model.relative_position",
+                        "model.untie_cls", "model.shared_pos_term",   "train.lr"};
+    const QStringList never = {"out_dir",
+                               "data.corpus",
+                               "data.vocab",
+                               "data.cache_dir",
+                               "train.seed",
+                               "train.device",
+                               "train.threads",
+                               "train.tensorboard",
+                               "train.log_interval",
+                               "train.checkpoint_interval",
+                               "model.vocab_size",
+                               "model.size",
                                "model.pad_token_id"};
     for (const auto& f : engine::config_field_infos()) {
         const QString key = QString::fromStdString(f.key);
@@ -53,7 +61,10 @@ QStringList splitList(const QString& text) {
 }  // namespace
 
 FactorRow::FactorRow(QWidget* parent)
-    : QWidget(parent), key_(new QComboBox), levels_(new QLineEdit), remove_(new QPushButton("Remove")) {
+    : QWidget(parent),
+      key_(new QComboBox),
+      levels_(new QLineEdit),
+      remove_(new QPushButton("Remove")) {
     key_->addItems(factorKeys());
     key_->setObjectName("factorKey");
     levels_->setObjectName("factorLevels");
@@ -252,9 +263,8 @@ QWidget* StudyBuilderView::buildSettingsBoxes(QVBoxLayout* into) {
     extrapolation_->setObjectName("extrapolationBlock");
     sv->addWidget(analysis_);
     sv->addWidget(extrapolation_);
-    studyForm_ = new FieldForm(studyFieldSpecs({"", "glue.", "finetune.", "analysis.",
-                                                "extrapolation."},
-                                               {"name", "glue.tasks"}));
+    studyForm_ = new FieldForm(studyFieldSpecs(
+        {"", "glue.", "finetune.", "analysis.", "extrapolation."}, {"name", "glue.tasks"}));
     studyForm_->setObjectName("studyForm");
     sv->addWidget(studyForm_);
     into->addWidget(settings);
@@ -337,8 +347,8 @@ QWidget* StudyBuilderView::buildPlanPane() {
     return pane;
 }
 
-void StudyBuilderView::connectButtons(QPushButton* open, QPushButton* fromEditor,
-                                      QPushButton* save, QPushButton* measure) {
+void StudyBuilderView::connectButtons(QPushButton* open, QPushButton* fromEditor, QPushButton* save,
+                                      QPushButton* measure) {
     connect(open, &QPushButton::clicked, this, [this] {
         const QString p = QFileDialog::getOpenFileName(this, "Open study", workDir_,
                                                        "YAML (*.yaml *.yml);;All files (*)");

@@ -318,15 +318,17 @@ void parse_value(const std::string& s, double& out) { parse_number(s, out); }
 std::vector<std::string> config_keys() {
     std::vector<std::string> keys;
     PretrainConfig c;
-    visit_fields(c, [&](const char* key, auto&, const detail::FieldDoc&) { keys.emplace_back(key); });
+    visit_fields(c,
+                 [&](const char* key, auto&, const detail::FieldDoc&) { keys.emplace_back(key); });
     return keys;
 }
 
 void visit_model_fields(ModelConfig& config,
                         const std::function<void(const char* name, ModelFieldRef field)>& visit) {
     constexpr size_t kPrefix = sizeof("model.") - 1;
-    visit_model(config,
-                [&](const char* key, auto& field, const detail::FieldDoc&) { visit(key + kPrefix, ModelFieldRef(&field)); });
+    visit_model(config, [&](const char* key, auto& field, const detail::FieldDoc&) {
+        visit(key + kPrefix, ModelFieldRef(&field));
+    });
 }
 
 const std::vector<std::string>& legacy_config_keys() {

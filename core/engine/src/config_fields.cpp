@@ -12,20 +12,20 @@ const std::vector<ConfigFieldInfo>& config_field_infos() {
     static const std::vector<ConfigFieldInfo> infos = [] {
         std::vector<ConfigFieldInfo> out;
         PretrainConfig defaults;
-        detail::visit_fields(defaults, [&](const char* key, auto& field,
-                                           const detail::FieldDoc& doc) {
-            using T = std::decay_t<decltype(field)>;
-            ConfigFieldInfo info;
-            info.key = key;
-            info.kind = std::is_same_v<T, bool>            ? ConfigFieldInfo::Kind::kBool
-                        : std::is_floating_point_v<T>      ? ConfigFieldInfo::Kind::kNumber
-                        : std::is_same_v<T, std::string> ? ConfigFieldInfo::Kind::kText
-                                                           : ConfigFieldInfo::Kind::kInteger;
-            info.default_text = get_config_value(defaults, key);
-            info.doc = doc.text;
-            if (doc.choices) info.choices = doc.choices();
-            out.push_back(std::move(info));
-        });
+        detail::visit_fields(
+            defaults, [&](const char* key, auto& field, const detail::FieldDoc& doc) {
+                using T = std::decay_t<decltype(field)>;
+                ConfigFieldInfo info;
+                info.key = key;
+                info.kind = std::is_same_v<T, bool>          ? ConfigFieldInfo::Kind::kBool
+                            : std::is_floating_point_v<T>    ? ConfigFieldInfo::Kind::kNumber
+                            : std::is_same_v<T, std::string> ? ConfigFieldInfo::Kind::kText
+                                                             : ConfigFieldInfo::Kind::kInteger;
+                info.default_text = get_config_value(defaults, key);
+                info.doc = doc.text;
+                if (doc.choices) info.choices = doc.choices();
+                out.push_back(std::move(info));
+            });
         return out;
     }();
     return infos;
@@ -44,8 +44,8 @@ std::string check_config_value(const PretrainConfig& base, const std::string& ke
         if (key == "model.preset" || key == "model.size") {
             // As the loader: the preset and size build the base model, the rest goes on top.
             const bool preset = key == "model.preset";
-            ModelConfig rebuilt = make_model_config(preset ? value : c.model.preset,
-                                                    preset ? c.model.size : value);
+            ModelConfig rebuilt =
+                make_model_config(preset ? value : c.model.preset, preset ? c.model.size : value);
             rebuilt.vocab_size = c.model.vocab_size;
             c.model = rebuilt;
         } else {

@@ -126,8 +126,7 @@ void visit_fields(PretrainConfig& c, Visitor&& v) {
     TrainConfig& t = c.train;
     v("train.steps", t.steps, {"Optimizer steps of pretraining."});
     v("train.batch_size", t.batch_size, {"Sequences per optimizer step."});
-    v("train.grad_accum", t.grad_accum,
-      {"Micro-batches per step; batch_size must divide by it."});
+    v("train.grad_accum", t.grad_accum, {"Micro-batches per step; batch_size must divide by it."});
     v("train.lr", t.lr, {"Peak learning rate of AdamW, after the warm-up."});
     v("train.warmup_steps", t.warmup_steps, {"Linear warm-up over these steps."});
     v("train.schedule", t.schedule,

@@ -35,7 +35,6 @@ using detail::study_fields;
 
 std::string value_text(const YAML::Node& n) { return n.IsScalar() ? n.Scalar() : ""; }
 
-
 }  // namespace
 
 namespace {

@@ -21,10 +21,14 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Settings that cannot change a result (job_identity.cpp's kNotIdentity, less the names that
 // label one: preset, size, corpus, vocab) and the seed, which is the replicate, not a factor.
-const std::set<std::string> kNotFactors = {
-    "out_dir",          "data.cache_dir",       "train.device",
-    "train.threads",    "train.tensorboard",    "train.log_interval",
-    "train.checkpoint_interval", "train.seed"};
+const std::set<std::string> kNotFactors = {"out_dir",
+                                           "data.cache_dir",
+                                           "train.device",
+                                           "train.threads",
+                                           "train.tensorboard",
+                                           "train.log_interval",
+                                           "train.checkpoint_interval",
+                                           "train.seed"};
 
 double last_value(ResultStore& store, int64_t run, const std::string& key) {
     const auto points = store.metrics(run, key);
@@ -82,13 +86,14 @@ std::vector<std::string> ordered_levels(std::vector<std::string> seen) {
     if (numeric) {
         std::vector<size_t> idx(seen.size());
         for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-        std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return numbers[a] < numbers[b]; });
+        std::sort(idx.begin(), idx.end(),
+                  [&](size_t a, size_t b) { return numbers[a] < numbers[b]; });
         std::vector<std::string> out;
         for (size_t i : idx) out.push_back(seen[i]);
         return out;
     }
-    if (seen.size() == 2 && std::set<std::string>(seen.begin(), seen.end()) ==
-                                std::set<std::string>{"false", "true"})
+    if (seen.size() == 2 &&
+        std::set<std::string>(seen.begin(), seen.end()) == std::set<std::string>{"false", "true"})
         return {"false", "true"};
     return seen;
 }
@@ -159,7 +164,8 @@ std::vector<Factor> find_factors(const std::vector<RunValues>& runs) {
 // report's rule for one pretraining run), by column title.
 std::map<int64_t, std::map<std::string, double>> task_scores(
     ResultStore& store, int64_t experiment_id, const std::map<int64_t, int64_t>& parent_of) {
-    std::map<int64_t, std::map<std::string, std::map<int64_t, std::map<double, std::vector<double>>>>>
+    std::map<int64_t,
+             std::map<std::string, std::map<int64_t, std::map<double, std::vector<double>>>>>
         by_run;  // run -> task -> step -> lr -> values
     for (const auto& g : store.glue_results(experiment_id)) {
         if (g.metric != selection_metric(g.task)) continue;
@@ -193,7 +199,8 @@ void add_metric_columns(FactorTable& t, const std::vector<std::string>& task_col
     for (const auto& c : task_columns) all.push_back({c, c + " (%)", false});
     all.push_back({"task_avg", "task average (%)", false});
     all.push_back({"positional_share", "positional share (tupe analyze)", false});
-    all.push_back({"ablation_delta", "change in loss without positions (tupe ablate, nats)", false});
+    all.push_back(
+        {"ablation_delta", "change in loss without positions (tupe ablate, nats)", false});
     for (const auto& m : all)
         if (std::any_of(t.runs.begin(), t.runs.end(),
                         [&](const FactorRun& r) { return std::isfinite(r.metric(m.key)); }))
@@ -232,8 +239,8 @@ double FactorRun::metric(const std::string& key) const {
 
 int FactorTable::factor_index(const std::string& key) const {
     for (size_t i = 0; i < factors.size(); ++i)
-        if (factors[i].key == key || std::count(factors[i].aliases.begin(),
-                                                factors[i].aliases.end(), key))
+        if (factors[i].key == key ||
+            std::count(factors[i].aliases.begin(), factors[i].aliases.end(), key))
             return static_cast<int>(i);
     return -1;
 }
@@ -248,9 +255,11 @@ FactorTable load_factor_table(ResultStore& store, const std::string& name) {
     const auto exp = store.find_experiment(name);
     if (!exp) {
         std::string names;
-        for (const auto& e : store.list_experiments()) names += (names.empty() ? "" : ", ") + e.name;
-        throw std::invalid_argument("no experiment '" + name + "' in " + store.path() +
-                                    (names.empty() ? " (it holds none)" : " (it holds " + names + ")"));
+        for (const auto& e : store.list_experiments())
+            names += (names.empty() ? "" : ", ") + e.name;
+        throw std::invalid_argument(
+            "no experiment '" + name + "' in " + store.path() +
+            (names.empty() ? " (it holds none)" : " (it holds " + names + ")"));
     }
     FactorTable t;
     t.experiment = name;
@@ -266,7 +275,8 @@ FactorTable load_factor_table(ResultStore& store, const std::string& name) {
             ++unfinished;
     }
     if (unfinished > 0)
-        t.notes.push_back(std::to_string(unfinished) + " pretraining run(s) not finished: left out");
+        t.notes.push_back(std::to_string(unfinished) +
+                          " pretraining run(s) not finished: left out");
     std::vector<factor_stats::RunValues> values;
     std::vector<RunRecord> kept;
     for (const auto& r : pretrain) {
@@ -290,7 +300,8 @@ FactorTable load_factor_table(ResultStore& store, const std::string& name) {
         for (const auto& f : t.factors) fr.levels.push_back(values[i][f.key]);
         const auto it = tasks.find(kept[i].id);
         const std::map<std::string, double> none;
-        fr.metrics = factor_stats::run_metrics(store, kept[i], it == tasks.end() ? none : it->second);
+        fr.metrics =
+            factor_stats::run_metrics(store, kept[i], it == tasks.end() ? none : it->second);
         if (it != tasks.end())
             for (const auto& [task, v] : it->second)
                 if (std::find(task_columns.begin(), task_columns.end(), task) == task_columns.end())
@@ -320,7 +331,8 @@ CellStats cell_stats(const FactorTable& t, const std::string& metric) {
     std::map<std::vector<std::string>, std::vector<double>> by_cell;
     CellStats out;
     for (const auto& r : t.runs)
-        if (const double v = r.metric(metric); std::isfinite(v)) by_cell[r.levels].push_back(v), ++out.runs;
+        if (const double v = r.metric(metric); std::isfinite(v))
+            by_cell[r.levels].push_back(v), ++out.runs;
     double ss = 0;
     for (const auto& [levels, values] : by_cell) {
         double sum = 0;
@@ -349,8 +361,7 @@ LevelMean ls_mean(const std::vector<const Cell*>& cells, const CellStats& st,
     const double factor = inv_n / (k * k);
     if (variance_factor) *variance_factor = factor;
     if (st.df > 0) {
-        const double half =
-            analysis::student_t_quantile(0.975, st.df) * st.s * std::sqrt(factor);
+        const double half = analysis::student_t_quantile(0.975, st.df) * st.s * std::sqrt(factor);
         m.lo = m.mean - half, m.hi = m.mean + half;
     }
     return m;
@@ -389,7 +400,8 @@ MainEffect effect_of(const FactorTable& t, const CellStats& st, size_t f, int wi
         factors.push_back(factor);
     }
     if (e.levels.size() == 2 && e.levels[0].cells > 0 && e.levels[1].cells > 0)
-        e.contrast = make_contrast(e.levels[1].mean - e.levels[0].mean, factors[0] + factors[1], st);
+        e.contrast =
+            make_contrast(e.levels[1].mean - e.levels[0].mean, factors[0] + factors[1], st);
     return e;
 }
 
@@ -446,17 +458,18 @@ Interaction interaction(const FactorTable& t, const std::string& metric, const s
         for (size_t j = 0; j < out.b_levels.size(); ++j) {
             std::vector<const factor_stats::Cell*> cells;
             for (const auto& c : st.cells)
-                if (c.levels[size_t(ia)] == out.a_levels[i] && c.levels[size_t(ib)] == out.b_levels[j])
+                if (c.levels[size_t(ia)] == out.a_levels[i] &&
+                    c.levels[size_t(ib)] == out.b_levels[j])
                     cells.push_back(&c);
-            out.cells[i].push_back(
-                factor_stats::ls_mean(cells, st, out.a_levels[i] + " x " + out.b_levels[j], &factor[i][j]));
+            out.cells[i].push_back(factor_stats::ls_mean(
+                cells, st, out.a_levels[i] + " x " + out.b_levels[j], &factor[i][j]));
         }
     }
     if (out.a_levels.size() == 2 && out.b_levels.size() == 2) {
         const auto m = [&](size_t i, size_t j) { return out.cells[i][j].mean; };
         const double est = (m(1, 1) - m(1, 0)) - (m(0, 1) - m(0, 0));
-        out.contrast =
-            factor_stats::make_contrast(est, factor[0][0] + factor[0][1] + factor[1][0] + factor[1][1], st);
+        out.contrast = factor_stats::make_contrast(
+            est, factor[0][0] + factor[0][1] + factor[1][0] + factor[1][1], st);
     }
     return out;
 }

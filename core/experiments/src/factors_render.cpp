@@ -14,9 +14,7 @@ using analysis::csv_record;
 using analysis::exact_number;
 
 // Percent columns with 2 decimals, losses and shares with 4.
-int digits_of(const FactorMetric& m) {
-    return m.title.find("(%)") != std::string::npos ? 2 : 4;
-}
+int digits_of(const FactorMetric& m) { return m.title.find("(%)") != std::string::npos ? 2 : 4; }
 
 std::string num(double v, int digits) {
     return std::isfinite(v) ? analysis::fixed_number(v, digits) : "n/a";
@@ -41,9 +39,9 @@ std::string p_text(double p) {
 
 std::string render_table(const FactorTable& t, const FactorEffects& e, const FactorMetric& m) {
     const int d = digits_of(m);
-    std::string out = "experiment " + t.experiment + ": " + std::to_string(e.runs) +
-                      " runs in " + std::to_string(e.cells) + " cells; metric " + m.key + ", " +
-                      m.title + (m.lower_is_better ? ", lower is better" : "") + "\n";
+    std::string out = "experiment " + t.experiment + ": " + std::to_string(e.runs) + " runs in " +
+                      std::to_string(e.cells) + " cells; metric " + m.key + ", " + m.title +
+                      (m.lower_is_better ? ", lower is better" : "") + "\n";
     out += e.df > 0 ? "95% t-intervals from the pooled seed-to-seed spread within cells: sd " +
                           num(e.residual_sd, d) + ", df " + std::to_string(e.df) + "\n"
                     : "";
@@ -55,7 +53,8 @@ std::string render_table(const FactorTable& t, const FactorEffects& e, const Fac
            pad("95% interval", 26) + "runs\n";
     for (const auto& eff : e.effects) {
         std::string head = eff.factor;
-        if (!eff.within_factor.empty()) head += " (" + eff.within_factor + "=" + eff.within_level + ")";
+        if (!eff.within_factor.empty())
+            head += " (" + eff.within_factor + "=" + eff.within_level + ")";
         out += head + "\n";
         for (const auto& l : eff.levels)
             out += pad("", width + 2) + pad(l.level, 16) + pad(num(l.mean, d), 12) +
@@ -64,8 +63,7 @@ std::string render_table(const FactorTable& t, const FactorEffects& e, const Fac
             const Contrast& c = eff.contrast;
             out += pad("", width + 2) + eff.levels[1].level + " - " + eff.levels[0].level + ": " +
                    (c.estimate >= 0 ? "+" : "") + num(c.estimate, d);
-            if (c.valid)
-                out += " " + interval(c.lo, c.hi, d) + ", " + p_text(c.p);
+            if (c.valid) out += " " + interval(c.lo, c.hi, d) + ", " + p_text(c.p);
             out += "\n";
         }
     }
@@ -121,10 +119,9 @@ std::string render_json(const FactorTable& t, const FactorEffects& e, const Fact
 }
 
 std::string render_csv(const FactorEffects& e) {
-    std::string out =
-        csv_record({"factor", "within_factor", "within_level", "level", "mean", "lo", "hi", "p",
-                    "runs", "cells"}) +
-        "\n";
+    std::string out = csv_record({"factor", "within_factor", "within_level", "level", "mean", "lo",
+                                  "hi", "p", "runs", "cells"}) +
+                      "\n";
     for (const auto& eff : e.effects) {
         for (const auto& l : eff.levels)
             out += csv_record({eff.factor, eff.within_factor, eff.within_level, l.level,
@@ -132,12 +129,12 @@ std::string render_csv(const FactorEffects& e) {
                                std::to_string(l.runs), std::to_string(l.cells)}) +
                    "\n";
         if (eff.levels.size() == 2 && std::isfinite(eff.contrast.estimate))
-            out += csv_record({eff.factor, eff.within_factor, eff.within_level,
-                               eff.levels[1].level + " - " + eff.levels[0].level,
-                               exact_number(eff.contrast.estimate), exact_number(eff.contrast.lo),
-                               exact_number(eff.contrast.hi), exact_number(eff.contrast.p), "",
-                               ""}) +
-                   "\n";
+            out +=
+                csv_record({eff.factor, eff.within_factor, eff.within_level,
+                            eff.levels[1].level + " - " + eff.levels[0].level,
+                            exact_number(eff.contrast.estimate), exact_number(eff.contrast.lo),
+                            exact_number(eff.contrast.hi), exact_number(eff.contrast.p), "", ""}) +
+                "\n";
     }
     return out;
 }

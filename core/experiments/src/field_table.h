@@ -146,8 +146,7 @@ FieldIO<Spec> scalar_field(FieldRef<Spec, T> ref, const char* what, bool (*ok)(c
                 if (ok && !ok(value)) r.fail(n, key, range);
                 ref(s) = value;
             },
-            [=](const Spec& s) { return value_text(ref(const_cast<Spec&>(s))); },
-            kind_of<T>()};
+            [=](const Spec& s) { return value_text(ref(const_cast<Spec&>(s))); }, kind_of<T>()};
 }
 
 /// A non-empty list of T (or one scalar), every item accepted by `ok`, else `range`.

@@ -75,11 +75,11 @@ PlanCounts count_plan(const ExperimentSpec& spec) {
             } catch (const std::exception&) {
                 // Counted as fine-tuned; the loader names an unknown task.
             }
-            const int jobs = zero_shot
-                                 ? snapshots
-                                 : snapshots * static_cast<int>(spec.finetune.lrs.size() *
-                                                                v.finetune_seeds_or(spec.finetune.seeds)
-                                                                    .size());
+            const int jobs =
+                zero_shot
+                    ? snapshots
+                    : snapshots * static_cast<int>(spec.finetune.lrs.size() *
+                                                   v.finetune_seeds_or(spec.finetune.seeds).size());
             (zero_shot ? c.zero_shot : c.finetune) += jobs;
             c.finetune_work += jobs * job_work(spec, v, false, task);
         }

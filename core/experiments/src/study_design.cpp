@@ -7,8 +7,8 @@
 #include <cctype>
 #include <set>
 
-#include "experiments/config_loader.h"
 #include "engine/config_fields.h"
+#include "experiments/config_loader.h"
 #include "experiments/study_fields.h"
 
 namespace experiments {
@@ -226,8 +226,8 @@ void write_settings(const StudyDesign& d, const std::string& section, std::strin
     for (const auto& [key, value] : d.settings)
         if (key.compare(0, prefix.size(), prefix) == 0)
             body += "  " + key.substr(prefix.size()) + ": " + value + "\n";
-    const bool block = (section == "analysis" && d.analysis) ||
-                       (section == "extrapolation" && d.extrapolation);
+    const bool block =
+        (section == "analysis" && d.analysis) || (section == "extrapolation" && d.extrapolation);
     if (!body.empty())
         out += section + ":\n" + body;
     else if (block)
@@ -249,8 +249,8 @@ void write_variants(const StudyDesign& d, std::string& out) {
             if (d.factors[i].key == "model.preset")
                 out += "    preset: " + yaml_scalar_text(cell[i]) + "\n";
             else
-                set += (set.empty() ? "" : ", ") + d.factors[i].key + ": " +
-                       yaml_scalar_text(cell[i]);
+                set +=
+                    (set.empty() ? "" : ", ") + d.factors[i].key + ": " + yaml_scalar_text(cell[i]);
         }
         if (!set.empty()) out += "    set: {" + set + "}\n";
     }
@@ -276,12 +276,12 @@ void StudyDesign::set_setting(const std::string& key, const std::string& value) 
 }
 
 std::string yaml_scalar_text(const std::string& text) {
-    const bool plain =
-        !text.empty() && text.front() != '-' && text.front() != '@' &&
-        std::all_of(text.begin(), text.end(), [](char c) {
-            return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ||
-                   c == '+' || c == '-' || c == '/' || c == '@' || c == '=';
-        });
+    const bool plain = !text.empty() && text.front() != '-' && text.front() != '@' &&
+                       std::all_of(text.begin(), text.end(), [](char c) {
+                           return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+                                  c == '.' || c == '+' || c == '-' || c == '/' || c == '@' ||
+                                  c == '=';
+                       });
     if (plain || (text.size() > 1 && text.front() == '-' &&
                   std::isdigit(static_cast<unsigned char>(text[1]))))
         return text;
@@ -341,8 +341,8 @@ std::string write_study_design(const StudyDesign& d) {
         const std::string prefix = std::string(section) + ".";
         std::string body;
         if (prefix == "model.")
-            body += "  preset: " + yaml_scalar_text(d.preset) + "\n  size: " +
-                    yaml_scalar_text(d.size) + "\n";
+            body += "  preset: " + yaml_scalar_text(d.preset) +
+                    "\n  size: " + yaml_scalar_text(d.size) + "\n";
         for (const auto& [key, value] : d.base)
             if (key.compare(0, prefix.size(), prefix) == 0)
                 body += "  " + key.substr(prefix.size()) + ": " + yaml_scalar_text(value) + "\n";
@@ -353,7 +353,8 @@ std::string write_study_design(const StudyDesign& d) {
             out += key + ": " + value + "\n";
     for (const char* section : design_text::kSections) design_text::write_settings(d, section, out);
     for (const char* key : {"database", "runs_dir"})
-        if (const std::string v = d.setting(key); !v.empty()) out += std::string(key) + ": " + v + "\n";
+        if (const std::string v = d.setting(key); !v.empty())
+            out += std::string(key) + ": " + v + "\n";
     return out + d.kept;
 }
 

@@ -4,6 +4,8 @@
 // checked, what it determines and its documentation. A section's allowed keys, the nearest-key
 // hints and the line:column errors all come from this table, so a key cannot be read without
 // being allowed or allowed without being read.
+#include "experiments/study_fields.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 
 #include "engine/config.h"
 #include "experiments/config_loader.h"
-#include "experiments/study_fields.h"
 #include "study_table.h"
 
 namespace experiments {
@@ -81,39 +82,66 @@ bool positive_finite(const double& v) { return std::isfinite(v) && v > 0; }
 // finetune:.
 std::vector<StudyField> top_and_glue_fields() {
     return {
-        {"name", scalar_field<std::string>(
-                     [](ExperimentSpec & s) -> auto& { return s.name; }, "a name", safe_name,
-                     kSafeNameRule), "", "The study's name: its folder under runs/ and its rows in the store (default: the file's stem)."},
+        {"name",
+         scalar_field<std::string>(
+             [](ExperimentSpec & s) -> auto& { return s.name; }, "a name", safe_name,
+             kSafeNameRule),
+         "",
+         "The study's name: its folder under runs/ and its rows in the store (default: the file's "
+         "stem)."},
         {"database",
          scalar_field<std::string>(
              [](ExperimentSpec & s) -> auto& { return s.database; }, "a path", store_file_path,
              "must name a file: an in-memory store (':memory:', a 'file:' URI) "
-             "would keep no result"), "", "The SQLite results store every run is recorded in."},
-        {"runs_dir", scalar_field<std::string>(
-                         [](ExperimentSpec & s) -> auto& { return s.runs_dir; }, "a path"), "", "Where each variant's run folder goes (default runs/NAME)."},
-        {"jobs", scalar_field<int64_t>(
-                     [](ExperimentSpec & s) -> auto& { return s.jobs; }, "an integer", at_least_1,
-                     "must be >= 1"), "", "Fine-tuning jobs run side by side in child processes (tupe run --jobs)."},
+             "would keep no result"),
+         "", "The SQLite results store every run is recorded in."},
+        {"runs_dir",
+         scalar_field<std::string>(
+             [](ExperimentSpec & s) -> auto& { return s.runs_dir; }, "a path"),
+         "", "Where each variant's run folder goes (default runs/NAME)."},
+        {"jobs",
+         scalar_field<int64_t>(
+             [](ExperimentSpec & s) -> auto& { return s.jobs; }, "an integer", at_least_1,
+             "must be >= 1"),
+         "", "Fine-tuning jobs run side by side in child processes (tupe run --jobs)."},
         {"checkpoints",
          list_field<double>(
              [](ExperimentSpec & s) -> auto& { return s.checkpoints; }, "fractions in (0, 1]",
-             in_0_1_open_left, "fractions must be in (0, 1]"), "", "Fractions of train.steps whose snapshots are fine-tuned and scored, e.g. [0.3, 1.0]."},
-        {"variants", {}, "", "The variants: preset names, or {name, preset, set, seeds, finetune_seeds}."},
-        {"grid", {}, "", "key: [values]; the cartesian product of the values becomes more variants, named by their levels."},
-        {"pretrain_seeds", {}, "", "Pretraining seeds: every variant V runs once per seed as V@seedN."},
+             in_0_1_open_left, "fractions must be in (0, 1]"),
+         "",
+         "Fractions of train.steps whose snapshots are fine-tuned and scored, e.g. [0.3, 1.0]."},
+        {"variants",
+         {},
+         "",
+         "The variants: preset names, or {name, preset, set, seeds, finetune_seeds}."},
+        {"grid",
+         {},
+         "",
+         "key: [values]; the cartesian product of the values becomes more variants, named by their "
+         "levels."},
+        {"pretrain_seeds",
+         {},
+         "",
+         "Pretraining seeds: every variant V runs once per seed as V@seedN."},
 
         {"glue.data",
          scalar_field<std::string>(
-             [](ExperimentSpec & s) -> auto& { return s.glue.data; }, "builtin or a folder"), "", "builtin (the SYN-* tasks from held-out corpus text) or a glue_data/ folder."},
-        {"glue.tasks", list_field<std::string>(
-                           [](ExperimentSpec & s) -> auto& { return s.glue.tasks; }, "task names"), "", "The tasks fine-tuned or scored; default every task the data has."},
+             [](ExperimentSpec & s) -> auto& { return s.glue.data; }, "builtin or a folder"),
+         "", "builtin (the SYN-* tasks from held-out corpus text) or a glue_data/ folder."},
+        {"glue.tasks",
+         list_field<std::string>(
+             [](ExperimentSpec & s) -> auto& { return s.glue.tasks; }, "task names"),
+         "", "The tasks fine-tuned or scored; default every task the data has."},
         {"glue.synthetic_train",
          scalar_field<int64_t>(
              [](ExperimentSpec & s) -> auto& { return s.glue.synthetic_train; }, "an integer",
-             at_least_1, "must be >= 1"), "", "Training examples per built-in task."},
-        {"glue.synthetic_dev", scalar_field<int64_t>(
-                                   [](ExperimentSpec & s) -> auto& { return s.glue.synthetic_dev; },
-                                   "an integer", at_least_1, "must be >= 1"), "", "Dev examples (or pairs) per built-in task."},
+             at_least_1, "must be >= 1"),
+         "", "Training examples per built-in task."},
+        {"glue.synthetic_dev",
+         scalar_field<int64_t>(
+             [](ExperimentSpec & s) -> auto& { return s.glue.synthetic_dev; }, "an integer",
+             at_least_1, "must be >= 1"),
+         "", "Dev examples (or pairs) per built-in task."},
 
     };
 }
@@ -123,7 +151,8 @@ std::vector<StudyField> analysis_fields() {
         {"analysis.checkpoints",  // 0: the initialised model (claim 5's control)
          list_field<double>(
              [](ExperimentSpec & s) -> auto& { return s.analysis.checkpoints; },
-             "fractions in [0, 1]", in_0_1_closed, "fractions must be in [0, 1]"), "", "Fractions of train.steps analysed by tupe analyze; 0 = the initialised model."},
+             "fractions in [0, 1]", in_0_1_closed, "fractions must be in [0, 1]"),
+         "", "Fractions of train.steps analysed by tupe analyze; 0 = the initialised model."},
         {"analysis.corpus",
          scalar_field<std::string>(
              [](ExperimentSpec & s) -> auto& { return s.analysis.corpus; }, "a path"),
@@ -167,7 +196,9 @@ std::vector<StudyField> analysis_fields() {
              "zero, mean or shuffle",
              [](const std::string& m) { return m == "zero" || m == "mean" || m == "shuffle"; },
              "expected zero, mean or shuffle (tupe ablate --mode)"),
-         "ablation", "Also tupe ablate --mode zero|mean|shuffle on the final checkpoint: the change in loss without each positional term.",
+         "ablation",
+         "Also tupe ablate --mode zero|mean|shuffle on the final checkpoint: the change in loss "
+         "without each positional term.",
          {"zero", "mean", "shuffle"}},
         {"analysis.keep_every",
          scalar_field<int64_t>(
@@ -201,40 +232,51 @@ std::vector<StudyField> extrapolation_and_finetune_fields() {
              at_least_1, "must be >= 1"),
          "extrapolation", "Stream tokens scored at every length."},
 
-        {"finetune.lrs", list_field<double>(
-                             [](ExperimentSpec & s) -> auto& { return s.finetune.lrs; },
-                             "learning rates", positive_finite, "learning rates must be > 0"), "", "Fine-tuning learning rates; the report takes the best (median over seeds)."},
-        {"finetune.seeds", list_field<uint64_t>(
-                               [](ExperimentSpec & s) -> auto& { return s.finetune.seeds; },
-                               "non-negative integers"), "", "Fine-tuning seeds per task and lr."},
+        {"finetune.lrs",
+         list_field<double>(
+             [](ExperimentSpec & s) -> auto& { return s.finetune.lrs; }, "learning rates",
+             positive_finite, "learning rates must be > 0"),
+         "", "Fine-tuning learning rates; the report takes the best (median over seeds)."},
+        {"finetune.seeds",
+         list_field<uint64_t>(
+             [](ExperimentSpec & s) -> auto& { return s.finetune.seeds; }, "non-negative integers"),
+         "", "Fine-tuning seeds per task and lr."},
         {"finetune.batch_size",
          scalar_field<int64_t>(
              [](ExperimentSpec & s) -> auto& { return s.finetune.batch_size; }, "an integer",
-             at_least_1, "must be >= 1"), "", "Fine-tuning batch size."},
+             at_least_1, "must be >= 1"),
+         "", "Fine-tuning batch size."},
         {"finetune.epochs",
          scalar_field<int64_t>(
              [](ExperimentSpec & s) -> auto& { return s.finetune.epochs; }, "an integer",
-             [](const int64_t& v) { return v >= 0; }, "must be >= 0 (0 = the task's default)"), "", "Epochs per task; 0 = the task's default (5 or 10)."},
+             [](const int64_t& v) { return v >= 0; }, "must be >= 0 (0 = the task's default)"),
+         "", "Epochs per task; 0 = the task's default (5 or 10)."},
         {"finetune.warmup_ratio",
          scalar_field<double>(
              [](ExperimentSpec & s) -> auto& { return s.finetune.warmup_ratio; }, "a number",
-             in_0_1_closed, "must be in [0, 1]"), "", "Share of fine-tuning steps spent warming up, in [0, 1]."},
+             in_0_1_closed, "must be in [0, 1]"),
+         "", "Share of fine-tuning steps spent warming up, in [0, 1]."},
         {"finetune.weight_decay",
          scalar_field<double>(
              [](ExperimentSpec & s) -> auto& { return s.finetune.weight_decay; }, "a number",
-             [](const double& v) { return v >= 0; }, "must be >= 0"), "", "Fine-tuning weight decay."},
+             [](const double& v) { return v >= 0; }, "must be >= 0"),
+         "", "Fine-tuning weight decay."},
         {"finetune.max_seq_len",
          scalar_field<int64_t>(
              [](ExperimentSpec & s) -> auto& { return s.finetune.max_seq_len; }, "an integer",
-             [](const int64_t& v) { return v >= 3; }, "must be >= 3 ([CLS], a token, [SEP])"), "", "Fine-tuning examples are cut to this many tokens."},
+             [](const int64_t& v) { return v >= 3; }, "must be >= 3 ([CLS], a token, [SEP])"),
+         "", "Fine-tuning examples are cut to this many tokens."},
         {"finetune.classifier_dropout",
          scalar_field<double>(
              [](ExperimentSpec & s) -> auto& { return s.finetune.classifier_dropout; }, "a number",
-             [](const double& v) { return v >= 0 && v < 1; }, "must be in [0, 1)"), "", "Dropout before the classifier, in [0, 1)."},
+             [](const double& v) { return v >= 0 && v < 1; }, "must be in [0, 1)"),
+         "", "Dropout before the classifier, in [0, 1)."},
         {"finetune.shuffle_words",
          scalar_field<bool>(
-             [](ExperimentSpec & s) -> auto& { return s.finetune.shuffle_words; },
-             "true or false"), "", "The bag-of-words control: every sentence's words shuffled (tasks that need order go to chance)."},
+             [](ExperimentSpec & s) -> auto& { return s.finetune.shuffle_words; }, "true or false"),
+         "",
+         "The bag-of-words control: every sentence's words shuffled (tasks that need order go to "
+         "chance)."},
         {"finetune.save",
          {[](const YAML::Node& n, const Reader& r, const std::string& key, ExperimentSpec& s) {
               const auto save = r.scalar<std::string>(n, key, "best or none");
@@ -242,9 +284,9 @@ std::vector<StudyField> extrapolation_and_finetune_fields() {
                   r.fail(n, key, "expected best or none, got '" + save + "'");
               s.finetune.save = save;
           },
-          [](const ExperimentSpec& s) { return s.finetune.save; },
-          "text"},
-         "", "best: keep each job's best fine-tuned weights; none: keep none.",
+          [](const ExperimentSpec& s) { return s.finetune.save; }, "text"},
+         "",
+         "best: keep each job's best fine-tuned weights; none: keep none.",
          {"none", "best"}},
     };
 }
@@ -270,7 +312,6 @@ std::vector<std::pair<std::string, std::string>> study_settings(const Experiment
         if (f.io.text && output == f.output) out.emplace_back(f.key, f.io.text(spec));
     return out;
 }
-
 
 namespace {
 

@@ -31,9 +31,9 @@ struct Factor {
 /// One finished pretraining run.
 struct FactorRun {
     int64_t run_id = 0;
-    std::string name;                      ///< "untie_cls=true,shared_pos_term=false@seed2"
-    int64_t seed = 0;                      ///< train.seed: the replicate
-    std::vector<std::string> levels;       ///< one per factor
+    std::string name;                       ///< "untie_cls=true,shared_pos_term=false@seed2"
+    int64_t seed = 0;                       ///< train.seed: the replicate
+    std::vector<std::string> levels;        ///< one per factor
     std::map<std::string, double> metrics;  ///< by metric key; absent: not measured
     /// The metric, or NaN when the run has none.
     double metric(const std::string& key) const;

@@ -27,10 +27,10 @@ double job_work(const ExperimentSpec& spec, const Variant& variant, bool pretrai
 
 /// The plan's jobs, counted as `tupe run` plans them, and their work.
 struct PlanCounts {
-    int pretrain = 0;   ///< one per variant (and pretraining seed)
-    int finetune = 0;   ///< per variant, snapshot, fine-tuned task, lr and fine-tuning seed
-    int zero_shot = 0;  ///< per variant, snapshot and zero-shot task
-    int analyses = 0;   ///< tupe analyze snapshots, ablations, head scans, extrapolations
+    int pretrain = 0;         ///< one per variant (and pretraining seed)
+    int finetune = 0;         ///< per variant, snapshot, fine-tuned task, lr and fine-tuning seed
+    int zero_shot = 0;        ///< per variant, snapshot and zero-shot task
+    int analyses = 0;         ///< tupe analyze snapshots, ablations, head scans, extrapolations
     bool every_task = false;  ///< glue.tasks is empty: the tasks are known only at run time
     double pretrain_work = 0, finetune_work = 0;  ///< FLOPs (zero-shot jobs with fine-tuning)
 };
