@@ -49,9 +49,9 @@ class KerpleBias final : public SchemeModule {
         const auto& x1 = r1_[group];
         const auto& x2 = r2_[group];
         auto r1 = in_range(x1, x1.clamp_min(kKerpleEps)).view({H, 1, 1});
-        auto r2 = in_range(x2, power_ ? x2.clamp(kKerpleEps, kKerpleMaxPower)
-                                      : x2.clamp_min(kKerpleEps))
-                      .view({H, 1, 1});
+        auto r2 =
+            in_range(x2, power_ ? x2.clamp(kKerpleEps, kKerpleMaxPower) : x2.clamp_min(kKerpleEps))
+                .view({H, 1, 1});
         auto p = positions.to(r1_.device(), r1_.scalar_type());
         auto dist = (p.view({1, T}) - p.view({T, 1})).abs();  // (T, T)
         if (untie_cls_) {
