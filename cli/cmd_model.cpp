@@ -1,14 +1,18 @@
-// `tupe info`, `tupe export`, `tupe inspect`: look at a checkpoint from the command line;
-// export writes an HF folder (analysis::export_hf_bert) or one torch.load-readable file.
+// `tupe info`, `tupe export`, `tupe inspect`, `tupe fill-mask`: look at a checkpoint from the
+// command line; export writes an HF folder (analysis::export_hf_bert) or one torch.load-readable
+// file; fill-mask reads a checkpoint or an HF folder (analysis::import_hf_bert).
 #include <torch/torch.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "analysis/analysis_index.h"
 #include "analysis/attention_analysis.h"
+#include "analysis/fill_mask.h"
 #include "analysis/inspect.h"
 #include "cli_util.h"
 #include "command_table.h"
@@ -217,6 +221,60 @@ int cmd_inspect(const Argv& argv) {
                   << result.probs.size() << " layers x "
                   << (result.probs.empty() ? 0 : result.probs[0].size(0)) << " heads x "
                   << result.tokens.size() << " x " << result.tokens.size() << ")\n";
+    }
+    return 0;
+}
+
+int cmd_fill_mask(const Argv& argv) {
+    Args args(argv, command_spec("fill-mask"));
+    const std::string path = one_checkpoint(args);
+    const std::string text = args.required("text");
+    const int64_t top_k = args.get_int("top-k");
+    std::error_code ec;
+    if (!fs::exists(path, ec)) throw engine::InputError(path, "no such checkpoint or HF folder");
+    engine::BertForMaskedLM model{nullptr};
+    std::unique_ptr<engine::WordPieceTokenizer> tokenizer;
+    if (fs::is_directory(path, ec)) {
+        std::vector<std::string> notes;
+        model = analysis::import_hf_bert(path, &notes);
+        // import_hf_bert initialises a missing head afresh (and says so): its predictions would
+        // be noise, so a folder without cls.predictions.* is refused here.
+        for (const auto& note : notes)
+            if (note.find("no MLM head") != std::string::npos)
+                throw engine::InputError(path,
+                                         "has no MLM head (cls.predictions.*): fill-mask needs a "
+                                         "BertForMaskedLM or a tupe export");
+        engine::Vocab vocab = args.has("vocab")
+                                  ? engine::Vocab::load(args.get("vocab"))
+                                  : analysis::import_hf_vocab(path, model->bert->config());
+        tokenizer = std::make_unique<engine::WordPieceTokenizer>(
+            std::move(vocab), analysis::read_hf_lower_case(path, true));
+    } else {
+        auto ckpt = engine::load_checkpoint(path);
+        model = ckpt.model;
+        const std::string vocab = checkpoint_vocab(args, path, ckpt.config);
+        tokenizer = std::make_unique<engine::WordPieceTokenizer>(engine::Vocab::load(vocab),
+                                                                 ckpt.config.data.lower_case);
+    }
+    if (tokenizer->vocab().size() > model->bert->config().vocab_size)
+        throw engine::InputError(args.has("vocab") ? args.get("vocab") : path,
+                                 std::to_string(tokenizer->vocab().size()) +
+                                     " tokens, more than the model's vocab_size = " +
+                                     std::to_string(model->bert->config().vocab_size));
+    const auto result = analysis::fill_mask(model, *tokenizer, text, top_k);
+    if (args.get("format") == "json") {
+        std::cout << analysis::fill_mask_json(result);
+        return 0;
+    }
+    for (const auto& m : result.masks) {
+        std::cout << "[MASK] at position " << m.position << "\n";
+        for (size_t r = 0; r < m.top.size(); ++r) {
+            char line[160];
+            std::snprintf(line, sizeof line, "  %2zu  %-20s %6lld  %10.4f\n", r + 1,
+                          m.top[r].token.c_str(), static_cast<long long>(m.top[r].id),
+                          m.top[r].logprob);
+            std::cout << line;
+        }
     }
     return 0;
 }

@@ -150,6 +150,21 @@ void add_microscope_commands(std::vector<CommandSpec>& t) {
               "also write the attention in bertviz's layout (tokens, layers x heads x T x T)")},
          "",
          "pt"});
+    add({"fill-mask",
+         cmd_fill_mask,
+         "CHECKPOINT|HF_DIR",
+         "the MLM's top tokens and natural-log probabilities at each [MASK] of a sentence, from "
+         "a checkpoint or an HF folder (a tupe export, a transformers BertForMaskedLM)",
+         {req("text", "TEXT", "the sentence, with [MASK] where a token is to be predicted"),
+          at_least(1, opt("top-k", "K", "5", "candidates per [MASK]")),
+          opt("format", "FORMAT", "table",
+              "table, or JSON: {\"masks\": [{\"position\", \"top\": [{\"token\", \"id\", "
+              "\"logprob\"}]}]}",
+              {"table", "json"}),
+          noted("vocab", "FILE", "vocab.txt beside the checkpoint or in the HF folder",
+                "the vocabulary")},
+         "",
+         "pt"});
     add({"analyze",
          cmd_analyze,
          "CHECKPOINT",
