@@ -165,28 +165,47 @@ void export_torch_file(engine::BertForMaskedLM& model, const std::string& out) {
 
 }  // namespace
 
-// --out DIR: an HF folder (config.json, model.safetensors, vocab.txt, tokenizer_config.json)
-// that `tupe analyze DIR` and analysis::import_hf_bert read back; --out FILE.pt or FILE.bin:
-// one torch.load-readable file of HF-named tensors.
+// --out DIR: an HF folder (config.json, model.safetensors, vocab.txt, tokenizer_config.json, and
+// for model_type "tupe" the python/tupe_hf/ code its auto_map names) that transformers and
+// `tupe analyze DIR` read back; --out FILE.pt or FILE.bin: one torch.load-readable file of
+// HF-named tensors. CHECKPOINT may also be an HF folder (analysis::import_hf_bert): a model
+// transformers saved goes out again under the same names.
 int cmd_export(const Argv& argv) {
     Args args(argv, command_spec("export"));
     const std::string path = one_checkpoint(args), out = args.required("out");
-    auto ckpt = engine::load_checkpoint(path);
+    std::error_code ec;
+    const bool hf_in = fs::is_directory(path, ec);
+    std::vector<std::string> notes;
+    engine::BertForMaskedLM model{nullptr};
+    std::string vocab, what;
+    bool lower_case = true;
+    if (hf_in) {
+        model = analysis::import_hf_bert(path, &notes);
+        vocab = args.has("vocab") ? args.get("vocab") : (fs::path(path) / "vocab.txt").string();
+        lower_case = analysis::read_hf_lower_case(path, true);
+        what = "imported from " + path;
+    } else {
+        auto ckpt = engine::load_checkpoint(path);
+        model = ckpt.model;
+        vocab = checkpoint_vocab(args, path, ckpt.config);
+        lower_case = ckpt.config.data.lower_case;
+        what = ckpt.config.model.preset + ", step " + std::to_string(ckpt.step);
+    }
     if (ends_with(out, ".pt") || ends_with(out, ".bin")) {
-        export_torch_file(ckpt.model, out);
+        export_torch_file(model, out);
         return 0;
     }
-    const std::string vocab = checkpoint_vocab(args, path, ckpt.config);
-    std::vector<std::string> notes;
-    analysis::export_hf_bert(ckpt.model, vocab, ckpt.config.data.lower_case, out, &notes);
+    analysis::export_hf_bert(model, vocab, lower_case, out, &notes);
     for (const auto& note : notes) std::cerr << "tupe export: note: " << note << "\n";
-    const auto& m = ckpt.config.model;
+    const auto& m = model->bert->config();
+    const bool bert =
+        analysis::hf_config_for(m).find("\"model_type\": \"bert\"") != std::string::npos;
     std::cout << "wrote " << out << ": config.json ("
-              << (analysis::hf_config_for(m).find("\"model_type\": \"bert\"") != std::string::npos
-                      ? "model_type bert, loadable by transformers' BertForMaskedLM"
-                      : "model_type tupe, readable by tupe analyze")
-              << "), model.safetensors, vocab.txt, tokenizer_config.json (" << m.preset << ", step "
-              << ckpt.step << ")\n";
+              << (bert ? "model_type bert, loadable by transformers' BertForMaskedLM"
+                       : "model_type tupe, loadable by transformers' AutoModelForMaskedLM with "
+                         "trust_remote_code=True through python/tupe_hf/ (auto_map)")
+              << "), model.safetensors, vocab.txt, tokenizer_config.json" << (bert ? "" : ", *.py")
+              << " (" << what << ")\n";
     return 0;
 }
 

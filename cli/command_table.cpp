@@ -124,11 +124,13 @@ void add_data_and_model_commands(std::vector<CommandSpec>& t) {
          "pt"});
     add({"export",
          cmd_export,
-         "CHECKPOINT",
-         "an HF folder (config.json, model.safetensors, vocab.txt) that `tupe analyze DIR` "
+         "CHECKPOINT|HF_DIR",
+         "an HF folder that transformers' AutoModelForMaskedLM loads (model_type bert, or "
+         "python/tupe_hf/ through auto_map with trust_remote_code=True) and `tupe analyze DIR` "
          "reads, or one file of weights that Python's torch.load reads",
          {req("out", "DIR|FILE.pt", "an HF folder, or one .pt file of weights"),
-          noted("vocab", "FILE", "vocab.txt beside the checkpoint, else the config's data.vocab",
+          noted("vocab", "FILE",
+                "vocab.txt beside the checkpoint (or in HF_DIR), else the config's data.vocab",
                 "the vocabulary copied into the HF folder")},
          "",
          "pt"});

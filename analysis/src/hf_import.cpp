@@ -3,8 +3,9 @@
 // (*.index.json + shards; read by analysis/safetensors and analysis/torch_pickle), and vocab.txt,
 // so the microscope can look at published BERT weights: BertForMaskedLM, and the encoder of a
 // BertModel or BertForSequenceClassification (MLM head then freshly initialised). Export: any
-// engine model as config.json + model.safetensors + vocab.txt; a variant that transformers cannot
-// represent gets model_type "tupe" and a "tupe_workbench" block that only this importer reads.
+// engine model as config.json + model.safetensors + vocab.txt; a variant that transformers' own
+// BertForMaskedLM cannot compute gets model_type "tupe", a "tupe_workbench" block and the
+// project's python/tupe_hf/ code (auto_map), which transformers runs with trust_remote_code.
 // Every error is an engine::CheckpointError naming the file.
 #include <torch/torch.h>
 
@@ -26,6 +27,7 @@
 #include "engine/errors.h"
 #include "engine/position_scheme.h"
 #include "engine/text_util.h"
+#include "hf_remote_code.h"
 #include "tensor_util.h"
 
 namespace analysis {
@@ -70,14 +72,16 @@ bool ignored_hf_name(const std::string& name) {
 }
 
 constexpr const char* kTupeModelType = "tupe";
+constexpr const char* kHfAbsolute = "absolute";
 constexpr const char* kWorkbenchKey = "tupe_workbench";
 
 /// HF's position_embedding_type for `c` when transformers' BertForMaskedLM computes what the
-/// engine computes ("absolute": BERT-A; "relative_key(_query)": Shaw with HF's unclipped
-/// per-layer tables), or "" when it cannot. BertForMaskedLM is post-LN with LayerNorm, biases
-/// and a GELU FFN over full attention: the modern backbone (RMSNorm, no biases, GeGLU/SwiGLU,
-/// local layers) is model_type "tupe". HF's "modernbert" has the backbone but other parameter
-/// names (fused Wqkv, Wi) and only RoPE, so it is not written.
+/// engine computes ("absolute": BERT-A; transformers 4's "relative_key(_query)", Shaw with
+/// HF's unclipped per-layer tables, is read but no longer written), or "" when it cannot.
+/// BertForMaskedLM is post-LN with LayerNorm, biases and a GELU FFN over full attention: the modern
+/// backbone (RMSNorm, no biases, GeGLU/SwiGLU, local layers) is model_type "tupe". HF's
+/// "modernbert" has the backbone but other parameter names (fused Wqkv, Wi) and only RoPE, so it is
+/// not written.
 std::string hf_position_type(const engine::ModelConfig& c) {
     // randomized_positions_max changes only training, but BertConfig has no place for it: such
     // a model is written as model_type "tupe", so that the importer gives its config back.
@@ -95,7 +99,11 @@ std::string hf_position_type(const engine::ModelConfig& c) {
     const bool clipped = std::find(row.fields.begin(), row.fields.end(),
                                    std::string("max_relative_distance")) != row.fields.end() &&
                          engine::relative_distance_clip(c) != c.max_position_embeddings - 1;
-    return clipped ? "" : row.hf_position_type;
+    if (clipped) return "";
+    // transformers 5 (python/requirements.in) dropped BERT's relative_key(_query): the importer
+    // still reads such folders from transformers 4, but an export is model_type "bert" only
+    // where today's BertForMaskedLM loads it; Shaw ships python/tupe_hf like every scheme.
+    return std::string(row.hf_position_type) == kHfAbsolute ? row.hf_position_type : "";
 }
 
 bool hf_representable(const engine::ModelConfig& c) { return !hf_position_type(c).empty(); }
@@ -532,7 +540,15 @@ std::string hf_config_for(const engine::ModelConfig& c) {
         if (hf_standard_field(name)) std::visit([&](auto* value) { j[name] = *value; }, field);
     });
     j["type_vocab_size"] = exported_type_vocab_size(c);
-    if (hf_representable(c)) j["position_embedding_type"] = hf_position_type(c);
+    if (hf_representable(c)) {
+        j["position_embedding_type"] = hf_position_type(c);
+    } else {
+        // transformers' remote code (trust_remote_code=True): python/tupe_hf/, which
+        // export_hf_bert writes beside this file.
+        j["auto_map"] = {{"AutoConfig", "configuration_tupe.TupeConfig"},
+                         {"AutoModel", "modeling_tupe.TupeModel"},
+                         {"AutoModelForMaskedLM", "modeling_tupe.TupeForMaskedLM"}};
+    }
     j[kWorkbenchKey] = hf_workbench_block(c);
     return j.dump(2) + "\n";
 }
@@ -575,6 +591,12 @@ void export_hf_bert(engine::BertForMaskedLM& model, const std::string& vocab_pat
     write_safetensors((d / "model.safetensors").string(), tensors,
                       {{"format", "pt"}, {"producer", "tupe export"}});
     write_text_file(d / "config.json", hf_config_for(config));
+    if (!hf_representable(config)) {
+        // The modeling and configuration code config.json's auto_map names (python/tupe_hf/).
+        for (const auto& file : detail::tupe_hf_files())
+            write_text_file(d / file.name,
+                            std::string(reinterpret_cast<const char*>(file.data), file.size));
+    }
     std::string tokens;
     for (const auto& t : vocab.tokens()) tokens += t + "\n";
     write_text_file(d / "vocab.txt", tokens);

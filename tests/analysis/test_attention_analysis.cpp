@@ -1042,17 +1042,13 @@ TEST(HfExport, EveryVariantRoundTripsThroughTheImporter) {
         fs::remove_all(out);
         export_hf_bert(model, (dir / "vocab-src.txt").string(), false, out.string());
         const auto j = nlohmann::json::parse(std::ifstream(out / "config.json"));
-        // transformers computes bert-a and Shaw's relative keys itself (HF's own
-        // position_embedding_type); everything else is model_type "tupe".
-        const bool shaw = config.relative_position.rfind("shaw", 0) == 0;
-        const bool plain_bert = (config.preset == "bert-a" && !config.pre_layernorm) || shaw;
+        // transformers 5 computes bert-a itself (position_embedding_type "absolute"); every
+        // other scheme is model_type "tupe" with python/tupe_hf/ named in auto_map.
+        const bool plain_bert = config.preset == "bert-a" && !config.pre_layernorm;
         EXPECT_EQ(j["model_type"], plain_bert ? "bert" : "tupe") << what;
-        if (plain_bert)
-            EXPECT_EQ(
-                j["position_embedding_type"],
-                shaw ? (config.relative_position == "shaw" ? "relative_key" : "relative_key_query")
-                     : "absolute")
-                << what;
+        if (plain_bert) EXPECT_EQ(j["position_embedding_type"], "absolute") << what;
+        EXPECT_EQ(j.contains("auto_map"), !plain_bert) << what;
+        EXPECT_EQ(fs::exists(out / "modeling_tupe.py"), !plain_bert) << what;
         EXPECT_EQ(j["tupe_workbench"]["preset"], config.preset) << what;
         EXPECT_FALSE(read_hf_lower_case(out.string(), true)) << what;
 
@@ -1069,8 +1065,7 @@ TEST(HfExport, EveryVariantRoundTripsThroughTheImporter) {
         EXPECT_EQ(import_hf_vocab(out.string(), c).tokens(), vocab_tokens()) << what;
         // model.safetensors holds every parameter once under its HF name, and no decoder copy.
         const auto stored = read_safetensors((out / "model.safetensors").string());
-        // (+ the zero absolute table transformers builds beside relative_key attention)
-        EXPECT_EQ(stored.size(), model->named_parameters().size() + (shaw ? 1 : 0)) << what;
+        EXPECT_EQ(stored.size(), model->named_parameters().size()) << what;
         for (const auto& [name, tensor] : stored)
             EXPECT_NE(name, "cls.predictions.decoder.weight") << what;
     }

@@ -246,19 +246,21 @@ engine::BertForMaskedLM import_hf_bert(const std::string& dir,
 /// "tupe_workbench" block with the variant's positional fields (preset, size,
 /// absolute_position, relative_position, rel_pos_bins, max_rel_pos, max_relative_distance,
 /// rope_fraction, rope_base, position_offset, untie_cls, shared_pos_term,
-/// attention_scale_factor, pre_layernorm). model_type is "bert" when transformers'
-/// BertForMaskedLM computes the same function: BERT-A (position_embedding_type "absolute") or
-/// Shaw's relative keys with HF's per-layer tables ("relative_key", "relative_key_query"),
-/// post-LN, no [CLS] reset, scale 1; else "tupe", which read_hf_bert_config accepts and
-/// transformers refuses. A model without segment embeddings (type_vocab_size 0) is written
-/// with type_vocab_size 2, whose rows export_hf_bert stores as zeros: BertEmbeddings needs
-/// the table, and adding a zero row for either segment is the same function.
+/// attention_scale_factor, pre_layernorm). model_type is "bert" when transformers 5's
+/// BertForMaskedLM computes the same function: BERT-A (position_embedding_type "absolute"),
+/// post-LN, no [CLS] reset, scale 1; else "tupe" with an "auto_map" naming python/tupe_hf/'s
+/// TupeConfig, TupeModel and TupeForMaskedLM, which export_hf_bert writes beside it
+/// (transformers runs them with trust_remote_code=True; read_hf_bert_config reads both). A
+/// model without segment embeddings (type_vocab_size 0) is written with type_vocab_size 2,
+/// whose rows export_hf_bert stores as zeros: BertEmbeddings needs the table, and adding a
+/// zero row for either segment is the same function.
 std::string hf_config_for(const engine::ModelConfig& config);
 
 /// Writes `model` as an HF folder that import_hf_bert reads back to the same function:
 /// dir/config.json (hf_config_for), dir/model.safetensors (every parameter under its HF name,
 /// float32; the tied decoder is not stored twice), dir/vocab.txt (the tokens of vocab_path),
-/// dir/tokenizer_config.json (do_lower_case = lower_case). Creates dir; each file is written
+/// dir/tokenizer_config.json (do_lower_case = lower_case) and, for model_type "tupe", the files
+/// of python/tupe_hf/ (embedded at build time). Creates dir; each file is written
 /// atomically. Throws engine::CheckpointError / engine::InputError naming the file, e.g. for a
 /// vocabulary larger than config.vocab_size (checked before anything is written). What the
 /// export had to change in form (a zero token_type_embeddings table for type_vocab_size 0) is
