@@ -23,6 +23,7 @@
 #include "engine/threads.h"
 #include "engine/trainer.h"
 #include "experiments/experiment.h"
+#include "model_loader.h"
 #include "number_cells.h"
 
 namespace cli {
@@ -222,46 +223,42 @@ int cmd_ablate(const Argv& argv) {
     std::vector<Ablated> results;
     for (size_t k = 0; k < checkpoints.size(); ++k) {
         const std::string& path = checkpoints[k];
-        auto ckpt = engine::load_checkpoint(path);
-        const engine::WordPieceTokenizer tokenizer =
-            checkpoint_tokenizer(args.get("vocab"), path, ckpt.config);
+        LoadedModel m = load_model(path, args.get("vocab"), /*cased=*/false);
+        // Without its MLM head a folder's masked-token loss is a random head's.
+        require_mlm_head(m, "tupe ablate (it scores masked-token loss)");
         Ablated e;
         e.path = path;
         // Named by its run folder without the seed (paper_cpu/tupe-a@seed2 -> tupe-a), so that
         // the seeds of one variant pool in the summary; the preset when the folder has no name.
-        const std::string folder = fs::path(path).parent_path().filename().string();
-        e.variant = folder.empty() || folder == "." ? ckpt.config.model.preset
+        // An HF folder is named by itself.
+        const fs::path where = m.kind == "hf" ? fs::path(path) : fs::path(path).parent_path();
+        const std::string folder = where.filename().string();
+        e.variant = folder.empty() || folder == "." ? m.model->config().preset
+                    : m.kind == "hf"                ? folder
                                                     : experiments::variant_group(folder);
         engine::CorpusFloor floor;
-        if (engine::read_floor(engine::floor_path(fs::path(path).parent_path().string()), floor))
+        if (m.kind == "checkpoint" &&
+            engine::read_floor(engine::floor_path(fs::path(path).parent_path().string()), floor))
             e.unigram_floor = floor.unigram_nats;
-        std::vector<int64_t> stream;
-        if (corpus.empty()) {
-            stream = validation_stream(ckpt.config, tokenizer);
-            e.text = ckpt.config.data.corpus + " (held-out documents)";
-        } else {
-            stream = analysis::read_token_stream(corpus, tokenizer, args.get_int("max-tokens"));
-            e.text = corpus;
-        }
-        options.source = corpus.empty() ? ckpt.config.data.corpus : corpus;
+        const std::vector<int64_t> stream =
+            scored_stream(m, corpus, args.get_int("max-tokens"), e.text);
+        options.source = corpus.empty() ? m.config->data.corpus : corpus;
         if (options.patch_source) {  // one line naming what differs, before any work
             try {
-                ckpt.model->bert->position->set_patch_source(options.patch_source);
+                m.model->bert->position->set_patch_source(options.patch_source);
             } catch (const std::invalid_argument& err) {
                 throw engine::InputError(patch_from, std::string(err.what()) + " of " + path);
             }
-            ckpt.model->bert->position->set_patch_source(nullptr);
+            m.model->bert->position->set_patch_source(nullptr);
             e.patch_from = patch_from;
         }
         analysis::AblationOptions own = options;
-        if (own.length == 0)
-            own.length = std::min<int64_t>(ckpt.config.data.max_seq_len,
-                                           ckpt.config.model.max_position_embeddings);
+        if (own.length == 0) own.length = default_window_length(m);
         std::cerr << "ablate [" << (k + 1) << "/" << checkpoints.size() << "] " << e.variant << " "
                   << path << ": T = " << own.length << ", mode "
                   << engine::ablation_mode_name(options.mode) << std::endl;
         try {
-            e.report = analysis::positional_ablation(ckpt.model, stream, tokenizer.vocab(), own);
+            e.report = analysis::positional_ablation(m.model, stream, m.tokenizer->vocab(), own);
         } catch (const std::invalid_argument& err) {
             throw UsageError(err.what());
         }

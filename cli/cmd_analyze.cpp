@@ -26,6 +26,7 @@
 #include "engine/trainer.h"
 #include "experiments/analysis_artifacts.h"
 #include "experiments/result_store.h"
+#include "model_loader.h"
 #if TUPE_WITH_QT
 #include "plotting/plotting.h"
 #endif
@@ -43,75 +44,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-/// A model to analyse with its tokenizer.
-struct LoadedModel {
-    engine::BertForMaskedLM model{nullptr};
-    std::unique_ptr<engine::WordPieceTokenizer> tokenizer;
-    std::string name;
-    int64_t train_length = 0;        ///< data.max_seq_len of a pretraining checkpoint, else 0
-    std::vector<std::string> notes;  ///< what the HF import did (e.g. no MLM head)
-    std::optional<engine::PretrainConfig> config;  ///< a pretraining checkpoint's run config
-};
-
-engine::Vocab load_vocab_checked(const std::string& path, int64_t model_vocab) {
-    engine::Vocab vocab = engine::Vocab::load(path);
-    if (vocab.size() != model_vocab)
-        throw engine::InputError(path, "has " + std::to_string(vocab.size()) +
-                                           " tokens but the model has " +
-                                           std::to_string(model_vocab));
-    return vocab;
-}
-
-/// CHECKPOINT is a pretraining checkpoint (vocab.txt beside it, as `tupe inspect`), an HF
-/// BertForMaskedLM folder, or init:PRESET[:SIZE] (a freshly initialised model, seed 1, size
-/// base by default). --vocab overrides the first model's vocabulary; the --compare model keeps
-/// its own and falls back to --vocab only when it has none (or is an init: model).
-LoadedModel load_model(const std::string& spec, const std::string& vocab_flag, bool cased,
-                       bool primary) {
-    LoadedModel out;
-    out.name = spec;
-    if (spec.rfind("init:", 0) == 0) {
-        const std::string rest = spec.substr(5);
-        const auto colon = rest.find(':');
-        const std::string preset = rest.substr(0, colon);
-        const std::string size = colon == std::string::npos ? "base" : rest.substr(colon + 1);
-        if (vocab_flag.empty()) throw UsageError(spec + " needs --vocab FILE");
-        engine::Vocab vocab = engine::Vocab::load(vocab_flag);
-        engine::ModelConfig config = engine::make_model_config(preset, size);
-        config.vocab_size = vocab.size();
-        torch::manual_seed(1);
-        out.model = engine::BertForMaskedLM(config);
-        out.model->eval();
-        out.tokenizer = std::make_unique<engine::WordPieceTokenizer>(std::move(vocab), !cased);
-        return out;
-    }
-    if (fs::is_directory(spec)) {
-        out.model = analysis::import_hf_bert(spec, &out.notes);
-        engine::Vocab vocab = primary && !vocab_flag.empty()
-                                  ? load_vocab_checked(vocab_flag, out.model->config().vocab_size)
-                                  : analysis::import_hf_vocab(spec, out.model->config());
-        // An exported folder says how it was tokenised (tokenizer_config.json); HF BERT
-        // folders without one are uncased, as bert-base-uncased.
-        const bool lower_case = analysis::read_hf_lower_case(spec, true) && !cased;
-        out.tokenizer = std::make_unique<engine::WordPieceTokenizer>(std::move(vocab), lower_case);
-        return out;
-    }
-    auto ckpt = engine::load_checkpoint(spec);
-    // The run directory keeps a copy of its vocabulary beside the checkpoint.
-    const std::string beside = (fs::path(spec).parent_path() / "vocab.txt").string();
-    std::string vocab = primary && !vocab_flag.empty() ? vocab_flag
-                        : fs::exists(beside)           ? beside
-                        : !vocab_flag.empty()          ? vocab_flag
-                                                       : ckpt.config.data.vocab;
-    out.model = ckpt.model;
-    out.train_length = ckpt.config.data.max_seq_len;
-    out.config = ckpt.config;
-    out.tokenizer = std::make_unique<engine::WordPieceTokenizer>(
-        load_vocab_checked(vocab, ckpt.config.model.vocab_size),
-        ckpt.config.data.lower_case && !cased);
-    return out;
 }
 
 // ---- tensors -> plotting structs ---------------------------------------------------------------
@@ -623,6 +555,12 @@ analysis::AnalysisOutput analyze_one(const std::string& spec, const Args& args,
     // The logit lens scores held-out text: a checkpoint's own validation documents (as `tupe
     // ablate`) when its corpus is at hand, else the sentences.
     std::vector<std::string> lens_notes;
+    if (!m.has_mlm_head && (own.logit_lens || own.order_probe)) {
+        own.logit_lens = own.order_probe = false;
+        lens_notes.push_back(
+            "logit lens and order probe skipped: they score MLM predictions and this folder "
+            "has no MLM head");
+    }
     if (own.logit_lens && m.config) {
         if (fs::is_regular_file(m.config->data.corpus)) {
             own.lens_stream = validation_stream(*m.config, *m.tokenizer);

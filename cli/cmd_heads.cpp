@@ -21,6 +21,7 @@
 #include "engine/errors.h"
 #include "engine/threads.h"
 #include "engine/trainer.h"
+#include "model_loader.h"
 #include "number_cells.h"
 #if TUPE_WITH_QT
 #include "plotting/plotting.h"
@@ -50,8 +51,10 @@ struct ScannedRun {
 };
 
 /// The checkpoints of a RUN_DIR argument: its checkpoint-STEP.pt snapshots by step, then
-/// checkpoint.pt (kept only when its step is not among the snapshots'); a file is itself.
+/// checkpoint.pt (kept only when its step is not among the snapshots'); a file or an HF model
+/// folder is itself.
 std::vector<std::string> heads_run_checkpoints(const std::string& arg) {
+    if (is_hf_folder(arg)) return {arg};
     if (!fs::is_directory(arg)) {
         if (!fs::exists(arg)) throw engine::InputError(arg, "no such checkpoint or run folder");
         return {arg};
@@ -320,35 +323,24 @@ int cmd_heads(const Argv& argv) {
         if (fs::is_directory(p) && run.name.empty()) run.name = input;
         std::vector<int64_t> stream;
         for (const std::string& path : heads_run_checkpoints(input)) {
-            auto ckpt = engine::load_checkpoint(path);
+            LoadedModel m = load_model(path, args.get("vocab"), /*cased=*/false);
             const bool seen =
                 std::any_of(run.checkpoints.begin(), run.checkpoints.end(),
-                            [&](const ScannedCheckpoint& c) { return c.step == ckpt.step; });
+                            [&](const ScannedCheckpoint& c) { return c.step == m.step; });
             if (seen) continue;  // checkpoint.pt at a snapshot's step
-            const engine::WordPieceTokenizer tokenizer =
-                checkpoint_tokenizer(args.get("vocab"), path, ckpt.config);
-            if (stream.empty()) {  // one text per run: the same windows at every step
-                if (corpus.empty()) {
-                    stream = validation_stream(ckpt.config, tokenizer);
-                    run.text = ckpt.config.data.corpus + " (held-out documents)";
-                } else {
-                    stream =
-                        analysis::read_token_stream(corpus, tokenizer, args.get_int("max-tokens"));
-                    run.text = corpus;
-                }
-            }
+            // One text per run: the same windows at every step.
+            if (stream.empty())
+                stream = scored_stream(m, corpus, args.get_int("max-tokens"), run.text);
             analysis::HeadTypeScanOptions own = options;
-            own.source = corpus.empty() ? ckpt.config.data.corpus : corpus;
-            if (own.length == 0)
-                own.length = std::min<int64_t>(ckpt.config.data.max_seq_len,
-                                               ckpt.config.model.max_position_embeddings);
-            std::cerr << "heads " << run.name << " step " << ckpt.step << ": " << path << std::endl;
+            own.source = corpus.empty() ? m.config->data.corpus : corpus;
+            if (own.length == 0) own.length = default_window_length(m);
+            std::cerr << "heads " << run.name << " step " << m.step << ": " << path << std::endl;
             ScannedCheckpoint c;
             c.path = path;
-            c.step = ckpt.step;
+            c.step = m.step;
             try {
                 c.scan =
-                    analysis::scan_head_types(ckpt.model->bert, stream, tokenizer.vocab(), own);
+                    analysis::scan_head_types(m.model->bert, stream, m.tokenizer->vocab(), own);
             } catch (const std::invalid_argument& err) {
                 throw UsageError(err.what());
             }

@@ -19,6 +19,7 @@
 #include "commands.h"
 #include "engine/errors.h"
 #include "engine/trainer.h"
+#include "model_loader.h"
 
 namespace cli {
 
@@ -218,24 +219,16 @@ int cmd_inspect(const Argv& argv) {
             throw UsageError("--bertviz takes FILE.json or FILE.html, got '" + args.get("bertviz") +
                              "'");
     }
-    auto ckpt = engine::load_checkpoint(path);
-    // The run directory keeps a copy of its vocabulary beside the checkpoint.
-    std::string vocab = args.get("vocab", (fs::path(path).parent_path() / "vocab.txt").string());
-    if (!fs::exists(vocab)) vocab = ckpt.config.data.vocab;
-    engine::WordPieceTokenizer tokenizer(engine::Vocab::load(vocab), ckpt.config.data.lower_case);
-    if (tokenizer.vocab().size() != ckpt.config.model.vocab_size)
-        throw engine::InputError(vocab, "has " + std::to_string(tokenizer.vocab().size()) +
-                                            " tokens but the checkpoint's model has " +
-                                            std::to_string(ckpt.config.model.vocab_size));
+    LoadedModel m = load_model(path, args.get("vocab"), /*cased=*/false);
     auto result =
-        analysis::inspect_text(ckpt.model, tokenizer, args.required("text"), args.get("text-b"));
+        analysis::inspect_text(m.model, *m.tokenizer, args.required("text"), args.get("text-b"));
     analysis::write_inspection(result, out);
     std::cout << "wrote " << out << ": " << result.tokens.size() << " tokens, "
               << result.logits.size() << " layers of logits and probabilities (heads x T x T)\n";
     if (args.has("bertviz")) {
         // bertviz's layout (FILE.json, or FILE.html embedding it): probabilities only.
         const std::string file = args.get("bertviz");
-        analysis::write_bertviz(result, path, ckpt.config.model.preset, file);
+        analysis::write_bertviz(result, path, m.model->config().preset, file);
         std::cout << "wrote " << file << ": bertviz head_view/model_view attention ("
                   << result.probs.size() << " layers x "
                   << (result.probs.empty() ? 0 : result.probs[0].size(0)) << " heads x "

@@ -150,7 +150,9 @@ void add_microscope_commands(std::vector<CommandSpec>& t) {
           noted("vocab", "FILE", "vocab.txt beside the checkpoint", "the vocabulary"),
           opt("bertviz", "FILE.json|FILE.html", "",
               "also write the attention in bertviz's layout (tokens, layers x heads x T x T)")},
-         "",
+         "CHECKPOINT: a checkpoint.pt (vocab.txt beside it) or an HF BERT folder "
+         "(BertForMaskedLM, BertModel, sentence-transformers: config.json, model.safetensors, "
+         "vocab.txt).",
          "pt"});
     add({"fill-mask",
          cmd_fill_mask,
@@ -280,7 +282,9 @@ void add_ablation_commands(std::vector<CommandSpec>& t) {
          "zero the same); shuffle computes the terms at permuted positions ([CLS] kept). An "
          "input table (BERT-A, sinusoidal) has no per-head contribution: only the whole-model "
          "row. --patch-from puts another checkpoint's terms in those slots: the same scheme and "
-         "shape, else a one-line error naming what differs.",
+         "shape, else a one-line error naming what differs.\nCHECKPOINT: a checkpoint.pt or an "
+         "HF BERT folder with its MLM head (cls.predictions.*; an HF folder needs --corpus); "
+         "a BertModel or sentence-transformers folder has none and is refused in one line.",
          "pt"});
     add({"heads",
          cmd_heads,
@@ -308,7 +312,9 @@ void add_ablation_commands(std::vector<CommandSpec>& t) {
          "order (`tupe pretrain --keep-every N` keeps snapshots; a study keeps them at "
          "`checkpoints:`, `analysis.checkpoints:` and every `analysis.keep_every` steps, and "
          "`analysis.heads: true` runs this scan). One primary type per head, the first rule "
-         "that holds (docs/microscope.md), and its score for every type.",
+         "that holds (docs/microscope.md), and its score for every type. An HF BERT folder "
+         "(config.json: BertForMaskedLM, BertModel, sentence-transformers) is one model at "
+         "step 0 and needs --corpus.",
          ""});
 }
 

@@ -414,7 +414,8 @@ bool classifier_name(const std::string& name) {
 
 NamedTensors read_hf_state_dict(const std::string& dir) { return read_hf_weights(dir).tensors; }
 
-engine::BertForMaskedLM import_hf_bert(const std::string& dir, std::vector<std::string>* notes) {
+engine::BertForMaskedLM import_hf_bert(const std::string& dir, std::vector<std::string>* notes,
+                                       bool* has_mlm_head) {
     const fs::path d(dir);
     const engine::ModelConfig config = read_hf_bert_config((d / "config.json").string());
     HfWeights weights = read_hf_weights(dir);
@@ -450,6 +451,7 @@ engine::BertForMaskedLM import_hf_bert(const std::string& dir, std::vector<std::
     };
     if (!has_bert_prefix) note("a bare BertModel (no 'bert.' prefix): encoder imported");
     if (has_classifier) note("classifier.* (sequence classification head) ignored");
+    if (has_mlm_head) *has_mlm_head = has_head;
     if (!has_head)
         note(
             "no MLM head (cls.predictions.*): the head is freshly initialised, its decoder tied "

@@ -1,14 +1,19 @@
 // `tupe export CHECKPOINT --out DIR` of a run transformers has no direct form for: a BERT-A
 // pretrained with type_vocab_size 0 exports as a loadable BertForMaskedLM folder (two zero
 // token-type rows), notes that on stderr, and reads back through our HF importer and
-// `tupe analyze DIR` to the checkpoint's own logits and matrices.
+// `tupe analyze DIR` to the checkpoint's own logits and matrices. Every reading command (inspect,
+// analyze, heads, ablate) takes that folder, or a BertModel folder without the MLM head, through
+// the one model loader (cli/model_loader.h).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <sstream>
 #include <string>
 
 #include "analysis/attention_analysis.h"
+#include "analysis/safetensors.h"
 #include "engine/bert.h"
 #include "engine/trainer.h"
 #include "support/test_support.h"
@@ -79,6 +84,84 @@ TEST_F(ExportCliTest, TypeVocabSizeZeroExportsAsAZeroTableWithANote) {
         ++compared;
     }
     EXPECT_GT(compared, 5u);
+}
+
+// The ablation.csv rows from the loss column on (the variant and checkpoint columns name the
+// input).
+std::vector<std::string> ablation_numbers(const std::string& csv) {
+    std::vector<std::string> rows;
+    std::istringstream in(csv);
+    for (std::string line; std::getline(in, line);) {
+        size_t cut = 0;
+        for (int comma = 0; comma < 2 && cut != std::string::npos; ++comma)
+            cut = line.find(',', cut == 0 ? 0 : cut + 1);
+        rows.push_back(cut == std::string::npos ? line : line.substr(cut));
+    }
+    return rows;
+}
+
+TEST_F(ExportCliTest, EveryReadingCommandTakesAnHfFolderAndSaysWhenItHasNoMlmHead) {
+    const fs::path run = dir_ / "run", hf = dir_ / "hf", enc = dir_ / "enc";
+    auto r = tupe("pretrain --config " + quote((dir_ / "tiny.yaml").string()) + " --out " +
+                  quote(run.string()) +
+                  " --set model.preset=bert-a --set train.steps=2 --set train.eval_interval=2"
+                  " --set train.tensorboard=false");
+    ASSERT_EQ(r.status, 0) << read_file(dir_ / "stderr.txt");
+    const std::string ckpt = engine::checkpoint_path(run.string());
+    ASSERT_EQ(tupe("export " + quote(ckpt) + " --out " + quote(hf.string())).status, 0)
+        << read_file(dir_ / "stderr.txt");
+    // A bare BertModel, as sentence-transformers saves it: no "bert." prefix, no cls.* head.
+    fs::create_directories(enc);
+    for (const char* f : {"config.json", "vocab.txt", "tokenizer_config.json"})
+        fs::copy_file(hf / f, enc / f);
+    analysis::NamedTensors encoder;
+    for (auto& [name, t] : analysis::read_safetensors((hf / "model.safetensors").string()))
+        if (name.rfind("bert.", 0) == 0) encoder.emplace_back(name.substr(5), t);
+    ASSERT_FALSE(encoder.empty());
+    analysis::write_safetensors((enc / "model.safetensors").string(), encoder);
+
+    // inspect: the folders' attention is the checkpoint's, byte for byte.
+    const std::string text = " --text 'the cat sat on the mat' --text-b 'a dog ran' --out ";
+    for (const auto& [model, out] : {std::pair{ckpt, "i_ckpt"}, std::pair{hf.string(), "i_hf"},
+                                     std::pair{enc.string(), "i_enc"}}) {
+        r = tupe("inspect " + quote(model) + text + quote((dir_ / out).string()));
+        ASSERT_EQ(r.status, 0) << model << ": " << read_file(dir_ / "stderr.txt");
+    }
+    for (const char* f : {"input_ids.npy", "layer0_probs.npy", "layer1_logits.npy"}) {
+        EXPECT_EQ(read_file(dir_ / "i_hf" / f), read_file(dir_ / "i_ckpt" / f)) << f;
+        EXPECT_EQ(read_file(dir_ / "i_enc" / f), read_file(dir_ / "i_ckpt" / f)) << f;
+    }
+
+    // heads: an HF folder is one model; with no training corpus it needs --corpus.
+    const std::string corpus = " --corpus " + quote((dir_ / "corpus.txt").string());
+    r = tupe("heads " + quote(enc.string()) + corpus + " --windows 2 --format csv");
+    ASSERT_EQ(r.status, 0) << read_file(dir_ / "stderr.txt");
+    EXPECT_NE(r.out.find("enc," + enc.string() + ",0,0,0,"), std::string::npos) << r.out;
+    r = tupe("heads " + quote(enc.string()) + " --windows 2");
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(read_file(dir_ / "stderr.txt").find("give --corpus FILE"), std::string::npos)
+        << read_file(dir_ / "stderr.txt");
+
+    // ablate: the BertForMaskedLM folder gives the checkpoint's numbers; the BertModel folder
+    // is refused in one line.
+    const std::string ablate = corpus + " --windows 4 --no-share --format csv";
+    r = tupe("ablate " + quote(ckpt) + ablate);
+    ASSERT_EQ(r.status, 0) << read_file(dir_ / "stderr.txt");
+    const auto from_ckpt = ablation_numbers(r.out);
+    r = tupe("ablate " + quote(hf.string()) + ablate);
+    ASSERT_EQ(r.status, 0) << read_file(dir_ / "stderr.txt");
+    EXPECT_EQ(ablation_numbers(r.out), from_ckpt) << r.out;
+    r = tupe("ablate " + quote(enc.string()) + ablate);
+    EXPECT_NE(r.status, 0);
+    const std::string err = read_file(dir_ / "stderr.txt");
+    EXPECT_NE(err.find("needs an MLM head and this folder has none"), std::string::npos) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+
+    // analyze: the BertModel folder's maps, without the probes that score MLM predictions.
+    r = tupe("analyze " + quote(enc.string()) + corpus +
+             " --sentences 4 --no-figures --no-properties --out " + quote((dir_ / "a").string()));
+    ASSERT_EQ(r.status, 0) << read_file(dir_ / "stderr.txt");
+    EXPECT_NE(r.out.find("logit lens and order probe skipped"), std::string::npos) << r.out;
 }
 
 }  // namespace

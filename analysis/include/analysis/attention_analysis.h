@@ -237,10 +237,12 @@ NamedTensors read_hf_state_dict(const std::string& dir);
 /// states, attention logits) is the checkpoint's, MLM logits are not. A partial head is an
 /// error. Old LayerNorm.gamma/beta names are accepted; the pooler, seq_relationship and
 /// position_ids are ignored. When `notes` is given, one line per such decision is appended
-/// (file: what was ignored or initialised). Throws engine::CheckpointError naming the file for
+/// (file: what was ignored or initialised); `has_mlm_head` receives whether the folder
+/// had one. Throws engine::CheckpointError naming the file for
 /// a missing, unexpected or mis-shaped tensor and for a config the engine cannot represent.
 engine::BertForMaskedLM import_hf_bert(const std::string& dir,
-                                       std::vector<std::string>* notes = nullptr);
+                                       std::vector<std::string>* notes = nullptr,
+                                       bool* has_mlm_head = nullptr);
 
 /// The config.json text that export_hf_bert writes for `config`: HF BertConfig keys, plus a
 /// "tupe_workbench" block with the variant's positional fields (preset, size,
