@@ -25,6 +25,7 @@
 #include "engine/threads.h"
 #include "engine/trainer.h"
 #include "experiments/analysis_artifacts.h"
+#include "experiments/claims.h"
 #include "experiments/result_store.h"
 #include "model_loader.h"
 #if TUPE_WITH_QT
@@ -681,6 +682,15 @@ void print_summary(const analysis::AnalysisOutput& out, const fs::path& dir,
     for (const auto& note : out.notes) std::cout << "  note: " << note << "\n";
     for (const auto& s : out.skipped)
         std::cout << "  skipped " << s.what << ": " << s.reason << "\n";
+    if (out.terms && fs::exists(dir / "index.json")) {
+        // The paper's Fig. 2 reading, decided as `tupe claims` decides claim 5 for a study.
+        const analysis::AnalysisIndex index =
+            analysis::read_index_json((dir / "index.json").string());
+        const experiments::TermUniformityTest t = experiments::term_uniformity_test({&index});
+        if (t.verdict != experiments::Verdict::kNotRun)
+            std::cout << "Fig. 2, layer 0 (claim 5's test): " << t.evidence << ": "
+                      << experiments::to_string(t.verdict) << "\n";
+    }
     if (out.properties) print_properties(*out.properties);
     if (out.order) print_order_probe(*out.order);
     if (out.flow) print_cls_sources(*out.flow);

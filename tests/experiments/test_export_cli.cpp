@@ -162,6 +162,11 @@ TEST_F(ExportCliTest, EveryReadingCommandTakesAnHfFolderAndSaysWhenItHasNoMlmHea
              " --sentences 4 --no-figures --no-properties --out " + quote((dir_ / "a").string()));
     ASSERT_EQ(r.status, 0) << read_file(dir_ / "stderr.txt");
     EXPECT_NE(r.out.find("logit lens and order probe skipped"), std::string::npos) << r.out;
+    // Fig. 2 decided on the folder by claim 5's test: 2 heads x 2 mixed terms.
+    EXPECT_NE(r.out.find("Fig. 2, layer 0 (claim 5's test): "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(" of 4 (head, term) comparisons flatter than word-word"),
+              std::string::npos)
+        << r.out;
 }
 
 }  // namespace

@@ -582,42 +582,42 @@ void count_flatter_terms(const analysis::AnalysisIndex& index, int64_t* flatter,
 // terms being flat counts as training's doing only if the untrained model's are not.
 void judge_uniform_word_position(const ClaimSpec& spec, ClaimInputs& in, Claim& c) {
     const std::string& bert = spec.runs_of[0];
-    int64_t flatter = 0, steeper = 0, control_flatter = 0, control_steeper = 0;
-    std::vector<double> ratios, control_ratios;
+    std::vector<analysis::AnalysisIndex> latest, untrained;
     if (in.groups.count(bert))
         for (const auto& [seed, run] : in.groups[bert]) {
             std::string path;
-            if (const auto index = find_index(*in.store, run, &path)) {
-                count_flatter_terms(*index, &flatter, &steeper, &ratios);
+            if (auto index = find_index(*in.store, run, &path)) {
+                latest.push_back(std::move(*index));
                 c.details.push_back("seed " + std::to_string(seed) + ": " + path);
             }
-            if (const auto control = find_index(*in.store, run, &path, true)) {
-                count_flatter_terms(*control, &control_flatter, &control_steeper, &control_ratios);
+            if (auto control = find_index(*in.store, run, &path, true)) {
+                untrained.push_back(std::move(*control));
                 c.details.push_back("seed " + std::to_string(seed) + ", untrained: " + path);
             }
         }
-    if (flatter + steeper == 0) {
+    auto pointers = [](const std::vector<analysis::AnalysisIndex>& v) {
+        std::vector<const analysis::AnalysisIndex*> out;
+        for (const auto& i : v) out.push_back(&i);
+        return out;
+    };
+    const TermUniformityTest test = term_uniformity_test(pointers(latest));
+    if (test.verdict == Verdict::kNotRun) {
         c.verdict = Verdict::kNotRun;
         c.evidence = "needs the analysis of " + bert + " (an analysis: block in the experiment)";
         return;
     }
-    const double p = analysis::sign_test_p(flatter, steeper);
-    c.verdict = p >= kAlpha ? Verdict::kInconclusive
-                            : (flatter > steeper ? Verdict::kSupported : Verdict::kContradicted);
-    c.evidence = std::to_string(flatter) + " of " + std::to_string(flatter + steeper) +
-                 " (head, term) comparisons flatter than word-word, median spread ratio " +
-                 fixed_number(analysis::median_of(ratios), 2) + " (sign test " + p_text(p) + ")";
-    if (control_flatter + control_steeper == 0) {
+    c.verdict = test.verdict;
+    c.evidence = test.evidence;
+    const TermUniformityTest control = term_uniformity_test(pointers(untrained));
+    if (control.verdict == Verdict::kNotRun) {
         c.evidence += "; no untrained control (analysis.checkpoints without 0)";
         return;
     }
-    const double control_p = analysis::sign_test_p(control_flatter, control_steeper);
-    c.evidence += "; untrained control: " + std::to_string(control_flatter) + " of " +
-                  std::to_string(control_flatter + control_steeper) + ", median ratio " +
-                  fixed_number(analysis::median_of(control_ratios), 2) + " (" + p_text(control_p) +
-                  ")";
-    if (c.verdict == Verdict::kSupported && control_p < kAlpha &&
-        control_flatter > control_steeper) {
+    c.evidence += "; untrained control: " + std::to_string(control.flatter) + " of " +
+                  std::to_string(control.flatter + control.steeper) + ", median ratio " +
+                  fixed_number(control.median_ratio, 2) + " (" + p_text(control.p) + ")";
+    if (c.verdict == Verdict::kSupported && control.p < kAlpha &&
+        control.flatter > control.steeper) {
         c.verdict = Verdict::kInconclusive;
         c.evidence += ": as flat before training, so not training's doing";
     }
@@ -1072,6 +1072,23 @@ std::string render_claims(const std::string& experiment, const std::vector<Claim
           "variants "
           "(and, for 5-6, an analysis: block) in the experiment\n";
     return os.str();
+}
+
+TermUniformityTest term_uniformity_test(
+    const std::vector<const analysis::AnalysisIndex*>& indexes) {
+    TermUniformityTest t;
+    for (const auto* index : indexes)
+        count_flatter_terms(*index, &t.flatter, &t.steeper, &t.ratios);
+    if (t.flatter + t.steeper == 0) return t;
+    t.p = analysis::sign_test_p(t.flatter, t.steeper);
+    t.median_ratio = analysis::median_of(t.ratios);
+    t.verdict = t.p >= kAlpha
+                    ? Verdict::kInconclusive
+                    : (t.flatter > t.steeper ? Verdict::kSupported : Verdict::kContradicted);
+    t.evidence = std::to_string(t.flatter) + " of " + std::to_string(t.flatter + t.steeper) +
+                 " (head, term) comparisons flatter than word-word, median spread ratio " +
+                 fixed_number(t.median_ratio, 2) + " (sign test " + p_text(t.p) + ")";
+    return t;
 }
 
 }  // namespace experiments

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/analysis_index.h"
 #include "engine/config.h"
 #include "experiments/result_store.h"
 
@@ -59,6 +60,23 @@ using ParameterCounter = std::function<int64_t(const engine::ModelConfig& config
 /// std::invalid_argument for an unknown experiment, StoreError for a store problem.
 std::vector<Claim> evaluate_claims(ResultStore& store, const std::string& name,
                                    const ParameterCounter& count_parameters = {});
+
+/// Claim 5's test (Fig. 2) on the analyses of one model, each an index.json: per head, the
+/// spread across keys ('uniformity') of layer 0's word_pos and pos_word terms against
+/// word_word; a two-sided sign test over those (head, term, analysis) comparisons. Supported if
+/// p < 0.05 and most are flatter, contradicted if p < 0.05 and most are less flat, else
+/// inconclusive; kNotRun without such terms. `tupe claims` runs it on a study's seeds (with
+/// step 0 as the control), `tupe analyze` on the model it analyses.
+struct TermUniformityTest {
+    int64_t flatter = 0, steeper = 0;  ///< comparisons with x < word_word, x > word_word
+    std::vector<double> ratios;        ///< x / word_word, per comparison
+    double median_ratio = 0, p = 1;
+    Verdict verdict = Verdict::kNotRun;
+    /// "k of n (head, term) comparisons flatter than word-word, median spread ratio r (sign
+    /// test p=...)".
+    std::string evidence;
+};
+TermUniformityTest term_uniformity_test(const std::vector<const analysis::AnalysisIndex*>& indexes);
 
 enum class ClaimsFormat { kTable, kMarkdown, kJson };
 /// "table", "markdown", "json"; throws std::invalid_argument otherwise.
