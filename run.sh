@@ -24,6 +24,7 @@
 # Pythons: Debian's /usr/bin/python3 (3.11, with python3-venv from the apt list below) makes the
 # virtual environment; the project's Python (bench/, python/, scripts/*.py, ruff) runs in it.
 # The tests that read exports use Debian's python3-torch (1.13) through /usr/bin/python3.
+# tests/python (ctest PythonTest.*) run in the environment: `test` exports TUPE_VENV for them.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
