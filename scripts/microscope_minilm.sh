@@ -12,14 +12,14 @@
 #
 #   scripts/microscope_minilm.sh [--bert-a CHECKPOINT] [--out DIR] [--threads N]
 #
-#   --bert-a CHECKPOINT  our model to compare (default runs/bert-a/checkpoint.pt)
+#   --bert-a CHECKPOINT  our model to compare (default runs/quickstart/bert-a@seed1/checkpoint.pt)
 #   --out DIR            where everything goes (default runs/microscope)
 #   --threads N          intra-op threads (default 2)
 # Environment: TUPE_VENV (the project's Python environment; default `./run.sh venv`) to find
 # the MiniLM folder, TUPE_BUILD_DIR (default build).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bert_a=runs/bert-a/checkpoint.pt
+bert_a=runs/quickstart/bert-a@seed1/checkpoint.pt
 out=runs/microscope
 threads=2
 while [ $# -gt 0 ]; do
