@@ -188,11 +188,19 @@ void ProgressBar::finish() {
 
 namespace {
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_warned{false};
 extern "C" void set_stop_flag(int) { g_stop.store(true); }
+extern "C" void set_warned_flag(int) {
+    g_warned.store(true);
+    g_stop.store(true);
+}
 }  // namespace
 
+void catch_warning_signal() { std::signal(SIGUSR1, set_warned_flag); }
+bool warning_signal_caught() { return g_warned.load(); }
+
 StopOnSignal::StopOnSignal() {
-    g_stop.store(false);
+    g_stop.store(g_warned.load());  // a warning caught before this keeps its stop
     std::signal(SIGINT, set_stop_flag);
     std::signal(SIGTERM, set_stop_flag);
 }

@@ -74,6 +74,12 @@ class ProgressBar {
     long long last_done_ = -1;
 };
 
+/// From now on SIGUSR1 (the warning a Slurm job gets before its time limit, sbatch
+/// --signal=B:USR1@N) sets the stop flag of StopOnSignal, and warning_signal_caught() says so.
+/// Installed first thing by a cluster job, so a warning during start-up is not fatal.
+void catch_warning_signal();
+bool warning_signal_caught();
+
 /// While alive, SIGINT and SIGTERM set a flag instead of killing the process, so a long
 /// command can checkpoint and stop cleanly; the default handlers come back on destruction.
 class StopOnSignal {

@@ -66,8 +66,17 @@ double claim_timeout_from_env() {
     return seconds;
 }
 
-/// The test hook TUPE_TEST_RAISE_AT_STEP=STEP[:KILL|:STOP] into `options` (KILL when omitted).
+/// The test hooks TUPE_TEST_RAISE_AT_STEP=STEP[:KILL|:STOP] (KILL when omitted) and
+/// TUPE_TEST_STEP_DELAY=SECONDS into `options`.
 void raise_at_step_from_env(experiments::RunnerOptions& options) {
+    if (const char* delay = std::getenv(experiments::kStepDelayEnv); delay && *delay) {
+        char* end = nullptr;
+        const double seconds = std::strtod(delay, &end);
+        if (*end != '\0' || !(seconds >= 0) || seconds > 3600)
+            throw UsageError(std::string(experiments::kStepDelayEnv) +
+                             " must be seconds in [0, 3600], got '" + delay + "'");
+        options.step_delay_seconds = seconds;
+    }
     const char* env = std::getenv(experiments::kRaiseAtStepEnv);
     if (!env || !*env) return;
     const std::string text = env;
@@ -111,6 +120,9 @@ int run_on_slurm(const Args& args, const experiments::ExperimentSpec& spec) {
     o.wait = args.has("wait");
     o.max_attempts = args.get_int("max-attempts");
     o.poll_seconds = static_cast<double>(args.get_int("poll"));
+    o.signal_before = args.get_int("signal-before");
+    o.max_in_flight = args.get_int("max-in-flight");
+    o.stale_after_seconds = claim_timeout_from_env();
     const bool quiet = args.has("quiet");
     StopOnSignal stop_on_signal;
     experiments::RunnerCallbacks cb;
@@ -146,7 +158,7 @@ namespace {
 experiments::RunnerOptions local_runner_options(const Args& args) {
     for (const char* slurm :
          {"nodes", "ranks-per-node", "gpus-per-job", "cpus-per-task", "partition", "account",
-          "time", "sbatch-arg", "wait", "max-attempts", "poll"})
+          "time", "sbatch-arg", "wait", "max-attempts", "poll", "signal-before", "max-in-flight"})
         if (args.has(slurm))
             throw UsageError(std::string("--") + slurm + " needs --executor slurm");
     if (args.has("job-store") && !args.has("job")) throw UsageError("--job-store needs --job NAME");
@@ -264,10 +276,13 @@ int cmd_run(const Argv& argv) {
     Args args(argv, command_spec("run"));
     auto spec = experiments::load_experiment(one_file(args, "EXPERIMENT.yaml"), args.all("set"));
     if (args.get("executor") == "slurm") return run_on_slurm(args, spec);
-    experiments::RunnerOptions options = local_runner_options(args);
     // A cluster job (the Slurm executor's) records into its own store in its job folder,
-    // marked done at the end so that `tupe gather` takes it (experiments/slurm.h).
+    // marked done at the end so that `tupe gather` takes it (experiments/slurm.h). Slurm's
+    // warning before the time limit (SIGUSR1) stops it at the next step with a checkpoint,
+    // and it requeues itself.
     const std::string job_store = args.get("job-store");
+    if (!job_store.empty()) catch_warning_signal();
+    experiments::RunnerOptions options = local_runner_options(args);
     if (!job_store.empty()) experiments::use_job_store(spec, options, job_store);
     // The plan as the store knows it, the study checked before anything is written (a changed
     // job or output is refused here, in one line, unless --new-runs / --redo).
@@ -320,6 +335,13 @@ int cmd_run(const Argv& argv) {
     printer.finish();
     if (!main_rank) return summary.stopped ? 130 : 0;
     printer.summary(spec.name, summary);
+    if (summary.stopped && !job_store.empty() && warning_signal_caught()) {
+        try {
+            std::cerr << experiments::requeue_this_slurm_job() << "\n";
+        } catch (const std::exception& e) {
+            std::cerr << "tupe run: error: " << e.what() << "\n";
+        }
+    }
     if (summary.stopped) return 130;
     if (!job_store.empty())
         experiments::finish_job_store(job_store, only->name, only->fingerprint,
@@ -335,7 +357,7 @@ int cmd_status(const Argv& argv) {
         auto j = nlohmann::json::parse(
             experiments::experiment_status_json(spec, claim_timeout_from_env()));
         // A Slurm study: Slurm's view of each job's newest submission beside the store's.
-        const auto slurm = experiments::slurm_job_statuses(spec);
+        const auto slurm = experiments::slurm_job_statuses(spec, claim_timeout_from_env());
         if (slurm.submitted) {
             j["slurm"] = nlohmann::json::array();
             for (const auto& s : slurm.jobs)
@@ -346,13 +368,14 @@ int cmd_status(const Argv& argv) {
                                       {"reason", s.reason},
                                       {"exit_code", s.exit_code},
                                       {"signal", s.signal},
-                                      {"result", s.result}});
+                                      {"result", s.result},
+                                      {"lost", s.lost}});
             if (!slurm.trouble.empty()) j["slurm_error"] = slurm.trouble;
         }
         std::cout << j.dump(2) << "\n";
     } else
         std::cout << experiments::experiment_status(spec, claim_timeout_from_env())
-                  << experiments::slurm_status(spec);
+                  << experiments::slurm_status(spec, claim_timeout_from_env());
     return 0;
 }
 

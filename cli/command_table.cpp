@@ -378,6 +378,13 @@ void add_study_commands(std::vector<CommandSpec>& t) {
                "submitting again a job that ended without one (killed, preempted)"),
           at_least(1, opt("max-attempts", "N", "3", "slurm --wait: submissions of one job")),
           at_least(1, opt("poll", "SECONDS", "10", "slurm --wait: seconds between looks")),
+          at_least(0, opt("signal-before", "SECONDS", "0",
+                          "slurm: Slurm sends each job SIGUSR1 this long before its --time "
+                          "(sbatch --signal=B:USR1@SECONDS); the job checkpoints and requeues "
+                          "itself (scontrol requeue). 0 = no signal")),
+          at_least(0, opt("max-in-flight", "N", "0",
+                          "slurm: at most N pretraining jobs pending or running, and N running "
+                          "tasks per fine-tuning array (--array=...%N); 0 = no cap")),
           opt("job-store", "DIR", "",
               "with --job: record into DIR/job.sqlite and write DIR/done.json when the job "
               "ends (what the Slurm executor's jobs run; `tupe gather` reads them)")},

@@ -4,12 +4,14 @@
 // status; the analysis of the snapshots follows in analysis_executor.cpp. The runner's test
 // hook (RunnerOptions::raise_at_step) crashes or hangs this process at a known step.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "engine/run_folder.h"
 #include "engine/tokenizer.h"
@@ -157,6 +159,9 @@ bool PretrainExecutor::run(const Job& job, int64_t run_id) const {
             pending.push_back({"train/tokens_per_second", s.step, s.tokens_per_second, now});
         }
         if (pending.size() >= 200) flush();
+        if (ctx_.options.step_delay_seconds > 0)
+            std::this_thread::sleep_for(
+                std::chrono::duration<double>(ctx_.options.step_delay_seconds));
         if (ctx_.options.raise_at_step > 0 && s.step == ctx_.options.raise_at_step &&
             ctx_.simulate_crash) {
             flush();  // the store holds every point up to this step, as after a real crash

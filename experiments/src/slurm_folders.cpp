@@ -3,14 +3,18 @@
 // ledger's jobs (squeue, else sacct), the job side's store folder, and `tupe gather`, which
 // copies each finished job folder into the study's store once. The submission, `tupe status`
 // and `tupe cancel` are in slurm_executor.cpp.
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -85,13 +89,14 @@ std::vector<LedgerEntry> read_ledger(const ExperimentSpec& spec) {
     std::vector<LedgerEntry> out;
     std::ifstream in(slurm_dir(spec) / "ledger.tsv");
     for (std::string line; std::getline(in, line);) {
-        std::stringstream fields(line);
-        LedgerEntry e;
-        std::string time;
-        if (std::getline(fields, e.slurm_id, '\t') && std::getline(fields, e.job, '\t') &&
-            std::getline(fields, e.fingerprint, '\t') && std::getline(fields, time))
-            e.time = std::atof(time.c_str());
-        if (!e.slurm_id.empty() && !e.job.empty()) out.push_back(e);
+        const auto f = split(line, '\t');
+        if (f.size() < 4 || f[0].empty() || f[1].empty()) continue;
+        LedgerEntry e{f[0], f[1], f[2], std::atof(f[3].c_str())};
+        if (f.size() >= 6) {
+            e.cluster = f[4];
+            e.slurm_name = f[5];
+        }
+        out.push_back(e);
     }
     return out;
 }
@@ -101,7 +106,7 @@ void append_ledger(const ExperimentSpec& spec, const std::vector<LedgerEntry>& e
     std::ofstream out(path, std::ios::app);
     for (const auto& e : entries)
         out << e.slurm_id << '\t' << e.job << '\t' << e.fingerprint << '\t'
-            << static_cast<long long>(e.time) << '\n';
+            << static_cast<long long>(e.time) << '\t' << e.cluster << '\t' << e.slurm_name << '\n';
     out.flush();
     if (!out) throw engine::InputError(path.string(), "cannot append to the Slurm ledger");
 }
@@ -150,55 +155,85 @@ std::vector<std::string> array_task_ids(const std::string& id) {
     return out;
 }
 
-/// Slurm's state of each id (squeue for jobs it still knows, then sacct where accounting is
-/// on); an id neither knows is absent.
-std::map<std::string, SlurmView> query_slurm(const std::set<std::string>& ids) {
-    std::map<std::string, SlurmView> out;
-    if (ids.empty()) return out;
-    const auto sq = run_command({"squeue", "--me", "-h", "-t", "all", "-r", "-O",
-                                 "JobArrayID:|,State:|,NodeList:|,Reason:|,exit_code:"});
+double parse_slurm_time(const std::string& text) {
+    std::tm tm{};
+    if (text.size() < 19 || !::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) return 0;
+    tm.tm_isdst = -1;
+    return static_cast<double>(std::mktime(&tm));
+}
+
+std::string slurm_cluster_name() {
+    const auto r = run_command({"scontrol", "show", "config"});
+    for (const auto& line : split(r.out, '\n'))
+        if (line.rfind("ClusterName", 0) == 0) {
+            const auto eq = line.find('=');
+            std::string name = eq == std::string::npos ? "" : line.substr(eq + 1);
+            name.erase(0, name.find_first_not_of(' '));
+            return first_line(name);
+        }
+    return "";
+}
+
+bool record_matches(const LedgerEntry& entry, const SlurmView& view) {
+    if (!entry.cluster.empty() && !view.cluster.empty() && entry.cluster != view.cluster)
+        return false;
+    if (!entry.slurm_name.empty() && !view.name.empty() && entry.slurm_name != view.name)
+        return false;
+    // sbatch's submit time is Slurm's clock before the ledger's; a minute covers both that
+    // and clocks a little apart.
+    return entry.time <= 0 || view.submit_time <= 0 || view.submit_time >= entry.time - 60;
+}
+
+namespace {
+
+std::string trim_right(std::string s) {
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\r')) s.pop_back();
+    return s;
+}
+
+/// squeue's records of this user's jobs, by task id ("124_3"; an array's tasks that are still
+/// one record, "124_[0-2,5%4]", under each task's id and under "124").
+std::map<std::string, SlurmView> squeue_records() {
+    const auto sq = run_command(
+        {"squeue", "--me", "-h", "-t", "all", "-r", "-O",
+         "JobArrayID:|,State:|,NodeList:|,Reason:|,exit_code:|,SubmitTime:|,StartTime:|,"
+         "Cluster:|,Name:512"});
     if (sq.status != 0)
         throw std::runtime_error("squeue failed: " + first_line(sq.err.empty() ? sq.out : sq.err));
-    std::map<std::string, SlurmView> seen;  // every record squeue gave, by task id
+    std::map<std::string, SlurmView> seen;
     for (const auto& line : split(sq.out, '\n')) {
         const auto f = split(line, '|');
-        if (f.size() < 5) continue;
-        auto trim = [](std::string s) {
-            while (!s.empty() && s.back() == ' ') s.pop_back();
-            return s;
-        };
+        if (f.size() < 9) continue;
         SlurmView v;
-        v.state = trim(f[1]);
-        v.node = trim(f[2]);
-        v.reason = trim(f[3]);
-        const std::string code = trim(f[4]);
+        v.state = trim_right(f[1]);
+        v.node = trim_right(f[2]);
+        v.reason = trim_right(f[3]);
+        const std::string code = trim_right(f[4]);
         if (!code.empty() && std::isdigit(static_cast<unsigned char>(code[0]))) {
             const int raw = std::atoi(code.c_str());
             v.exit_code = (raw >> 8) & 0xff;
             v.signal = raw & 0x7f;
         }
-        for (const auto& id : array_task_ids(trim(f[0]))) seen[id] = v;
+        v.submit_time = parse_slurm_time(trim_right(f[5]));
+        v.start_time = parse_slurm_time(trim_right(f[6]));
+        v.cluster = trim_right(f[7]);
+        v.name = trim_right(f[8]);
+        const std::string id = trim_right(f[0]);
+        for (const auto& task : array_task_ids(id)) seen[task] = v;
+        if (id.find("_[") != std::string::npos) seen[id.substr(0, id.find('_'))] = v;
     }
-    for (const auto& id : ids) {
-        // The tasks of an array cancelled before they started are one record, the array's.
-        const auto found = seen.find(id);
-        const auto whole = seen.find(id.substr(0, id.find('_')));
-        if (found != seen.end())
-            out[id] = found->second;
-        else if (id.find('_') != std::string::npos && whole != seen.end())
-            out[id] = whole->second;
-    }
-    std::string missing;
-    for (const auto& id : ids)
-        if (!out.count(id)) missing += (missing.empty() ? "" : ",") + id;
-    if (missing.empty()) return out;
-    // Jobs that left squeue (MinJobAge): sacct, where the cluster keeps accounting.
-    const auto sa = run_command(
-        {"sacct", "-n", "-P", "-X", "-j", missing, "-o", "JobID,State,ExitCode,NodeList"});
-    if (sa.status != 0) return out;
+    return seen;
+}
+
+/// sacct's records of `ids`, every record of each (--duplicates: a reused id, a requeue).
+std::multimap<std::string, SlurmView> sacct_records(const std::string& ids) {
+    std::multimap<std::string, SlurmView> out;
+    const auto sa = run_command({"sacct", "-n", "-P", "-X", "-D", "-j", ids, "-o",
+                                 "JobID,State,ExitCode,NodeList,Submit,Start,Cluster,JobName"});
+    if (sa.status != 0) return out;  // no accounting on this cluster
     for (const auto& line : split(sa.out, '\n')) {
         const auto f = split(line, '|');
-        if (f.size() < 4 || !ids.count(f[0])) continue;
+        if (f.size() < 8) continue;
         SlurmView v;
         v.state = f[1].substr(0, f[1].find(' '));  // "CANCELLED by 0"
         const auto colon = f[2].find(':');
@@ -207,7 +242,44 @@ std::map<std::string, SlurmView> query_slurm(const std::set<std::string>& ids) {
             v.signal = std::atoi(f[2].substr(colon + 1).c_str());
         }
         v.node = f[3];
-        out[f[0]] = v;
+        v.submit_time = parse_slurm_time(f[4]);
+        v.start_time = parse_slurm_time(f[5]);
+        v.cluster = f[6];
+        v.name = f[7];
+        v.from_accounting = true;
+        out.emplace(f[0], v);
+    }
+    return out;
+}
+
+}  // namespace
+
+std::map<std::string, SlurmView> query_slurm(const std::map<std::string, LedgerEntry>& latest) {
+    std::map<std::string, SlurmView> out;
+    if (latest.empty()) return out;
+    const auto seen = squeue_records();
+    std::string missing;
+    for (const auto& [job, e] : latest) {
+        // The tasks of an array cancelled before they started are one record, the array's.
+        auto found = seen.find(e.slurm_id);
+        if (found == seen.end() && e.slurm_id.find('_') != std::string::npos)
+            found = seen.find(e.slurm_id.substr(0, e.slurm_id.find('_')));
+        if (found != seen.end() && record_matches(e, found->second))
+            out[job] = found->second;
+        else
+            missing += (missing.empty() ? "" : ",") + e.slurm_id;
+    }
+    if (missing.empty()) return out;
+    // Jobs that left squeue (MinJobAge), or whose id squeue now gives to another job (a
+    // restarted controller): accounting, where the cluster keeps it.
+    const auto records = sacct_records(missing);
+    for (const auto& [job, e] : latest) {
+        if (out.count(job)) continue;
+        const auto [first, last] = records.equal_range(e.slurm_id);
+        for (auto r = first; r != last; ++r)
+            if (record_matches(e, r->second) &&
+                (!out.count(job) || r->second.submit_time >= out[job].submit_time))
+                out[job] = r->second;
     }
     return out;
 }
@@ -232,6 +304,51 @@ std::optional<DoneMarker> read_done(const fs::path& folder) {
     } catch (const std::exception&) {
         return std::nullopt;  // being replaced (rename is atomic, so: not written by us)
     }
+}
+
+double job_heartbeat(const fs::path& folder, const std::string& experiment,
+                     const std::string& job) {
+    const fs::path db = folder / "job.sqlite";
+    std::error_code error;
+    if (!fs::exists(db, error)) return 0;
+    try {
+        auto store = ResultStore::open(db.string(), OpenMode::kReadOnly);
+        const auto e = store.find_experiment(experiment);
+        if (!e) return 0;
+        double newest = 0;
+        for (const auto& c : store.list_claims(e->id))
+            if (c.job == job && c.held()) newest = std::max(newest, c.heartbeat_time);
+        return newest;
+    } catch (const std::exception&) {
+        return 0;  // being written (a rollback journal): asked again at the next look
+    }
+}
+
+SubmitLock::SubmitLock(const fs::path& slurm_dir,
+                       const std::function<void(const std::string&)>& say) {
+    fs::create_directories(slurm_dir);
+    const fs::path path = slurm_dir / "submit.lock";
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw engine::InputError(path.string(), "cannot open the study's submit lock");
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+        char holder[128] = {0};
+        const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
+        std::string who = n > 0 ? first_line(std::string(holder, static_cast<size_t>(n))) : "";
+        if (say)
+            say("another `tupe run --executor slurm` of this study" +
+                (who.empty() ? std::string() : " (" + who + ")") +
+                " is submitting; waiting for it, then submitting only what it left");
+        while (::flock(fd_, LOCK_EX) != 0)
+            if (errno != EINTR) throw engine::InputError(path.string(), "cannot lock it");
+    }
+    const std::string me = host_name() + ":" + std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, me.data(), me.size(), 0) < 0) {
+        // The holder's name is only for the message above.
+    }
+}
+
+SubmitLock::~SubmitLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the flock
 }
 
 std::string host_name() {

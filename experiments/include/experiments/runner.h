@@ -132,12 +132,17 @@ struct RunnerOptions {
     /// itself, a crash (SIGKILL) or a hang (SIGSTOP) at a known point. 0 = off.
     int64_t raise_at_step = 0;
     int raise_signal = 0;
+    /// Test hook (TUPE_TEST_STEP_DELAY=SECONDS): each pretraining step is followed by this
+    /// much sleep, so a tiny job outlasts a cluster's time limit or a node's loss without
+    /// using the CPU. The results are those of an undelayed run. 0 = off.
+    double step_delay_seconds = 0;
 };
 
 /// The environment variables of the options above, read by `tupe run` and `tupe status`.
 inline constexpr const char* kClaimTimeoutEnv = "TUPE_CLAIM_TIMEOUT";
 inline constexpr const char* kClaimFromEnv = "TUPE_CLAIM_FROM";
 inline constexpr const char* kRaiseAtStepEnv = "TUPE_TEST_RAISE_AT_STEP";
+inline constexpr const char* kStepDelayEnv = "TUPE_TEST_STEP_DELAY";
 
 struct RunSummary {
     int64_t finished = 0, skipped = 0, failed = 0;

@@ -46,6 +46,15 @@ struct SlurmOptions {
     bool wait = false;
     int64_t max_attempts = 3;
     double poll_seconds = 10;  ///< Between looks at Slurm and the job folders (wait).
+    /// Seconds before its time limit that Slurm sends a job SIGUSR1 (sbatch
+    /// --signal=B:USR1@N); the job then checkpoints and requeues itself. 0 = no signal.
+    int64_t signal_before = 0;
+    /// At most this many pretraining jobs pending or running at once, and at most this many
+    /// tasks of each fine-tuning array running at once (--array=...%N). 0 = no cap.
+    int64_t max_in_flight = 0;
+    /// A job Slurm shows running whose result was written, or whose heartbeat stopped, this
+    /// many seconds ago is lost to Slurm (TUPE_CLAIM_TIMEOUT); with wait it is cancelled.
+    double stale_after_seconds = 60;
 };
 
 /// What `tupe gather` did.
@@ -80,20 +89,30 @@ struct SlurmJobStatus {
     int exit_code = -1;        ///< The batch script's exit status (-1 unknown); with `signal`.
     int signal = 0;
     std::string result;  ///< Its job folder's done.json: "finished", "failed" or "" (none).
+    /// Slurm shows it running although its result was written, or its heartbeat stopped,
+    /// longer ago than the timeout: one line saying which, "" otherwise.
+    std::string lost;
 };
 struct SlurmStudyStatus {
     bool submitted = false;  ///< The study has a ledger (was ever submitted to Slurm).
     std::string trouble;     ///< Why Slurm could not be asked ("" = it answered).
     std::vector<SlurmJobStatus> jobs;
 };
-/// Every submitted job of the study with Slurm's view of its newest submission.
-SlurmStudyStatus slurm_job_statuses(const ExperimentSpec& spec);
+/// Every submitted job of the study with Slurm's view of its newest submission; a job is
+/// called lost after `stale_after_seconds` (SlurmJobStatus::lost).
+SlurmStudyStatus slurm_job_statuses(const ExperimentSpec& spec, double stale_after_seconds = 60);
 /// The same as `tupe status` prints it below the store's table: counts per state, then each
 /// job not completed with a result. "" when the study was never submitted to Slurm.
-std::string slurm_status(const ExperimentSpec& spec);
+std::string slurm_status(const ExperimentSpec& spec, double stale_after_seconds = 60);
 
 /// Cancels (scancel) every pending or running Slurm job of the study; returns how many.
 int64_t cancel_study(const ExperimentSpec& spec);
+
+/// The job side of a warning signal (SlurmOptions::signal_before): requeues the Slurm job
+/// this process runs in (`scontrol requeue`, the array task's id for an array), after it has
+/// written its checkpoint. Returns the line to print; throws std::runtime_error when scontrol
+/// refuses or this process is not in a Slurm job.
+std::string requeue_this_slurm_job();
 
 /// The job side: `tupe run FILE --job NAME --job-store DIR` runs with DIR/job.sqlite as its
 /// store; this prepares DIR for a new attempt (its old done.json removed, the rollback journal
