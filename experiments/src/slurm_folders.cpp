@@ -91,12 +91,10 @@ std::vector<LedgerEntry> read_ledger(const ExperimentSpec& spec) {
     for (std::string line; std::getline(in, line);) {
         const auto f = split(line, '\t');
         if (f.size() < 4 || f[0].empty() || f[1].empty()) continue;
-        LedgerEntry e{f[0], f[1], f[2], std::atof(f[3].c_str())};
-        if (f.size() >= 6) {
-            e.cluster = f[4];
-            e.slurm_name = f[5];
-        }
-        out.push_back(e);
+        // Ledgers written before the cluster and job name were kept have 4 fields.
+        const bool named = f.size() >= 6;
+        out.push_back(
+            {f[0], f[1], f[2], std::atof(f[3].c_str()), named ? f[4] : "", named ? f[5] : ""});
     }
     return out;
 }
