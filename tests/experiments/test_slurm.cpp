@@ -61,10 +61,12 @@ std::map<std::string, int> gathered_counts(const fs::path& db) {
     return out;
 }
 
-// The pid of the slurmstepd of batch job `id` (its command line reads "slurmstepd: [ID.batch]"),
-// as the host sees it, among the processes of the cluster in `cluster_dir` (in its nodes'
-// network namespaces: another test cluster on the machine has ids of its own); 0 when none.
-pid_t stepd_pid(const fs::path& cluster_dir, const std::string& id) {
+// The pid, as the host sees it, of the first process of the cluster in `cluster_dir` (in its
+// nodes' network namespaces: another test cluster on the machine has ids of its own) whose
+// command line (arguments joined by NULs) starts with `prefix` and contains `part`; 0 when
+// none.
+pid_t cluster_pid(const fs::path& cluster_dir, const std::string& prefix,
+                  const std::string& part = "") {
     const std::string slot = read_file(cluster_dir / "slot");
     std::set<ino_t> nodes;
     struct stat st {};
@@ -77,7 +79,7 @@ pid_t stepd_pid(const fs::path& cluster_dir, const std::string& id) {
         const std::string name = p.path().filename().string();
         if (name.find_first_not_of("0123456789") != std::string::npos) continue;
         const std::string cmdline = read_file(p.path() / "cmdline");
-        if (cmdline.rfind("slurmstepd: [" + id + ".batch]", 0) != 0) continue;
+        if (cmdline.rfind(prefix, 0) != 0 || cmdline.find(part) == std::string::npos) continue;
         if (::stat((p.path() / "ns" / "net").c_str(), &st) == 0 && nodes.count(st.st_ino))
             return std::stoi(name);
     }
@@ -560,7 +562,8 @@ TEST_F(SlurmTest, StatusAndWaitTellAJobSlurmLostTrackOf) {
         120));
     // kill -9 of the job's slurmstepd: tupe goes on and stores its result, while Slurm never
     // hears that the job ended.
-    const auto stepd = stepd_pid(cluster_, id);
+    // Its command line reads "slurmstepd: [ID.batch]".
+    const auto stepd = cluster_pid(cluster_, "slurmstepd: [" + id + ".batch]");
     ASSERT_GT(stepd, 0) << "no slurmstepd of job " << id;
     ASSERT_EQ(::kill(stepd, SIGKILL), 0);
     const fs::path done_folder = dir_ / "stepd" / "runs" / "slurm" / "jobs";
@@ -595,6 +598,47 @@ TEST_F(SlurmTest, StatusAndWaitTellAJobSlurmLostTrackOf) {
     ASSERT_EQ(rest.status, 0) << err;
     EXPECT_TRUE(has(err, "bert-a: Slurm job " + id + ": its result was written")) << err;
     EXPECT_TRUE(has(err, "cancelled it (its result is stored")) << err;
+    EXPECT_TRUE(has(tupe("status " + quote(file.string())).out, "finished 7"));
+}
+
+TEST_F(SlurmTest, StatusAndWaitTellAJobWhoseHeartbeatStopped) {
+    const fs::path file = study("silent", "[bert-a]", 8);
+    const auto r =
+        tupe_with("TUPE_TEST_STEP_DELAY=1",
+                  "run " + quote(file.string()) + " --executor slurm --threads 1", "submit.err");
+    ASSERT_EQ(r.status, 0) << read_file(dir_ / "submit.err");
+    // The job's tupe, once its first checkpoint is written (its claim and heartbeat are in its
+    // store by then).
+    ASSERT_TRUE(wait_until(
+        [&] { return fs::exists(dir_ / "silent" / "runs" / "bert-a" / "checkpoint.pt"); }, 120));
+    const pid_t job = cluster_pid(cluster_, test_support::tupe_cli(), "--job-store");
+    ASSERT_GT(job, 0);
+    // SIGSTOP: a process that hangs (a dead mount, a node that stopped answering). Slurm
+    // still shows it running; only its heartbeat says otherwise.
+    ASSERT_EQ(::kill(job, SIGSTOP), 0);
+    std::string status;
+    EXPECT_TRUE(wait_until(
+        [&] {
+            status =
+                tupe_with("TUPE_CLAIM_TIMEOUT=3", "status " + quote(file.string()), "status.err")
+                    .out;
+            return has(status, "RUNNING on tupe-node") &&
+                   has(status, "LOST, its heartbeat stopped");
+        },
+        60))
+        << status;
+
+    // --wait cancels it (Slurm kills the stopped process) and submits it again; the new
+    // attempt resumes and the study ends.
+    const auto rest =
+        tupe_with("TUPE_CLAIM_TIMEOUT=3",
+                  "run " + quote(file.string()) + " --executor slurm --wait --poll 1 --threads 1",
+                  "rest.err");
+    const std::string err = read_file(dir_ / "rest.err");
+    ::kill(job, SIGKILL);  // should Slurm have left it
+    ASSERT_EQ(rest.status, 0) << err;
+    EXPECT_TRUE(has(err, "its heartbeat stopped")) << err;
+    EXPECT_TRUE(has(err, "cancelled it (it is submitted again)")) << err;
     EXPECT_TRUE(has(tupe("status " + quote(file.string())).out, "finished 7"));
 }
 
