@@ -1,6 +1,7 @@
 // tupe-workbench: the desktop app over the results store. `tupe-workbench [--db FILE]` opens
 // the window (on the last database, else results/tupe.sqlite); `--screenshots DIR` renders
-// every main view to DIR/*.png and exits (works with QT_QPA_PLATFORM=offscreen). `--help`
+// every main view to DIR/*.png and exits (works with QT_QPA_PLATFORM=offscreen);
+// `--model-folder DIR` opens an HF folder in the correlation maps. `--help`
 // prints the usage and exits before any display is opened, so it works on a headless machine.
 #include <QApplication>
 #include <QCommandLineParser>
@@ -21,6 +22,10 @@ void describeOptions(QCommandLineParser& parser) {
     parser.addOption(
         {"db", "results database (default: the last one, else results/tupe.sqlite)", "FILE"});
     parser.addOption({"screenshots", "render every view to DIR/*.png and exit", "DIR"});
+    parser.addOption({"model-folder",
+                      "open this HF model folder in the correlation maps (File > Open model "
+                      "folder); with --screenshots also DIR/workbench-model-folder.png",
+                      "DIR"});
 }
 
 // QApplication aborts without a display (no DISPLAY, no QT_QPA_PLATFORM): a request for help
@@ -57,11 +62,13 @@ int main(int argc, char** argv) {
     app::MainWindow window;
     const bool opened = window.openDatabase(db);
     if (parser.isSet("screenshots")) {
-        const QStringList files = window.renderScreenshots(parser.value("screenshots"));
+        const QStringList files = window.renderScreenshots(parser.value("screenshots"), 240000,
+                                                           parser.value("model-folder"));
         for (const QString& f : files) std::printf("wrote %s\n", qPrintable(f));
         if (!opened) std::fprintf(stderr, "tupe-workbench: %s\n", qPrintable(window.bannerText()));
         return files.isEmpty() || !opened ? 1 : 0;
     }
+    if (parser.isSet("model-folder")) window.openModelFolder(parser.value("model-folder"));
     window.show();
     return application.exec();
 }

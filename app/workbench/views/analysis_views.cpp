@@ -1,6 +1,7 @@
 // The attention views (see analysis_views.h).
 #include "views/analysis_views.h"
 
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QPushButton>
 #include <QScrollArea>
@@ -14,8 +15,10 @@
 #include <vector>
 
 #include "core/analysis_service.h"
+#include "core/fill_mask_service.h"
 #include "core/store_access.h"
 #include "experiments/result_store.h"
+#include "views/fill_mask_panel.h"
 #include "views/microscope_panels.h"
 
 namespace app {
@@ -97,6 +100,7 @@ void CheckpointPicker::setStore(experiments::ResultStore* store, const QString& 
         runs_ = std::move(found.runs);
         if (!found.error.isEmpty()) emit errorRaised(found.error);
     }
+    runs_.insert(runs_.end(), folders_.begin(), folders_.end());
     for (const CheckpointRun& r : runs_) run_->addItem(r.name);
     const int i = run_->findText(current);
     run_->setCurrentIndex(std::max(0, i));
@@ -109,7 +113,8 @@ void CheckpointPicker::fillCheckpoints() {
     const int i = run_->currentIndex();
     if (i < 0 || size_t(i) >= runs_.size()) return;
     for (const CheckpointRef& c : runs_[size_t(i)].checkpoints)
-        checkpoint_->addItem(QString("step %1").arg(c.step), c.path);
+        checkpoint_->addItem(c.step < 0 ? QString("HF folder") : QString("step %1").arg(c.step),
+                             c.path);
     checkpoint_->setCurrentIndex(checkpoint_->count() - 1);
 }
 
@@ -123,7 +128,21 @@ qint64 CheckpointPicker::runId() const {
 QString CheckpointPicker::runName() const { return run_->currentText(); }
 
 QString CheckpointPicker::label() const {
+    if (!checkpoint_->currentText().startsWith("step ")) return run_->currentText();
     return run_->currentText() + " @ " + checkpoint_->currentText().mid(5);
+}
+
+QString CheckpointPicker::addModelFolder(const QString& dir) {
+    CheckpointRun folder;
+    folder.name = "folder: " + QFileInfo(dir).fileName();
+    folder.checkpoints.push_back({-1, QFileInfo(dir).absoluteFilePath()});
+    for (const CheckpointRun& r : folders_)
+        if (r.checkpoints.front().path == folder.checkpoints.front().path) return r.name;
+    folders_.push_back(folder);
+    runs_.push_back(folder);
+    QSignalBlocker block(run_);
+    run_->addItem(folder.name);
+    return folder.name;
 }
 
 bool CheckpointPicker::select(const QString& runName) {
@@ -218,6 +237,7 @@ CorrelationMapsView::CorrelationMapsView(AnalysisService* service, QWidget* pare
     : SideBySideView(service, parent),
       plots_{new HeatmapPlot, new HeatmapPlot},
       ablation_{new AblationPanel, new AblationPanel},
+      fillMask_(new FillMaskPanel),
       term_(new QComboBox),
       layer_(new QComboBox),
       head_(new QComboBox) {
@@ -238,15 +258,20 @@ CorrelationMapsView::CorrelationMapsView(AnalysisService* service, QWidget* pare
     auto* split = new QSplitter(Qt::Vertical);
     split->addWidget(plots);
     split->addWidget(ablations);
+    split->addWidget(fillMask_);
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
+    split->setStretchFactor(2, 1);
     auto* layout = new QVBoxLayout(this);
     addHeader(layout);
     layout->addLayout(choose);
     layout->addWidget(split, 1);
     for (auto* p : plots_) p->clearWithMessage("Recompute to analyse the checkpoint.");
     for (int s = 0; s < 2; ++s) {
-        connect(pickers_[s], &CheckpointPicker::changed, this, [this, s] { loadAblation(s); });
+        connect(pickers_[s], &CheckpointPicker::changed, this, [this, s] {
+            loadAblation(s);
+            fillMask_->setModel(s, pickers_[s]->label(), pickers_[s]->checkpointPath());
+        });
         connect(ablation_[s], &AblationPanel::headClicked, this, &CorrelationMapsView::selectHead);
     }
     for (auto* c : {term_, layer_, head_})
@@ -257,7 +282,19 @@ void CorrelationMapsView::setStore(experiments::ResultStore* store, const QStrin
     store_ = store;
     dbPath_ = dbPath;
     SideBySideView::setStore(store, dbPath);
-    for (int s = 0; s < 2; ++s) loadAblation(s);
+    for (int s = 0; s < 2; ++s) {
+        loadAblation(s);
+        fillMask_->setModel(s, pickers_[s]->label(), pickers_[s]->checkpointPath());
+    }
+}
+
+QString CorrelationMapsView::openModelFolder(const QString& dir) {
+    if (QString problem = modelFolderProblem(dir); !problem.isEmpty()) return problem;
+    const QString name = pickers_[0]->addModelFolder(dir);
+    pickers_[1]->addModelFolder(dir);
+    pickers_[0]->select(name);  // emits changed(): the ablation line and the fill-mask side
+    recompute();
+    return {};
 }
 
 void CorrelationMapsView::loadAblation(int side) {

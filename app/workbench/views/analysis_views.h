@@ -24,6 +24,7 @@ namespace app {
 
 class AnalysisService;
 class AblationPanel;
+class FillMaskPanel;
 class HeadTypesPanel;
 
 /// A run (pretraining runs with checkpoints) and one of its checkpoints, read from the store by
@@ -41,6 +42,9 @@ class CheckpointPicker : public QWidget {
     /// Selects the run called `runName` (and its last checkpoint), else its first seed
     /// ("tupe-a" -> "tupe-a@seed1"); false when absent.
     bool select(const QString& runName);
+    /// Offers an HF model folder (config.json + model.safetensors + vocab.txt) beside the
+    /// store's runs as "folder: NAME", kept when the store changes; returns that name.
+    QString addModelFolder(const QString& dir);
 
   signals:
     void changed();
@@ -49,7 +53,8 @@ class CheckpointPicker : public QWidget {
 
   private:
     void fillCheckpoints();
-    std::vector<CheckpointRun> runs_;  ///< what run_ lists, in its order
+    std::vector<CheckpointRun> runs_;     ///< what run_ lists, in its order
+    std::vector<CheckpointRun> folders_;  ///< HF folders, listed after the store's runs
     QComboBox* run_;
     QComboBox* checkpoint_;
 };
@@ -102,6 +107,11 @@ class CorrelationMapsView : public SideBySideView {
     QString dataCsv() override;
     void prepareScreenshot() override;
     AblationPanel* ablationPanel(int side) const { return ablation_[side]; }
+    FillMaskPanel* fillMaskPanel() const { return fillMask_; }
+    /// Puts the HF folder `dir` on the left (both pickers offer it from now on) and analyses
+    /// it with `tupe analyze DIR` beside the right side's run; the reason when `dir` is not an
+    /// HF model folder, else empty.
+    QString openModelFolder(const QString& dir);
     /// Shows (layer, head) in the maps (the layer when the term has per-layer maps).
     void selectHead(int layer, int head);
 
@@ -114,6 +124,7 @@ class CorrelationMapsView : public SideBySideView {
     void redraw();
     HeatmapPlot* plots_[2];
     AblationPanel* ablation_[2];
+    FillMaskPanel* fillMask_;
     experiments::ResultStore* store_ = nullptr;
     QString dbPath_;
     RunMicroscope microscope_[2];

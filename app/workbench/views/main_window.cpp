@@ -21,6 +21,7 @@
 #include "views/claims_view.h"
 #include "views/curves_view.h"
 #include "views/factor_view.h"
+#include "views/fill_mask_panel.h"
 #include "views/glue_view.h"
 #include "views/launch_view.h"
 #include "views/plot_util.h"
@@ -100,6 +101,13 @@ MainWindow::MainWindow(QWidget* parent)
         if (!path.isEmpty()) openDatabase(path);
     });
     file->addAction("&Reload", QKeySequence::Refresh, this, [this] { openDatabase(store_.path); });
+    file->addAction("Open &model folder...", this, [this] {
+        // HF folders (tupe export, transformers' save_pretrained) usually sit beside the runs.
+        const QString dir = QFileDialog::getExistingDirectory(
+            this, "Open an HF model folder (config.json, model.safetensors, vocab.txt)",
+            QFileInfo(store_.path).absolutePath());
+        if (!dir.isEmpty()) openModelFolder(dir);
+    });
     file->addSeparator();
     file->addAction("Export &plot (PNG + PDF + SVG)...", this, &MainWindow::exportPlot);
     file->addAction("Export &data (CSV)...", this, &MainWindow::exportData);
@@ -166,6 +174,17 @@ bool MainWindow::openDatabase(const QString& path) {
 
 QString MainWindow::bannerText() const {
     return banner_->isVisible() ? banner_->text() : QString();
+}
+
+bool MainWindow::openModelFolder(const QString& dir) {
+    const QString problem = maps_->openModelFolder(dir);
+    if (!problem.isEmpty()) {
+        showError(problem);
+        return false;
+    }
+    clearError();
+    tabs_->setCurrentWidget(maps_);
+    return true;
 }
 
 void MainWindow::showError(const QString& message) {
@@ -261,7 +280,8 @@ void MainWindow::copyTable(const QString& format) {
     statusBar()->showMessage("table copied as " + format, 8000);
 }
 
-QStringList MainWindow::renderScreenshots(const QString& dir, int waitMs) {
+QStringList MainWindow::renderScreenshots(const QString& dir, int waitMs,
+                                          const QString& modelFolder) {
     QDir().mkpath(dir);
     resize(1500, 950);
     show();
@@ -284,6 +304,19 @@ QStringList MainWindow::renderScreenshots(const QString& dir, int waitMs) {
         const QString path = QString("%1/workbench-%2.png").arg(dir, screenshotNames_.value(i));
         if (grab().save(path)) written << path;
     }
+    if (modelFolder.isEmpty() || !openModelFolder(modelFolder)) return written;
+    maps_->fillMaskPanel()->predict();
+    timer.restart();
+    do {
+        QApplication::processEvents(QEventLoop::AllEvents, 100);
+        QThread::msleep(20);
+    } while ((analysis_->busy() || maps_->fillMaskPanel()->service()->busy()) &&
+             timer.elapsed() < waitMs);
+    for (int k = 0; k < 10; ++k) QApplication::processEvents();
+    for (QCustomPlot* p : maps_->findChildren<QCustomPlot*>()) p->replot();
+    QApplication::processEvents();
+    const QString path = dir + "/workbench-model-folder.png";
+    if (grab().save(path)) written << path;
     return written;
 }
 

@@ -36,10 +36,16 @@ class MainWindow : public QMainWindow {
     bool openDatabase(const QString& path);
     QString databasePath() const { return store_.path; }
     QString bannerText() const;
+    /// File > Open model folder: shows the HF folder `dir` in the correlation maps (analysed
+    /// by a child `tupe analyze DIR`); false, with the reason in the banner, when it is not one.
+    bool openModelFolder(const QString& dir);
 
     /// Renders every tab to DIR/workbench-NAME.png (waiting up to `waitMs` for child analyses);
-    /// returns the files written.
-    QStringList renderScreenshots(const QString& dir, int waitMs = 240000);
+    /// with `modelFolder`, then that HF folder opened in the correlation maps beside the store's
+    /// tupe-a and asked the fill-mask panel's sentence, as DIR/workbench-model-folder.png.
+    /// Returns the files written.
+    QStringList renderScreenshots(const QString& dir, int waitMs = 240000,
+                                  const QString& modelFolder = {});
 
   protected:
     void closeEvent(QCloseEvent* event) override;
