@@ -259,9 +259,9 @@ CorrelationMapsView::CorrelationMapsView(AnalysisService* service, QWidget* pare
     split->addWidget(plots);
     split->addWidget(ablations);
     split->addWidget(fillMask_);
-    split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
-    split->setStretchFactor(2, 1);
+    split->setStretchFactor(0, 5);
+    split->setStretchFactor(1, 3);
+    split->setStretchFactor(2, 2);
     auto* layout = new QVBoxLayout(this);
     addHeader(layout);
     layout->addLayout(choose);
@@ -301,6 +301,12 @@ void CorrelationMapsView::loadAblation(int side) {
     microscope_[side] = RunMicroscope{};
     const qint64 run = pickers_[side]->runId();
     const QString name = pickers_[side]->runName();
+    if (name.startsWith("folder: "))
+        return ablation_[side]->setAblation(
+            nullptr, name,
+            name +
+                " is an HF folder, not a run of the store: this panel shows a run's stored "
+                "tupe ablate output.");
     if (!store_ || run == 0) return ablation_[side]->setAblation(nullptr, name, "");
     try {
         microscope_[side] = readRunMicroscope(store_->artifacts(run), dbPath_);

@@ -34,7 +34,9 @@ FillMaskPanel::FillMaskPanel(QWidget* parent)
         t->setHorizontalHeaderLabels({"[MASK]", "token", "log-prob", "prob"});
         t->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
         t->verticalHeader()->setVisible(false);
+        t->verticalHeader()->setDefaultSectionSize(t->fontMetrics().height() + 6);
         t->setEditTriggers(QAbstractItemView::NoEditTriggers);
+        t->setMinimumHeight(150);  // a mask's top 5 without scrolling
         auto* column = new QVBoxLayout;
         column->addWidget(titles_[s]);
         column->addWidget(t, 1);
