@@ -130,6 +130,19 @@ TEST(FillMaskJson, ReadsTheMasksAndRejectsOtherText) {
     EXPECT_FALSE(hasMaskToken("the cat sat ."));
 }
 
+TEST(ModelFolder, NamesWhatAFolderLacks) {
+    app_test::TempDir dir;
+    const QString d = QString::fromStdString(dir.path().string());
+    EXPECT_TRUE(modelFolderProblem(d + "/absent").startsWith("no such folder"));
+    EXPECT_TRUE(modelFolderProblem(d).endsWith("has no config.json: not an HF model folder"));
+    dir.write("config.json", "{}");
+    EXPECT_TRUE(modelFolderProblem(d).contains("has no model.safetensors"));
+    dir.write("pytorch_model.bin.index.json", "{}");  // sharded torch.save weights
+    EXPECT_TRUE(modelFolderProblem(d).contains("has no vocab.txt"));
+    dir.write("vocab.txt", "[PAD]\n");
+    EXPECT_EQ(modelFolderProblem(d), "");
+}
+
 TEST_F(FillMaskTest, PredictShowsEachMasksTopTokensAsTheCliPrintsThem) {
     StoreHandle store = openStoreReadOnly(db());
     ASSERT_TRUE(store.store) << store.error.toStdString();

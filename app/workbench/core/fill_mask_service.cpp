@@ -42,8 +42,12 @@ QString modelFolderProblem(const QString& dir) {
     const QDir d(dir);
     if (dir.isEmpty() || !d.exists()) return "no such folder: " + dir;
     if (!d.exists("config.json")) return dir + " has no config.json: not an HF model folder";
-    if (!d.exists("model.safetensors") && !d.exists("pytorch_model.bin"))
-        return dir + " has no model.safetensors: not an HF model folder";
+    // The weight files the HF importer reads (analysis/src/hf_import.cpp), sharded or not.
+    bool weights = false;
+    for (const char* f : {"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                          "pytorch_model.bin.index.json"})
+        weights = weights || d.exists(f);
+    if (!weights) return dir + " has no model.safetensors (nor pytorch_model.bin): no weights";
     if (!d.exists("vocab.txt")) return dir + " has no vocab.txt (the WordPiece vocabulary)";
     return {};
 }

@@ -35,8 +35,9 @@ std::vector<MaskPrediction> parseFillMaskJson(const QByteArray& json);
 /// Whether `text` holds a [MASK] for fill-mask to fill.
 bool hasMaskToken(const QString& text);
 
-/// What is wrong with `dir` as an HF model folder (config.json, model.safetensors or
-/// pytorch_model.bin, vocab.txt), one line; empty when it looks like one.
+/// What is wrong with `dir` as an HF model folder (config.json; model.safetensors or
+/// pytorch_model.bin, either possibly sharded; vocab.txt), one line; empty when it looks like
+/// one.
 QString modelFolderProblem(const QString& dir);
 
 /// Runs the requests one after another, each a `tupe fill-mask` child.
