@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -75,6 +76,48 @@ inline std::map<std::string, std::string> file_hashes(const std::filesystem::pat
         if (f.is_regular_file())
             out[f.path().lexically_relative(dir).string()] = engine::sha256_file_hex(f.path());
     return out;
+}
+
+/// Two stores of the same study hold the same results, table by table: every run finished at
+/// the same step with the same fingerprint and config, the same params, curves (throughput, a
+/// wall-clock measure, left out; values to 1e-6 relative), GLUE scores (1e-9), predictions,
+/// checkpoint rows and artifacts with their hashes and identities. `calm` is the reference
+/// (an undisturbed run); it must hold curves, GLUE scores and checkpoints, so that two empty
+/// stores do not compare equal.
+inline void expect_same_stores(const Stored& calm, const Stored& other) {
+    ASSERT_EQ(other.runs.size(), calm.runs.size());
+    for (const auto& [name, a] : calm.runs) {
+        ASSERT_TRUE(other.runs.count(name)) << name;
+        const auto& b = other.runs.at(name);
+        EXPECT_EQ(b.status, "finished") << name;
+        EXPECT_EQ(b.step, a.step) << name;
+        EXPECT_EQ(b.fingerprint, a.fingerprint) << name;
+        EXPECT_EQ(b.config_text, a.config_text) << name;
+    }
+    EXPECT_EQ(other.params, calm.params);
+    size_t compared = 0;
+    for (const auto& [key, points] : calm.curves) {
+        if (key.second.find("per_second") != std::string::npos) continue;
+        ASSERT_TRUE(other.curves.count(key)) << key.first << " " << key.second;
+        const auto& theirs = other.curves.at(key);
+        ASSERT_EQ(theirs.size(), points.size()) << key.first << " " << key.second;
+        for (size_t i = 0; i < points.size(); ++i) {
+            EXPECT_EQ(theirs[i].first, points[i].first) << key.first << " " << key.second;
+            EXPECT_NEAR(theirs[i].second, points[i].second, 1e-6 * (1 + std::abs(points[i].second)))
+                << key.first << " " << key.second << " step " << points[i].first;
+        }
+        ++compared;
+    }
+    EXPECT_EQ(other.curves.size(), calm.curves.size());
+    EXPECT_GT(compared, 0u);
+    ASSERT_EQ(other.glue.size(), calm.glue.size());
+    EXPECT_FALSE(calm.glue.empty());
+    for (const auto& [key, value] : calm.glue)
+        EXPECT_NEAR(other.glue.at(key), value, 1e-9) << std::get<0>(key);
+    EXPECT_EQ(other.predictions, calm.predictions);
+    EXPECT_EQ(other.checkpoints, calm.checkpoints);
+    EXPECT_FALSE(calm.checkpoints.empty());
+    EXPECT_EQ(other.artifacts, calm.artifacts);
 }
 
 /// A temporary folder with the toy corpus and its vocabulary, tiny studies in it, and the

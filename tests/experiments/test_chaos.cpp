@@ -27,6 +27,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using test_support::expect_same_stores;
 using test_support::quote;
 using test_support::read_file;
 using test_support::read_store;
@@ -83,38 +84,6 @@ bool kill_runner(Runner& r) {
         r.ended = true;
     }
     return WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGKILL;
-}
-
-void expect_same_stores(const Stored& calm, const Stored& chaos) {
-    ASSERT_EQ(chaos.runs.size(), calm.runs.size());
-    for (const auto& [name, a] : calm.runs) {
-        ASSERT_TRUE(chaos.runs.count(name)) << name;
-        const auto& b = chaos.runs.at(name);
-        EXPECT_EQ(b.status, "finished") << name;
-        EXPECT_EQ(b.step, a.step) << name;
-        EXPECT_EQ(b.fingerprint, a.fingerprint) << name;
-        EXPECT_EQ(b.config_text, a.config_text) << name;
-    }
-    EXPECT_EQ(chaos.params, calm.params);
-    for (const auto& [key, points] : calm.curves) {
-        // Throughput is a wall-clock measure, not a result.
-        if (key.second.find("per_second") != std::string::npos) continue;
-        ASSERT_TRUE(chaos.curves.count(key)) << key.first << " " << key.second;
-        const auto& other = chaos.curves.at(key);
-        ASSERT_EQ(other.size(), points.size()) << key.first << " " << key.second;
-        for (size_t i = 0; i < points.size(); ++i) {
-            EXPECT_EQ(other[i].first, points[i].first) << key.first << " " << key.second;
-            EXPECT_NEAR(other[i].second, points[i].second, 1e-6 * (1 + std::abs(points[i].second)))
-                << key.first << " " << key.second << " step " << points[i].first;
-        }
-    }
-    EXPECT_EQ(chaos.curves.size(), calm.curves.size());
-    ASSERT_EQ(chaos.glue.size(), calm.glue.size());
-    for (const auto& [key, value] : calm.glue)
-        EXPECT_NEAR(chaos.glue.at(key), value, 1e-9) << std::get<0>(key);
-    EXPECT_EQ(chaos.predictions, calm.predictions);
-    EXPECT_EQ(chaos.checkpoints, calm.checkpoints);
-    EXPECT_EQ(chaos.artifacts, calm.artifacts);
 }
 
 TEST_F(ChaosTest, TwoRunnersKilledAtSeededMomentsEndWithTheUndisturbedStore) {

@@ -86,36 +86,6 @@ pid_t cluster_pid(const fs::path& cluster_dir, const std::string& prefix,
     return 0;
 }
 
-// Every table of two stores of the same study equal: runs, params, curves (throughput left
-// out), GLUE scores, predictions, checkpoint rows and artifacts with their hashes.
-void expect_same_stores(const test_support::Stored& calm, const test_support::Stored& other) {
-    ASSERT_EQ(other.runs.size(), calm.runs.size());
-    for (const auto& [name, a] : calm.runs) {
-        ASSERT_TRUE(other.runs.count(name)) << name;
-        const auto& b = other.runs.at(name);
-        EXPECT_EQ(b.status, "finished") << name;
-        EXPECT_EQ(b.step, a.step) << name;
-        EXPECT_EQ(b.fingerprint, a.fingerprint) << name;
-        EXPECT_EQ(b.config_text, a.config_text) << name;
-    }
-    EXPECT_EQ(other.params, calm.params);
-    size_t curves = 0;
-    for (const auto& [key, points] : calm.curves) {
-        if (key.second.find("per_second") != std::string::npos) continue;  // wall-clock
-        ASSERT_TRUE(other.curves.count(key)) << key.first << " " << key.second;
-        EXPECT_EQ(other.curves.at(key), points) << key.first << " " << key.second;
-        ++curves;
-    }
-    EXPECT_EQ(other.curves.size(), calm.curves.size());
-    EXPECT_GT(curves, 0u);
-    EXPECT_EQ(other.glue, calm.glue);
-    EXPECT_FALSE(calm.glue.empty());
-    EXPECT_EQ(other.predictions, calm.predictions);
-    EXPECT_EQ(other.checkpoints, calm.checkpoints);
-    EXPECT_FALSE(calm.checkpoints.empty());
-    EXPECT_EQ(other.artifacts, calm.artifacts);
-}
-
 class SlurmTest : public test_support::TempDirTest {
   protected:
     SlurmTest() : TempDirTest(test_support::per_test_name("tupe_slurm")) {}
@@ -212,8 +182,9 @@ class SlurmTest : public test_support::TempDirTest {
         const fs::path calm = study_in(folder, variants, steps);
         const auto r = tupe("run " + quote(calm.string()) + " --quiet --threads 1");
         ASSERT_EQ(r.status, 0) << r.err;
-        expect_same_stores(test_support::read_store(dir_ / folder / "study.sqlite", "study"),
-                           test_support::read_store(moved / "study.sqlite", "study"));
+        test_support::expect_same_stores(
+            test_support::read_store(dir_ / folder / "study.sqlite", "study"),
+            test_support::read_store(moved / "study.sqlite", "study"));
     }
 
     test_support::CliResult tupe(const std::string& args) const {
