@@ -91,7 +91,7 @@ decide_ccache() {
 # python/requirements.txt (every package pinned with its sha256; python/lock.py writes it from
 # python/requirements.in), in ~/.cache/tupe so that a fresh clone (CI) reuses it. The first
 # install downloads about 3.3 GB from PyPI (torch's CUDA 13 wheel and the nvidia-* libraries it
-# needs even on a CPU) and takes 5.8 GB; afterwards this is one file comparison. A marker
+# needs even on a CPU) and takes 6.4 GB; afterwards this is one file comparison. A marker
 # written last (a copy of the lock file) tells a complete environment from an interrupted one;
 # flock keeps two runs from installing into the same folder at once.
 VENV=""
@@ -105,7 +105,7 @@ ensure_venv() {
     (
         flock 9
         if cmp -s "$req" "$VENV/.tupe-requirements.txt"; then exit 0; fi
-        log "making the Python environment $VENV (python/requirements.txt; first time: ~2 min, 5.8 GB)"
+        log "making the Python environment $VENV (python/requirements.txt; first time: ~2 min, 6.4 GB)"
         rm -rf "$VENV"
         /usr/bin/python3 -m venv "$VENV"
         "$VENV/bin/python" -m pip install -q --no-input --disable-pip-version-check \
