@@ -3,6 +3,9 @@
 #pragma once
 
 #include <QApplication>
+#include <QElapsedTimer>
+#include <QThread>
+#include <functional>
 
 #include "support/test_support.h"
 
@@ -22,5 +25,16 @@ inline void ensureApplication() {
 struct TempDir : test_support::TempDir {
     TempDir() : test_support::TempDir(test_support::per_test_name("tupe_app")) {}
 };
+
+/// Runs the event loop until `done` holds or `ms` milliseconds have passed; `done`'s last answer.
+inline bool processEventsUntil(const std::function<bool()>& done, int ms) {
+    QElapsedTimer t;
+    t.start();
+    while (!done() && t.elapsed() < ms) {
+        QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+        QThread::msleep(5);
+    }
+    return done();
+}
 
 }  // namespace app_test

@@ -27,16 +27,6 @@ using namespace app;
 
 namespace {
 
-bool untilDone(const std::function<bool()>& done, int ms) {
-    QElapsedTimer t;
-    t.start();
-    while (!done() && t.elapsed() < ms) {
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
-        QThread::msleep(5);
-    }
-    return done();
-}
-
 /// Runs the real CLI; its stdout, or a failed test with its stderr.
 QByteArray runTupe(const QStringList& args) {
     QProcess p;
@@ -165,7 +155,7 @@ TEST_F(FillMaskTest, PredictShowsEachMasksTopTokensAsTheCliPrintsThem) {
     const QString text = "the old [MASK] saw the [MASK] .";
     replaceText(panel->text(), text);
     QTest::mouseClick(panel->predictButton(), Qt::LeftButton);
-    ASSERT_TRUE(untilDone([&] { return !panel->service()->busy(); }, 120000));
+    ASSERT_TRUE(app_test::processEventsUntil([&] { return !panel->service()->busy(); }, 120000));
     QCoreApplication::processEvents();
     EXPECT_EQ(panel->status()->text(), "") << panel->status()->text().toStdString();
     const QStringList expected = expectedRows(cliPrediction(checkpoint(), text));
@@ -192,7 +182,7 @@ TEST_F(FillMaskTest, AFailingChildShowsItsErrorLine) {
     FillMaskPanel* panel = view.fillMaskPanel();
     replaceText(panel->text(), "the [MASK] saw the dog .");
     QTest::mouseClick(panel->predictButton(), Qt::LeftButton);
-    ASSERT_TRUE(untilDone([&] { return !panel->service()->busy(); }, 120000));
+    ASSERT_TRUE(app_test::processEventsUntil([&] { return !panel->service()->busy(); }, 120000));
     QCoreApplication::processEvents();
     const QString status = panel->status()->text();
     // The left side (the broken folder) failed with the CLI's one error line; the right still
@@ -202,7 +192,7 @@ TEST_F(FillMaskTest, AFailingChildShowsItsErrorLine) {
     EXPECT_FALSE(status.contains('\n'));
     EXPECT_EQ(panel->table(0)->rowCount(), 0);
     EXPECT_EQ(panel->table(1)->rowCount(), 5);
-    ASSERT_TRUE(untilDone([&] { return !analysis.busy(); }, 120000));
+    ASSERT_TRUE(app_test::processEventsUntil([&] { return !analysis.busy(); }, 120000));
 }
 
 TEST_F(FillMaskTest, OpenModelFolderShowsTheFoldersMapsAndPredictions) {
@@ -223,7 +213,8 @@ TEST_F(FillMaskTest, OpenModelFolderShowsTheFoldersMapsAndPredictions) {
     auto* left = dynamic_cast<HeatmapPlot*>(maps->exportablePlots()[0]);
     auto* right = dynamic_cast<HeatmapPlot*>(maps->exportablePlots()[1]);
     ASSERT_TRUE(left && right);
-    ASSERT_TRUE(untilDone([&] { return left->data().rows > 0 && right->data().rows > 0; }, 180000))
+    ASSERT_TRUE(app_test::processEventsUntil(
+        [&] { return left->data().rows > 0 && right->data().rows > 0; }, 180000))
         << window.bannerText().toStdString();
     // The folder (left) is the exported checkpoint (right): the same positional map.
     EXPECT_TRUE(QString::fromStdString(left->data().title).startsWith("folder: hf"))
@@ -237,7 +228,7 @@ TEST_F(FillMaskTest, OpenModelFolderShowsTheFoldersMapsAndPredictions) {
     FillMaskPanel* panel = maps->fillMaskPanel();
     replaceText(panel->text(), "the [MASK] saw the dog .");
     QTest::mouseClick(panel->predictButton(), Qt::LeftButton);
-    ASSERT_TRUE(untilDone([&] { return !panel->service()->busy(); }, 120000));
+    ASSERT_TRUE(app_test::processEventsUntil([&] { return !panel->service()->busy(); }, 120000));
     QCoreApplication::processEvents();
     EXPECT_EQ(tableRows(panel->table(0)).size(), 5);
     EXPECT_EQ(tableRows(panel->table(0)), tableRows(panel->table(1)));

@@ -19,20 +19,6 @@
 
 using namespace app;
 
-namespace {
-
-bool waitUntil(const std::function<bool()>& done, int ms) {
-    QElapsedTimer t;
-    t.start();
-    while (!done() && t.elapsed() < ms) {
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
-        QThread::msleep(5);
-    }
-    return done();
-}
-
-}  // namespace
-
 TEST(LaunchView, ANewFileStartsFromTheDocumentedDefaults) {
     app_test::ensureApplication();
     LaunchView view;
@@ -73,7 +59,8 @@ TEST(LaunchView, AfterAStudyTheLivePlotShowsItsPretrainingCurves) {
     ASSERT_TRUE(start);
     QTest::mouseClick(start, Qt::LeftButton);
     auto status = [&] { return view.queueTable()->item(0, 1)->text(); };
-    ASSERT_TRUE(waitUntil([&] { return status() != "queued" && status() != "running"; }, 300000))
+    ASSERT_TRUE(app_test::processEventsUntil(
+        [&] { return status() != "queued" && status() != "running"; }, 300000))
         << status().toStdString();
     ASSERT_EQ(status(), "finished");
     // The plan's two pretraining runs, with their train/loss points; the last job (a pair task)

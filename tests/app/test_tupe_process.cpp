@@ -24,16 +24,6 @@ using namespace app;
 
 namespace {
 
-bool waitFor(const std::function<bool()>& done, int ms) {
-    QElapsedTimer t;
-    t.start();
-    while (!done() && t.elapsed() < ms) {
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
-        QThread::msleep(5);
-    }
-    return done();
-}
-
 struct Finished {
     bool seen = false;
     int code = 0;
@@ -136,7 +126,7 @@ TEST(TupeProcess, EmitsLinesProgressAndFailure) {
          R"(echo '{"event":"job","job":"bert-a","index":1,"total":2}'; )"
          R"(echo '{"event":"progress","job":"bert-a","done":0,"total":2,"fraction":0.5,"status":"loss 3"}'; )"
          R"(echo 'tupe run: error: boom' >&2; exit 3)"}));
-    ASSERT_TRUE(waitFor([&] { return f->seen; }, 10000));
+    ASSERT_TRUE(app_test::processEventsUntil([&] { return f->seen; }, 10000));
     EXPECT_EQ(f->code, 3);
     EXPECT_FALSE(f->cancelled);
     EXPECT_EQ(f->message, "tupe run: error: boom");
@@ -153,11 +143,12 @@ TEST(TupeProcess, PauseStopsTheChildAndResumeContinues) {
     ASSERT_TRUE(p.start("/bin/sh", {"-c", "sleep 0.6; echo done"}));
     p.pause();
     EXPECT_EQ(p.state(), TupeProcess::State::kPaused);
-    ASSERT_TRUE(waitFor([&] { return groupStopped(p.pid()); }, 3000));
-    EXPECT_FALSE(waitFor([&] { return f->seen; }, 1500));  // stopped: it cannot finish
+    ASSERT_TRUE(app_test::processEventsUntil([&] { return groupStopped(p.pid()); }, 3000));
+    EXPECT_FALSE(
+        app_test::processEventsUntil([&] { return f->seen; }, 1500));  // stopped: it cannot finish
     p.resume();
     EXPECT_EQ(p.state(), TupeProcess::State::kRunning);
-    ASSERT_TRUE(waitFor([&] { return f->seen; }, 10000));
+    ASSERT_TRUE(app_test::processEventsUntil([&] { return f->seen; }, 10000));
     EXPECT_EQ(f->code, 0);
 }
 
@@ -170,17 +161,19 @@ TEST(TupeProcess, SignalsReachTheChildsOwnChildren) {
     QStringList lines;
     QObject::connect(&p, &TupeProcess::lineReceived, [&](const QString& l) { lines << l; });
     ASSERT_TRUE(p.start("/bin/sh", {"-c", "sleep 30 & echo $!; wait"}));
-    ASSERT_TRUE(waitFor([&] { return !lines.isEmpty(); }, 5000));
+    ASSERT_TRUE(app_test::processEventsUntil([&] { return !lines.isEmpty(); }, 5000));
     const qint64 grandchild = lines.first().toLongLong();
     ASSERT_GT(grandchild, 0) << lines.first().toStdString();
     p.pause();
-    EXPECT_TRUE(waitFor([&] { return processState(grandchild) == 'T'; }, 3000));
+    EXPECT_TRUE(
+        app_test::processEventsUntil([&] { return processState(grandchild) == 'T'; }, 3000));
     p.resume();
-    EXPECT_TRUE(waitFor([&] { return processState(grandchild) == 'S'; }, 3000));
+    EXPECT_TRUE(
+        app_test::processEventsUntil([&] { return processState(grandchild) == 'S'; }, 3000));
     p.cancel(2000);
-    ASSERT_TRUE(waitFor([&] { return f->seen; }, 10000));
+    ASSERT_TRUE(app_test::processEventsUntil([&] { return f->seen; }, 10000));
     // The grandchild got SIGTERM as well: gone, or a zombie waiting for its reaper.
-    EXPECT_TRUE(waitFor(
+    EXPECT_TRUE(app_test::processEventsUntil(
         [&] {
             const char s = processState(grandchild);
             return s == '?' || s == 'Z';
@@ -200,7 +193,7 @@ TEST(TupeProcess, CancelEndsAPausedChild) {
     p.pause();
     p.cancel(2000);
     EXPECT_EQ(p.state(), TupeProcess::State::kStopping);
-    ASSERT_TRUE(waitFor([&] { return f->seen; }, 10000));
+    ASSERT_TRUE(app_test::processEventsUntil([&] { return f->seen; }, 10000));
     // The states it went through, in order (not how long it took: a loaded machine may be
     // slow, but a paused child must still be woken, stopped and reaped): a sleep of 30 s that
     // ended before its time was cancelled, not finished.
@@ -231,7 +224,7 @@ TEST(TupeCli, MalformedExperimentFailsWithFileAndLine) {
     TupeProcess p;
     Finished* f = watch(p);
     ASSERT_TRUE(p.start(TUPE_CLI, {"run", QString::fromStdString(dir.file("bad.yaml"))}));
-    ASSERT_TRUE(waitFor([&] { return f->seen; }, 60000));
+    ASSERT_TRUE(app_test::processEventsUntil([&] { return f->seen; }, 60000));
     EXPECT_NE(f->code, 0);
     EXPECT_TRUE(f->message.contains("bad.yaml:3")) << f->message.toStdString();
 }
@@ -255,16 +248,18 @@ TEST(TupeCli, CancelStopsARunningExperiment) {
     ASSERT_TRUE(p.start(
         TUPE_CLI, {"run", QString::fromStdString(dir.file("tiny.yaml")), "--progress", "jsonl"}));
     // The first job starts (a "job" event for bert-a), then the cancel stops it between steps.
-    ASSERT_TRUE(waitFor([&] { return p.progress().jobIndex == 1 || f->seen; }, 120000));
+    ASSERT_TRUE(app_test::processEventsUntil([&] { return p.progress().jobIndex == 1 || f->seen; },
+                                             120000));
     ASSERT_FALSE(f->seen) << f->message.toStdString();
     EXPECT_EQ(p.progress().job, "bert-a");
     EXPECT_EQ(p.progress().jobCount, 2);
     // Progress events inside the job move its fraction (100,000 steps: far from done).
-    ASSERT_TRUE(waitFor([&] { return p.progress().jobFraction > 0 || f->seen; }, 60000));
+    ASSERT_TRUE(app_test::processEventsUntil(
+        [&] { return p.progress().jobFraction > 0 || f->seen; }, 60000));
     EXPECT_LT(p.progress().jobFraction, 0.5);
     EXPECT_TRUE(p.progress().status.contains("loss")) << p.progress().status.toStdString();
     p.cancel(30000);
-    ASSERT_TRUE(waitFor([&] { return f->seen; }, 60000));
+    ASSERT_TRUE(app_test::processEventsUntil([&] { return f->seen; }, 60000));
     EXPECT_TRUE(f->cancelled);
     EXPECT_EQ(f->code, 130);  // stopped cleanly, resumable
 }
