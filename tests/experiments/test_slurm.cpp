@@ -227,6 +227,21 @@ class SlurmTest : public test_support::TempDirTest {
             [&] { return has(shell("sinfo -h -n " + node + " -o %t").out, "idle"); }, 60))
             << node << " did not come back";
     }
+    // `tupe status` (claims time out after 3 s) once it shows a job Slurm still runs as LOST for
+    // `reason`, polled for up to 60 s; the last status either way.
+    std::string status_once_lost(const fs::path& file, const std::string& reason) const {
+        std::string status;
+        EXPECT_TRUE(wait_until(
+            [&] {
+                status = tupe_with("TUPE_CLAIM_TIMEOUT=3", "status " + quote(file.string()),
+                                   "status.err")
+                             .out;
+                return has(status, "RUNNING on tupe-node") && has(status, reason);
+            },
+            60))
+            << status;
+        return status;
+    }
     static std::vector<std::string> ledger_lines(const fs::path& file) {
         std::vector<std::string> out;
         std::istringstream in(read_file(file.parent_path() / "runs" / "slurm" / "ledger.tsv"));
@@ -546,17 +561,7 @@ TEST_F(SlurmTest, StatusAndWaitTellAJobSlurmLostTrackOf) {
             return false;
         },
         120));
-    std::string status;
-    EXPECT_TRUE(wait_until(
-        [&] {
-            status =
-                tupe_with("TUPE_CLAIM_TIMEOUT=3", "status " + quote(file.string()), "status.err")
-                    .out;
-            return has(status, "RUNNING on tupe-node") &&
-                   has(status, "LOST, its result was written");
-        },
-        60))
-        << status;
+    const std::string status = status_once_lost(file, "LOST, its result was written");
     // Its result waits in its folder, not yet gathered: status counts it.
     EXPECT_TRUE(has(status, "1 job result is in job folders but not yet in the store")) << status;
 
@@ -587,17 +592,7 @@ TEST_F(SlurmTest, StatusAndWaitTellAJobWhoseHeartbeatStopped) {
     // SIGSTOP: a process that hangs (a dead mount, a node that stopped answering). Slurm
     // still shows it running; only its heartbeat says otherwise.
     ASSERT_EQ(::kill(job, SIGSTOP), 0);
-    std::string status;
-    EXPECT_TRUE(wait_until(
-        [&] {
-            status =
-                tupe_with("TUPE_CLAIM_TIMEOUT=3", "status " + quote(file.string()), "status.err")
-                    .out;
-            return has(status, "RUNNING on tupe-node") &&
-                   has(status, "LOST, its heartbeat stopped");
-        },
-        60))
-        << status;
+    const std::string status = status_once_lost(file, "LOST, its heartbeat stopped");
 
     // --wait cancels it (Slurm kills the stopped process) and submits it again; the new
     // attempt resumes and the study ends.
