@@ -177,6 +177,34 @@ int cmd_export(const Argv& argv) {
     std::error_code ec;
     const bool hf_in = fs::is_directory(path, ec);
     std::vector<std::string> notes;
+    if (hf_in ? analysis::hf_folder_is_classifier(path) : engine::is_finetuned_checkpoint(path)) {
+        // A fine-tuned run (or a transformers sequence classifier): the encoder with its pooler
+        // and task head, for AutoModelForSequenceClassification.
+        if (ends_with(out, ".pt") || ends_with(out, ".bin"))
+            throw engine::InputError(out,
+                                     "a fine-tuned classifier exports to an HF folder only "
+                                     "(give --out DIR)");
+        LoadedClassifier c = load_classifier(path, args.get("vocab"));
+        analysis::export_hf_classifier(c.model, c.head, c.vocab_path, c.tokenizer->lower_case(),
+                                       out, &notes);
+        for (const auto& note : c.notes) std::cerr << "tupe export: note: " << note << "\n";
+        for (const auto& note : notes) std::cerr << "tupe export: note: " << note << "\n";
+        const bool bert =
+            analysis::hf_config_for(c.model->config()).find("\"model_type\": \"bert\"") !=
+            std::string::npos;
+        std::string labels;
+        for (const auto& l : c.head.labels) labels += (labels.empty() ? "" : ", ") + l;
+        std::cout << "wrote " << out << ": config.json ("
+                  << (bert ? "model_type bert, loadable by transformers' "
+                             "BertForSequenceClassification"
+                           : "model_type tupe, loadable by transformers' "
+                             "AutoModelForSequenceClassification with trust_remote_code=True "
+                             "through python/tupe_hf/ (auto_map)")
+                  << "; " << c.head.labels.size() << " labels: " << labels
+                  << "), model.safetensors, vocab.txt, tokenizer_config.json"
+                  << (bert ? "" : ", *.py") << " (" << c.what << ")\n";
+        return 0;
+    }
     engine::BertForMaskedLM model{nullptr};
     std::string vocab, what;
     bool lower_case = true;
@@ -288,6 +316,54 @@ int cmd_fill_mask(const Argv& argv) {
             std::cout << line;
         }
     }
+    return 0;
+}
+
+int cmd_classify(const Argv& argv) {
+    Args args(argv, command_spec("classify"));
+    const std::string path = one_checkpoint(args);
+    LoadedClassifier c = load_classifier(path, args.get("vocab"));
+    const analysis::Classification r =
+        analysis::classify_text(c.model, *c.tokenizer, args.required("text"), args.get("text-b"));
+    size_t best = 0;
+    for (size_t i = 1; i < r.logits.size(); ++i)
+        if (r.logits[i] > r.logits[best]) best = i;
+    if (args.get("format") == "json") {
+        nlohmann::json j = {{"task", c.head.task}, {"tokens", r.tokens}};
+        if (c.head.regression) {
+            j["score"] = r.logits.at(0);
+        } else {
+            nlohmann::json labels = nlohmann::json::array();
+            for (size_t i = 0; i < r.logits.size(); ++i)
+                labels.push_back({{"label", c.head.labels[i]},
+                                  {"logit", r.logits[i]},
+                                  {"probability", r.probabilities[i]}});
+            j["labels"] = labels;
+            j["predicted"] = c.head.labels[best];
+        }
+        std::cout << j.dump(2) << "\n";
+        return 0;
+    }
+    std::cout << c.what << "\n";
+    for (const auto& note : c.notes) std::cout << "note: " << note << "\n";
+    std::string tokens;
+    for (const auto& t : r.tokens) tokens += (tokens.empty() ? "" : " ") + t;
+    std::cout << "tokens: " << tokens << "\n";
+    if (c.head.regression) {
+        char line[96];
+        std::snprintf(line, sizeof line, "score %.4f\n", r.logits.at(0));
+        std::cout << line;
+        return 0;
+    }
+    char line[200];
+    std::snprintf(line, sizeof line, "  %-24s %10s %12s\n", "label", "logit", "probability");
+    std::cout << line;
+    for (size_t i = 0; i < r.logits.size(); ++i) {
+        std::snprintf(line, sizeof line, "%s %-24s %10.4f %12.4f\n", i == best ? "*" : " ",
+                      c.head.labels[i].c_str(), r.logits[i], r.probabilities[i]);
+        std::cout << line;
+    }
+    std::cout << "predicted: " << c.head.labels[best] << "\n";
     return 0;
 }
 

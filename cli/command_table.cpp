@@ -124,10 +124,12 @@ void add_data_and_model_commands(std::vector<CommandSpec>& t) {
          "pt"});
     add({"export",
          cmd_export,
-         "CHECKPOINT|HF_DIR",
+         "CHECKPOINT|MODEL.pt|HF_DIR",
          "an HF folder that transformers' AutoModelForMaskedLM loads (model_type bert, or "
          "python/tupe_hf/ through auto_map with trust_remote_code=True) and `tupe analyze DIR` "
-         "reads, or one file of weights that Python's torch.load reads",
+         "reads, or one file of weights that Python's torch.load reads; a fine-tuned run's "
+         "finetune/JOB/model.pt (or a transformers sequence classifier) goes out with its "
+         "pooler, task head and label names, for AutoModelForSequenceClassification",
          {req("out", "DIR|FILE.pt", "an HF folder, or one .pt file of weights"),
           noted("vocab", "FILE",
                 "vocab.txt beside the checkpoint (or in HF_DIR), else the config's data.vocab",
@@ -168,6 +170,24 @@ void add_microscope_commands(std::vector<CommandSpec>& t) {
           noted("vocab", "FILE", "vocab.txt beside the checkpoint or in the HF folder",
                 "the vocabulary")},
          "",
+         "pt"});
+    add({"classify",
+         cmd_classify,
+         "MODEL.pt|HF_DIR",
+         "what a fine-tuned classifier predicts for a sentence (pair): each label's logit and "
+         "probability, or a regression's score, from a run's finetune/JOB/model.pt or an HF "
+         "sequence-classification folder",
+         {req("text", "TEXT", "the sentence (segment A)"),
+          opt("text-b", "TEXT", "", "the second sentence of a pair task (segment B)"),
+          opt("format", "FORMAT", "table",
+              "table, or JSON: {\"task\", \"tokens\", \"labels\": [{\"label\", \"logit\", "
+              "\"probability\"}], \"predicted\"} (a regression: {\"task\", \"tokens\", "
+              "\"score\"})",
+              {"table", "json"}),
+          noted("vocab", "FILE", "vocab.txt beside the model, in its run folder or HF folder",
+                "the vocabulary")},
+         "MODEL.pt: written by a study with finetune.save: best "
+         "(RUNS/VARIANT/finetune/JOB/model.pt).",
          "pt"});
     add({"analyze",
          cmd_analyze,

@@ -16,6 +16,7 @@ int cmd_info(const Argv& args);  // cmd_model.cpp
 int cmd_export(const Argv& args);
 int cmd_inspect(const Argv& args);
 int cmd_fill_mask(const Argv& args);
+int cmd_classify(const Argv& args);
 int cmd_analyze(const Argv& args);      // cmd_analyze.cpp
 int cmd_extrapolate(const Argv& args);  // cmd_extrapolate.cpp
 int cmd_ablate(const Argv& args);       // cmd_ablate.cpp

@@ -88,6 +88,60 @@ LoadedModel load_model(const std::string& spec, const std::string& vocab_flag, b
     return out;
 }
 
+LoadedClassifier load_classifier(const std::string& spec, const std::string& vocab_flag) {
+    LoadedClassifier out;
+    std::error_code ec;
+    if (!fs::exists(spec, ec))
+        throw engine::InputError(spec, "no such fine-tuned model or HF folder");
+    bool lower_case = true;
+    if (fs::is_directory(spec, ec)) {
+        if (!is_hf_folder(spec))
+            throw engine::InputError(spec,
+                                     "is a folder without config.json: not an HF model folder");
+        if (!analysis::hf_folder_is_classifier(spec))
+            throw engine::InputError(spec,
+                                     "config.json names no *ForSequenceClassification "
+                                     "architecture: not a fine-tuned classifier (`tupe fill-mask` "
+                                     "and `tupe inspect` read encoders)");
+        analysis::HfClassifier hf = analysis::import_hf_classifier(spec, &out.notes);
+        out.model = hf.model;
+        out.head = hf.head;
+        out.vocab_path = !vocab_flag.empty() ? vocab_flag : (fs::path(spec) / "vocab.txt").string();
+        lower_case = analysis::read_hf_lower_case(spec, true);
+        out.what = out.model->config().preset + " classifier from " + spec;
+    } else {
+        if (!engine::is_finetuned_checkpoint(spec))
+            throw engine::InputError(spec,
+                                     "is not a fine-tuned model (finetune/JOB/model.pt, written "
+                                     "with finetune.save: best)" +
+                                         std::string(engine::checkpoint_format(spec).empty()
+                                                         ? ""
+                                                         : ": it is a pretraining checkpoint"));
+        engine::FinetunedCheckpoint ft = engine::load_finetuned(spec);
+        out.model = ft.model;
+        out.head = analysis::classifier_head_for(ft.task, ft.model->num_labels());
+        // runs/VARIANT/finetune/JOB/model.pt: the variant's vocab.txt is two folders up.
+        const fs::path job = fs::path(spec).parent_path();
+        const fs::path beside = job / "vocab.txt",
+                       run = job.parent_path().parent_path() / "vocab.txt";
+        out.vocab_path = !vocab_flag.empty()      ? vocab_flag
+                         : fs::exists(beside, ec) ? beside.string()
+                         : fs::exists(run, ec)    ? run.string()
+                                                  : ft.config.data.vocab;
+        lower_case = ft.config.data.lower_case;
+        out.what = ft.config.model.preset + " fine-tuned on " + out.head.task + ", epoch " +
+                   std::to_string(ft.epoch);
+    }
+    engine::Vocab vocab = engine::Vocab::load(out.vocab_path);
+    if (vocab.size() > out.model->config().vocab_size)
+        throw engine::InputError(out.vocab_path,
+                                 std::to_string(vocab.size()) +
+                                     " tokens, more than the model's vocab_size = " +
+                                     std::to_string(out.model->config().vocab_size));
+    out.tokenizer = std::make_unique<engine::WordPieceTokenizer>(std::move(vocab), lower_case);
+    return out;
+}
+
 void require_mlm_head(const LoadedModel& m, const std::string& what) {
     if (!m.has_mlm_head)
         throw engine::InputError(m.name, what +

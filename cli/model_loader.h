@@ -1,9 +1,10 @@
 // One model loader for every command that reads a model (`tupe inspect`, `analyze`, `ablate`,
-// `heads`): a pretraining checkpoint (vocab.txt beside it), an HF BERT folder (a transformers
-// BertForMaskedLM, BertModel or sentence-transformers folder: config.json + model.safetensors
-// or pytorch_model.bin + vocab.txt, analysis::import_hf_bert), or init:PRESET[:SIZE] (fresh
-// weights, seed 1). What a source lacks is a field here, not a branch in each command: an HF
-// folder has no training corpus or length, a BertModel has no MLM head.
+// `heads`; a classifier for `tupe classify` and `tupe export`): a pretraining checkpoint (vocab.txt
+// beside it), an HF BERT folder (a transformers BertForMaskedLM, BertModel or sentence-transformers
+// folder: config.json + model.safetensors or pytorch_model.bin + vocab.txt,
+// analysis::import_hf_bert), or init:PRESET[:SIZE] (fresh weights, seed 1). What a source lacks is
+// a field here, not a branch in each command: an HF folder has no training corpus or length, a
+// BertModel has no MLM head.
 #pragma once
 
 #include <memory>
@@ -11,8 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "analysis/hf_classifier.h"
 #include "engine/bert.h"
 #include "engine/config.h"
+#include "engine/finetune.h"
 #include "engine/tokenizer.h"
 
 namespace cli {
@@ -39,6 +42,23 @@ bool is_hf_folder(const std::string& path);
 /// engine::CheckpointError naming the file, UsageError for init: without --vocab.
 LoadedModel load_model(const std::string& spec, const std::string& vocab_flag, bool cased,
                        bool primary = true);
+
+/// A fine-tuned sequence classifier with its tokenizer.
+struct LoadedClassifier {
+    engine::BertForSequenceClassification model{nullptr};  ///< eval mode
+    analysis::ClassifierHead head;
+    std::unique_ptr<engine::WordPieceTokenizer> tokenizer;
+    std::string vocab_path;          ///< the vocabulary the tokenizer was read from
+    std::string what;                ///< e.g. "tupe-a fine-tuned on RTE, epoch 3"
+    std::vector<std::string> notes;  ///< what the HF import did
+};
+
+/// Loads a fine-tuned model: a run's finetune/JOB/model.pt (finetune.save: best; its vocabulary
+/// beside it, else the run folder's vocab.txt two levels up, else the config's data.vocab) or
+/// an HF sequence-classification folder (analysis::import_hf_classifier). --vocab
+/// (`vocab_flag`) overrides. Throws engine::InputError / engine::CheckpointError naming the
+/// file, e.g. for a pretraining checkpoint or an HF folder without a classifier.
+LoadedClassifier load_classifier(const std::string& spec, const std::string& vocab_flag);
 
 /// Throws engine::InputError, one line naming the model and `what` needs the head, when the
 /// model has no MLM head (an HF BertModel or sentence-transformers folder).

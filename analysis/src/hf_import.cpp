@@ -27,6 +27,7 @@
 #include "engine/errors.h"
 #include "engine/position_scheme.h"
 #include "engine/text_util.h"
+#include "hf_internal.h"
 #include "hf_remote_code.h"
 #include "tensor_util.h"
 
@@ -531,7 +532,7 @@ int64_t exported_type_vocab_size(const engine::ModelConfig& c) {
 
 }  // namespace
 
-std::string hf_config_for(const engine::ModelConfig& c) {
+nlohmann::json detail::hf_config_json(const engine::ModelConfig& c) {
     nlohmann::json j = {
         {"architectures", {hf_representable(c) ? "BertForMaskedLM" : "TupeForMaskedLM"}},
         {"model_type", hf_representable(c) ? "bert" : kTupeModelType},
@@ -547,17 +548,36 @@ std::string hf_config_for(const engine::ModelConfig& c) {
     } else {
         // transformers' remote code (trust_remote_code=True): python/tupe_hf/, which
         // export_hf_bert writes beside this file.
-        j["auto_map"] = {{"AutoConfig", "configuration_tupe.TupeConfig"},
-                         {"AutoModel", "modeling_tupe.TupeModel"},
-                         {"AutoModelForMaskedLM", "modeling_tupe.TupeForMaskedLM"}};
+        j["auto_map"] = {
+            {"AutoConfig", "configuration_tupe.TupeConfig"},
+            {"AutoModel", "modeling_tupe.TupeModel"},
+            {"AutoModelForMaskedLM", "modeling_tupe.TupeForMaskedLM"},
+            {"AutoModelForSequenceClassification", "modeling_tupe.TupeForSequenceClassification"}};
     }
     j[kWorkbenchKey] = hf_workbench_block(c);
-    return j.dump(2) + "\n";
+    return j;
 }
 
-void export_hf_bert(engine::BertForMaskedLM& model, const std::string& vocab_path, bool lower_case,
-                    const std::string& dir, std::vector<std::string>* notes) {
-    const engine::ModelConfig& config = model->config();
+std::string hf_config_for(const engine::ModelConfig& c) {
+    return detail::hf_config_json(c).dump(2) + "\n";
+}
+
+bool detail::hf_bert_model_type(const engine::ModelConfig& config) {
+    return hf_representable(config);
+}
+
+NamedTensors detail::hf_named_parameters(torch::nn::Module& module, const std::string& prefix) {
+    NamedTensors tensors;
+    for (const auto& item : module.named_parameters(/*recurse=*/true))
+        tensors.emplace_back(to_hf_name(prefix + item.key()),
+                             item.value().detach().to(torch::kCPU, torch::kFloat));
+    return tensors;
+}
+
+void detail::write_hf_folder(const engine::ModelConfig& config, NamedTensors tensors,
+                             const nlohmann::json& config_json, const std::string& vocab_path,
+                             bool lower_case, const std::string& dir,
+                             std::vector<std::string>* notes) {
     // Checked before anything is written: the vocabulary must fit the embedding table.
     const engine::Vocab vocab = engine::Vocab::load(vocab_path);
     if (vocab.size() > config.vocab_size)
@@ -570,12 +590,6 @@ void export_hf_bert(engine::BertForMaskedLM& model, const std::string& vocab_pat
     fs::create_directories(d, ec);
     if (ec) throw engine::CheckpointError(dir, "cannot create the directory: " + ec.message());
 
-    // Parameters only, under their HF names; the decoder is tied to the word embeddings and,
-    // as in transformers' own safetensors files, not stored twice.
-    NamedTensors tensors;
-    for (const auto& item : model->named_parameters(/*recurse=*/true))
-        tensors.emplace_back(to_hf_name(item.key()),
-                             item.value().detach().to(torch::kCPU, torch::kFloat));
     if (hf_representable(config) && !engine::describe_position(config).learned_input) {
         // transformers' BertEmbeddings builds its absolute table for every position type and
         // adds it only for "absolute": zeros, so from_pretrained finds every tensor.
@@ -592,7 +606,7 @@ void export_hf_bert(engine::BertForMaskedLM& model, const std::string& vocab_pat
     }
     write_safetensors((d / "model.safetensors").string(), tensors,
                       {{"format", "pt"}, {"producer", "tupe export"}});
-    write_text_file(d / "config.json", hf_config_for(config));
+    write_text_file(d / "config.json", config_json.dump(2) + "\n");
     if (!hf_representable(config)) {
         // The modeling and configuration code config.json's auto_map names (python/tupe_hf/).
         for (const auto& file : detail::tupe_hf_files())
@@ -606,6 +620,15 @@ void export_hf_bert(engine::BertForMaskedLM& model, const std::string& vocab_pat
                                       {"model_max_length", config.max_position_embeddings},
                                       {"tokenizer_class", "BertTokenizer"}};
     write_text_file(d / "tokenizer_config.json", tokenizer.dump(2) + "\n");
+}
+
+void export_hf_bert(engine::BertForMaskedLM& model, const std::string& vocab_path, bool lower_case,
+                    const std::string& dir, std::vector<std::string>* notes) {
+    // Parameters only, under their HF names; the decoder is tied to the word embeddings and,
+    // as in transformers' own safetensors files, not stored twice.
+    const engine::ModelConfig& config = model->config();
+    detail::write_hf_folder(config, detail::hf_named_parameters(*model),
+                            detail::hf_config_json(config), vocab_path, lower_case, dir, notes);
 }
 
 bool read_hf_lower_case(const std::string& dir, bool fallback) {

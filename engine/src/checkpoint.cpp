@@ -13,6 +13,7 @@
 
 #include "checkpoint_internal.h"
 #include "engine/errors.h"
+#include "engine/finetune.h"
 #include "engine/torch_compat.h"
 #include "engine/trainer.h"
 #include "zip_integrity.h"
@@ -28,6 +29,8 @@ namespace {
 // process, so two processes wrote different bytes for the same state.
 constexpr const char* kFormat = "tupe-workbench/checkpoint/2";
 constexpr const char* kFormat1 = "tupe-workbench/checkpoint/1";
+// A fine-tuned model (save_finetuned): the encoder's config, the task and the HF-named weights.
+constexpr const char* kFinetunedFormat = "tupe-finetuned-v1";
 
 // AdamW's state, parameter by parameter in group order, with each group's options: the same
 // training state gives the same archive in any process (a resumed run's checkpoints hash as an
@@ -162,6 +165,40 @@ std::vector<EvalReport> evals_from_text(const std::string& text) {
 
 namespace detail {
 
+void write_archive_atomically(const std::string& path, torch::serialize::OutputArchive& archive,
+                              const std::string& what, const std::string& on_failure) {
+    // Atomic: a reader (or a resume after kill -9) sees the old file or the new one, never half.
+    // LibTorch's file writer finishes the zip in its destructor, where a full disk becomes
+    // std::terminate; so the archive goes through our own sink, which never fails inside
+    // LibTorch and reports the first write error afterwards, with the old file still in place.
+    std::error_code ec;
+    if (fs::path(path).has_parent_path()) {
+        fs::create_directories(fs::path(path).parent_path(), ec);
+        if (ec) throw CheckpointError(path, "cannot create its folder: " + ec.message());
+    }
+    const std::string tmp = path + ".tmp";
+    std::FILE* file = std::fopen(tmp.c_str(), "wb");
+    if (!file)
+        throw CheckpointError(path,
+                              "cannot write " + tmp + ": " + std::strerror(errno) + on_failure);
+    int error = 0;
+    archive.save_to([&](const void* data, size_t size) -> size_t {
+        if (error == 0 && size > 0 && std::fwrite(data, 1, size, file) != size)
+            error = errno != 0 ? errno : EIO;
+        return size;
+    });
+    if (error == 0 && std::fflush(file) != 0) error = errno != 0 ? errno : EIO;
+    if (error == 0 && ::fsync(::fileno(file)) != 0) error = errno;
+    if (std::fclose(file) != 0 && error == 0) error = errno != 0 ? errno : EIO;
+    if (error != 0) {
+        fs::remove(tmp, ec);
+        throw CheckpointError(
+            path, "cannot write the " + what + ": " + std::strerror(error) + on_failure);
+    }
+    fs::rename(tmp, path, ec);
+    if (ec) throw CheckpointError(path, "cannot move " + tmp + " into place: " + ec.message());
+}
+
 void save_checkpoint(const std::string& path, const PretrainConfig& config, BertForMaskedLM& model,
                      torch::optim::AdamW& optimizer, int64_t step, int64_t tokens_seen,
                      const std::vector<EvalReport>& evals) {
@@ -177,31 +214,7 @@ void save_checkpoint(const std::string& path, const PretrainConfig& config, Bert
     save_adamw_state(optimizer, optimizer_archive);
     archive.write("model", model_archive);
     archive.write("optimizer", optimizer_archive);
-    // Atomic: a reader (or a resume after kill -9) sees the old file or the new one, never half.
-    // LibTorch's file writer finishes the zip in its destructor, where a full disk becomes
-    // std::terminate; so the archive goes through our own sink, which never fails inside
-    // LibTorch and reports the first write error afterwards, with the old file still in place.
-    const std::string tmp = path + ".tmp";
-    std::FILE* file = std::fopen(tmp.c_str(), "wb");
-    if (!file)
-        throw CheckpointError(path, "cannot write " + tmp + ": " + std::strerror(errno) +
-                                        "; the previous checkpoint is kept");
-    int error = 0;
-    archive.save_to([&](const void* data, size_t size) -> size_t {
-        if (error == 0 && size > 0 && std::fwrite(data, 1, size, file) != size)
-            error = errno != 0 ? errno : EIO;
-        return size;
-    });
-    if (error == 0 && std::fflush(file) != 0) error = errno != 0 ? errno : EIO;
-    if (error == 0 && ::fsync(::fileno(file)) != 0) error = errno;
-    if (std::fclose(file) != 0 && error == 0) error = errno != 0 ? errno : EIO;
-    if (error != 0) {
-        std::error_code ec;
-        fs::remove(tmp, ec);
-        throw CheckpointError(path, std::string("cannot write the checkpoint: ") +
-                                        std::strerror(error) + "; the previous checkpoint is kept");
-    }
-    fs::rename(tmp, path);
+    write_archive_atomically(path, archive, "checkpoint", "; the previous checkpoint is kept");
 }
 
 RawCheckpoint read_checkpoint(const std::string& path, torch::Device device) {
@@ -218,6 +231,11 @@ RawCheckpoint read_checkpoint(const std::string& path, torch::Device device) {
                                         first_line(e.what_without_backtrace()));
     }
     c10::IValue value;
+    if (archive.try_read("format", value) && value.isString() &&
+        value.toStringRef() == kFinetunedFormat)
+        throw CheckpointError(path,
+                              "is a fine-tuned classifier, not a pretraining checkpoint: `tupe "
+                              "classify` and `tupe export` read it");
     if (!archive.try_read("format", value) || !value.isString() ||
         (value.toStringRef() != kFormat && value.toStringRef() != kFormat1))
         throw CheckpointError(
@@ -316,6 +334,90 @@ std::vector<std::pair<std::string, torch::Tensor>> named_weights(BertForMaskedLM
     std::vector<std::pair<std::string, torch::Tensor>> out;
     for (const auto& item : model->named_parameters()) out.emplace_back(item.key(), item.value());
     for (const auto& item : model->named_buffers()) out.emplace_back(item.key(), item.value());
+    return out;
+}
+
+void save_finetuned(const std::string& path, BertForSequenceClassification& model,
+                    const PretrainConfig& encoder, const std::string& task, int64_t epoch) {
+    torch::serialize::OutputArchive archive, weights;
+    archive.write("format", c10::IValue(std::string(kFinetunedFormat)));
+    archive.write("task", c10::IValue(task));
+    archive.write("num_labels", c10::IValue(model->num_labels()));
+    archive.write("epoch", c10::IValue(epoch));
+    archive.write("config", c10::IValue(config_to_text(encoder)));
+    model->save(weights);
+    archive.write("model", weights);
+    detail::write_archive_atomically(path, archive, "fine-tuned model");
+}
+
+std::string checkpoint_format(const std::string& path) {
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) return "";
+    torch::serialize::InputArchive archive;
+    try {
+        archive.load_from(path);
+    } catch (const c10::Error&) {
+        return "";
+    }
+    c10::IValue value;
+    if (!archive.try_read("format", value) || !value.isString()) return "";
+    return value.toStringRef();
+}
+
+bool is_finetuned_checkpoint(const std::string& path) {
+    return checkpoint_format(path) == kFinetunedFormat;
+}
+
+FinetunedCheckpoint load_finetuned(const std::string& path, torch::Device device) {
+    if (!fs::exists(path)) throw CheckpointError(path, "no such fine-tuned model file");
+    if (fs::is_directory(path)) refuse_directory(path);
+    detail::verify_zip_integrity(path);
+    torch::serialize::InputArchive archive, weights;
+    try {
+        archive.load_from(path, device);
+    } catch (const c10::Error& e) {
+        throw CheckpointError(path, "cannot read the fine-tuned model (truncated or not one): " +
+                                        first_line(e.what_without_backtrace()));
+    }
+    c10::IValue value;
+    if (!archive.try_read("format", value) || !value.isString() ||
+        value.toStringRef() != kFinetunedFormat)
+        throw CheckpointError(path, "not a fine-tuned model (no '" + std::string(kFinetunedFormat) +
+                                        "' format tag; finetune.save: best writes one)");
+    FinetunedCheckpoint out;
+    int64_t num_labels = 0;
+    try {
+        archive.read("task", value);
+        out.task = value.toStringRef();
+        archive.read("num_labels", value);
+        num_labels = value.toInt();
+        archive.read("epoch", value);
+        out.epoch = value.toInt();
+        archive.read("config", value);
+        out.config = parse_config_text(value.toStringRef());
+        archive.read("model", weights);
+    } catch (const c10::Error& e) {
+        throw CheckpointError(
+            path, "incomplete fine-tuned model: " + first_line(e.what_without_backtrace()));
+    } catch (const std::invalid_argument& e) {
+        throw CheckpointError(path, std::string("bad config in the fine-tuned model: ") + e.what());
+    }
+    if (num_labels < 1)
+        throw CheckpointError(path, "num_labels = " + std::to_string(num_labels) + ", not >= 1");
+    try {
+        out.model = BertForSequenceClassification(out.config.model, num_labels, 0.0);
+    } catch (const std::exception& e) {
+        throw CheckpointError(path, std::string("invalid model config: ") + e.what());
+    }
+    out.model->to(device);
+    try {
+        out.model->load(weights);
+    } catch (const c10::Error& e) {
+        throw CheckpointError(path, "weights do not fit the model of its config (" +
+                                        out.config.model.preset +
+                                        "): " + first_line(e.what_without_backtrace()));
+    }
+    out.model->eval();
     return out;
 }
 

@@ -29,6 +29,12 @@ struct RawCheckpoint {
     int format = 2;
 };
 
+/// Writes `archive` to `path` through `path`.tmp and a rename (fsynced first), so `path` is the
+/// old file or the new one, never half; a failure throws CheckpointError naming `path`: "cannot
+/// write the <what>: <reason><on_failure>".
+void write_archive_atomically(const std::string& path, torch::serialize::OutputArchive& archive,
+                              const std::string& what, const std::string& on_failure = "");
+
 /// Writes the config, where training stands, the CPU RNG (dropout's), the model and the
 /// optimizer to `path`, atomically (temporary file, then rename).
 void save_checkpoint(const std::string& path, const PretrainConfig& config, BertForMaskedLM& model,

@@ -6,10 +6,8 @@
 // finetune.save: best is written to out_dir/finetune/<job>/model.pt as an artifact of the
 // run. The scheduler (runner.cpp) owns the run row's status.
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -57,45 +55,6 @@ void load_state(engine::BertForSequenceClassification& model, const ModelState& 
     };
     fill(model->named_parameters());
     fill(model->named_buffers());
-}
-
-/// Writes the fine-tuned model to `path` atomically (temporary file, then rename): its
-/// format tag, task, label count, best epoch, the encoder's resolved config
-/// (engine::config_to_text) and the weights under "model" (HF names: bert.*, pooler.dense.*,
-/// classifier.*), as LibTorch's serialize archive. Throws engine::CheckpointError naming it.
-void save_finetuned(const std::string& path, engine::BertForSequenceClassification& model,
-                    const engine::PretrainConfig& encoder, const std::string& task, int64_t epoch) {
-    torch::serialize::OutputArchive archive, weights;
-    archive.write("format", c10::IValue(std::string("tupe-finetuned-v1")));
-    archive.write("task", c10::IValue(task));
-    archive.write("num_labels", c10::IValue(model->num_labels()));
-    archive.write("epoch", c10::IValue(epoch));
-    archive.write("config", c10::IValue(engine::config_to_text(encoder)));
-    model->save(weights);
-    archive.write("model", weights);
-    std::error_code ec;
-    fs::create_directories(fs::path(path).parent_path(), ec);
-    if (ec) throw engine::CheckpointError(path, "cannot create its folder: " + ec.message());
-    const std::string tmp = path + ".tmp";
-    std::FILE* file = std::fopen(tmp.c_str(), "wb");
-    if (!file)
-        throw engine::CheckpointError(path, "cannot write " + tmp + ": " + std::strerror(errno));
-    int error = 0;
-    // Our own sink, as the pretraining checkpoint: a write error is reported, not terminated on.
-    archive.save_to([&](const void* data, size_t size) -> size_t {
-        if (error == 0 && size > 0 && std::fwrite(data, 1, size, file) != size)
-            error = errno != 0 ? errno : EIO;
-        return size;
-    });
-    if (std::fclose(file) != 0 && error == 0) error = errno != 0 ? errno : EIO;
-    if (error != 0) {
-        fs::remove(tmp, ec);
-        throw engine::CheckpointError(
-            path, std::string("cannot write the fine-tuned model: ") + std::strerror(error));
-    }
-    fs::rename(tmp, path, ec);
-    if (ec)
-        throw engine::CheckpointError(path, "cannot move " + tmp + " into place: " + ec.message());
 }
 
 /// The GLUE rows of one dev split's scores: one per metric, at the job's checkpoint, lr, seed.
@@ -229,7 +188,7 @@ void save_best_finetuned(ResultStore& store, int64_t run_id, const std::string& 
                          engine::BertForSequenceClassification& model,
                          const engine::PretrainConfig& encoder, const TaskInfo& task,
                          int64_t best_epoch) {
-    save_finetuned(path, model, encoder, task.key, best_epoch);
+    engine::save_finetuned(path, model, encoder, task.key, best_epoch);
     ArtifactRecord a;
     a.run_id = run_id;
     a.kind = "finetuned-model";

@@ -1,4 +1,5 @@
-"""tupe_hf: the workbench's encoders for transformers (``AutoModelForMaskedLM`` with
+"""tupe_hf: the workbench's encoders for transformers (``AutoModel``, ``AutoModelForMaskedLM``
+and, for a fine-tuned run, ``AutoModelForSequenceClassification``, with
 ``trust_remote_code=True``).
 
 ``tupe export`` copies these files into every folder whose scheme transformers' own BERT cannot
@@ -8,6 +9,17 @@ engine/position.{h,cpp} and modeling_tupe.py engine/bert.{h,cpp}.
 """
 
 from .configuration_tupe import TupeConfig
-from .modeling_tupe import TupeForMaskedLM, TupeModel, TupePreTrainedModel
+from .modeling_tupe import (
+    TupeForMaskedLM,
+    TupeForSequenceClassification,
+    TupeModel,
+    TupePreTrainedModel,
+)
 
-__all__ = ["TupeConfig", "TupeForMaskedLM", "TupeModel", "TupePreTrainedModel"]
+__all__ = [
+    "TupeConfig",
+    "TupeForMaskedLM",
+    "TupeForSequenceClassification",
+    "TupeModel",
+    "TupePreTrainedModel",
+]

@@ -1,4 +1,5 @@
-"""The workbench's BERT-like encoder and its MLM head for transformers, as engine/bert.{h,cpp}:
+"""The workbench's BERT-like encoder, its MLM head and its sequence classifier for transformers,
+as engine/bert.{h,cpp} and engine/finetune.{h,cpp}:
 HF modeling_bert's structure and parameter names, post-LN or pre-LN (with ModernBERT's first
 layer and final norm), LayerNorm or RMSNorm, with or without biases, a GELU, GeGLU or SwiGLU
 FFN, local-window layers, and every positional scheme through position.py, whose terms are
@@ -10,7 +11,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 from transformers import PreTrainedModel
-from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPooling,
+    MaskedLMOutput,
+    SequenceClassifierOutput,
+)
 
 from .configuration_tupe import TupeConfig
 from .norm import TupeNorm
@@ -169,11 +174,25 @@ class TupePreTrainedModel(PreTrainedModel):
                 module.bias.zero_()
 
 
-class TupeModel(TupePreTrainedModel):
-    """The encoder: bert.embeddings, bert.position_bias (the schemes' parameters, as the
-    engine names them), bert.encoder."""
+class TupePooler(nn.Module):
+    """bert.pooler: tanh(dense(h[:, 0])), the [CLS] state, as engine::BertPooler (always with
+    its bias, as HF's)."""
 
     def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, h):
+        # (B, T, C) -> (B, C)
+        return torch.tanh(self.dense(h[:, 0]))
+
+
+class TupeModel(TupePreTrainedModel):
+    """The encoder: bert.embeddings, bert.position_bias (the schemes' parameters, as the
+    engine names them), bert.encoder and, as HF's BertModel, bert.pooler unless
+    add_pooling_layer is false (the MLM model has none)."""
+
+    def __init__(self, config, add_pooling_layer=True):
         super().__init__(config)
         learned_input = config.wb("absolute_position") == "input"
         self.embeddings = TupeEmbeddings(config, learned_input)
@@ -181,6 +200,7 @@ class TupeModel(TupePreTrainedModel):
         self.position_bias = PositionEncoding(
             config, self.encoder.layer, lambda: self.embeddings.position_embeddings
         )
+        self.pooler = TupePooler(config) if add_pooling_layer else None
         self.post_init()
 
     def get_input_embeddings(self):
@@ -218,8 +238,10 @@ class TupeModel(TupePreTrainedModel):
             attentions.append(probs)
         if hasattr(self.encoder, "final_layer_norm"):
             x = self.encoder.final_layer_norm(x)
-        return BaseModelOutput(
-            last_hidden_state=x, attentions=tuple(attentions) if output_attentions else None
+        return BaseModelOutputWithPooling(
+            last_hidden_state=x,
+            pooler_output=self.pooler(x) if self.pooler is not None else None,
+            attentions=tuple(attentions) if output_attentions else None,
         )
 
 
@@ -251,7 +273,7 @@ class TupeForMaskedLM(TupePreTrainedModel):
 
     def __init__(self, config):
         super().__init__(config)
-        self.bert = TupeModel(config)
+        self.bert = TupeModel(config, add_pooling_layer=False)
         self.cls = TupeOnlyMLMHead(config)
         self.post_init()
 
@@ -284,4 +306,49 @@ class TupeForMaskedLM(TupePreTrainedModel):
         return MaskedLMOutput(loss=loss, logits=logits, attentions=out.attentions)
 
 
-__all__ = ["TupeForMaskedLM", "TupeModel", "TupePreTrainedModel"]
+class TupeForSequenceClassification(TupePreTrainedModel):
+    """bert.* (with bert.pooler), dropout and classifier (C -> num_labels): HF's
+    BertForSequenceClassification, as engine::BertForSequenceClassification. Loss as
+    transformers': mean squared error for one label (regression), cross-entropy otherwise."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = TupeModel(config)
+        dropout = getattr(config, "classifier_dropout", None)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob if dropout is None else dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        labels=None,
+        output_attentions=False,
+        return_dict=True,
+        **kwargs,
+    ):
+        out = self.bert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            output_attentions=output_attentions,
+        )
+        logits = self.classifier(self.dropout(out.pooler_output))  # (B, C) -> (B, L)
+        loss = None
+        if labels is not None:
+            if self.num_labels == 1:
+                loss = F.mse_loss(logits.view(-1), labels.view(-1).to(logits.dtype))
+            else:
+                loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
+        return SequenceClassifierOutput(loss=loss, logits=logits, attentions=out.attentions)
+
+
+__all__ = [
+    "TupeForMaskedLM",
+    "TupeForSequenceClassification",
+    "TupeModel",
+    "TupePreTrainedModel",
+]

@@ -4,7 +4,9 @@
 // project's Python environment (TUPE_VENV, `./run.sh venv`), loads each folder with
 // AutoTokenizer and AutoModelForMaskedLM (trust_remote_code: python/tupe_hf/) and compares the
 // log-probabilities at the [MASK] tokens (fp32, 1e-4), and sends a random transformers
-// BertForMaskedLM through `tupe export` and back. Also fill-mask's one-line errors.
+// BertForMaskedLM through `tupe export` and back. A fine-tuned run's model.pt (finetune.save:
+// best) goes out for AutoModelForSequenceClassification with its head and label names, and
+// transformers' logits equal `tupe classify`'s. Also fill-mask's and classify's one-line errors.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -23,6 +25,7 @@
 #include "checkpoint_internal.h"
 #include "command_table.h"
 #include "engine/config.h"
+#include "engine/finetune.h"
 #include "engine/trainer.h"
 #include "support/test_support.h"
 #include "support/torch_support.h"
@@ -89,6 +92,25 @@ class HfClientsTest : public test_support::TempDirTest {
         engine::detail::save_checkpoint((run / "checkpoint.pt").string(), config, model, optimizer,
                                         0, 0, {});
         return run / "checkpoint.pt";
+    }
+    /// A fine-tuned classifier of `preset` on `task` (every parameter random, as checkpoint())
+    /// where a study writes it: RUN/finetune/JOB/model.pt, the vocabulary in the run folder.
+    fs::path finetuned(const std::string& preset, const std::string& task, int64_t num_labels,
+                       uint64_t seed) const {
+        engine::PretrainConfig config;
+        config.model = test_support::tiny16_config(
+            preset, static_cast<int64_t>(vocab_tokens().size()), 32, /*dropout=*/false);
+        config.data.vocab = (dir_ / "vocab.txt").string();
+        config.data.lower_case = true;
+        engine::BertForSequenceClassification model(config.model, num_labels, 0.0);
+        test_support::randomize_parameters(*model, seed, 0.3, true);
+        model->eval();
+        const fs::path run = dir_ / "classifiers" / (preset + "-" + task);
+        fs::create_directories(run / "finetune" / "job");
+        fs::copy_file(dir_ / "vocab.txt", run / "vocab.txt");
+        const fs::path path = run / "finetune" / "job" / "model.pt";
+        engine::save_finetuned(path.string(), model, config, task, 3);
+        return path;
     }
 };
 
@@ -163,6 +185,115 @@ TEST_F(HfClientsTest, TransformersLoadsEveryPresetsExportWithFillMasksLogProbs) 
     EXPECT_EQ(r.status, 0) << r.out << read_file(dir_ / "python_stderr.txt");
     for (const std::string& preset : engine::model_presets())
         EXPECT_NE(r.out.find(preset + "\t"), std::string::npos) << "no line for " << preset;
+}
+
+// A fine-tuned run exports for AutoModelForSequenceClassification: model_type bert (bert-a),
+// python/tupe_hf's TupeForSequenceClassification (tupe-r; modern-tupe-r: pre-LN, RMSNorm, no
+// biases), with the task's labels; a pair task of 3 labels (MNLI) and a regression (STS-B).
+// transformers' logits on the folder equal `tupe classify`'s on the model.pt (fp32, 1e-4), and
+// a transformers BertForSequenceClassification goes through `tupe export` with its pooler and
+// classifier identical.
+TEST_F(HfClientsTest, TransformersLoadsAFineTunedRunsClassifierWithItsLabels) {
+    std::string why;
+    const std::string python = venv_python(&why);
+    if (python.empty()) FAIL() << why;
+    const std::string a = "the old man saw a red bird .",
+                      b = "a man saw the small dog on the mat .";
+    struct Case {
+        std::string preset, task;
+        int64_t labels;
+        std::vector<std::string> names;
+    };
+    const std::vector<Case> cases = {
+        {"bert-a", "rte", 2, {"entailment", "not_entailment"}},
+        {"tupe-r", "mnli", 3, {"entailment", "neutral", "contradiction"}},
+        {"modern-tupe-r", "stsb", 1, {"score"}}};
+    uint64_t seed = 300;
+    for (const Case& c : cases) {
+        const fs::path model = finetuned(c.preset, c.task, c.labels, seed++);
+        const fs::path run = model.parent_path().parent_path().parent_path();
+        const std::string out =
+            run_in_process("export", {model.string(), "--out", (run / "hf").string()});
+        EXPECT_NE(out.find(std::to_string(c.labels) + " labels"), std::string::npos) << out;
+        const auto config = nlohmann::json::parse(read_file(run / "hf" / "config.json"));
+        for (size_t i = 0; i < c.names.size(); ++i)
+            EXPECT_EQ(config["id2label"][std::to_string(i)], c.names[i]) << c.preset;
+        EXPECT_EQ(config["problem_type"],
+                  c.labels == 1 ? "regression" : "single_label_classification");
+        const std::string json = run_in_process(
+            "classify", {model.string(), "--text", a, "--text-b", b, "--format", "json"});
+        const auto got = nlohmann::json::parse(json);
+        ASSERT_EQ(got.contains("score"), c.labels == 1) << json;
+        if (c.labels > 1) {
+            ASSERT_EQ(got["labels"].size(), static_cast<size_t>(c.labels)) << json;
+            double total = 0;
+            for (const auto& l : got["labels"]) total += l["probability"].get<double>();
+            EXPECT_NEAR(total, 1.0, 1e-9) << json;
+        }
+        test_support::write_file(run / "classify.json", json);
+        // The folder reads back as the same classifier: `tupe classify` on it prints the same.
+        const auto back = nlohmann::json::parse(run_in_process(
+            "classify", {(run / "hf").string(), "--text", a, "--text-b", b, "--format", "json"}));
+        EXPECT_EQ(back["tokens"], got["tokens"]);
+        EXPECT_EQ(back["task"], got["task"]);
+        if (c.labels == 1) {
+            EXPECT_NEAR(back["score"].get<double>(), got["score"].get<double>(), 1e-5);
+        } else {
+            EXPECT_EQ(back["predicted"], got["predicted"]);
+            for (size_t i = 0; i < got["labels"].size(); ++i)
+                EXPECT_NEAR(back["labels"][i]["logit"].get<double>(),
+                            got["labels"][i]["logit"].get<double>(), 1e-5);
+        }
+    }
+    const std::string script = std::string(TUPE_SOURCE_DIR) + "/tests/python/check_hf_exports.py";
+    const auto r = test_support::run_cli(
+        quote(python),
+        quote(script) + " --part classifier --work " + quote((dir_ / "classifiers").string()) +
+            " --tupe " + quote(TUPE_CLI) + " --vocab " + quote((dir_ / "vocab.txt").string()) +
+            " --text " + quote(a) + " --text-b " + quote(b) + " </dev/null",
+        dir_ / "python_stderr.txt");
+    std::cout << r.out;
+    EXPECT_EQ(r.status, 0) << r.out << read_file(dir_ / "python_stderr.txt");
+    for (const Case& c : cases)
+        EXPECT_NE(r.out.find(c.preset + "-" + c.task + "\t"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("BertForSequenceClassification: "), std::string::npos) << r.out;
+}
+
+TEST_F(HfClientsTest, ClassifyRefusesInOneLine) {
+    const fs::path ckpt = checkpoint("bert-a", 1);
+    // A pretraining checkpoint is not a classifier, and load_checkpoint names a classifier.
+    auto r = tupe("classify " + quote(ckpt.string()) + " --text 'a cat .'");
+    EXPECT_NE(r.status, 0);
+    std::string err = read_file(dir_ / "stderr.txt");
+    EXPECT_NE(err.find("is not a fine-tuned model"), std::string::npos) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    const fs::path model = finetuned("bert-a", "rte", 2, 7);
+    r = tupe("fill-mask " + quote(model.string()) + " --text 'a [MASK] .'");
+    EXPECT_NE(r.status, 0);
+    err = read_file(dir_ / "stderr.txt");
+    EXPECT_NE(err.find("is a fine-tuned classifier, not a pretraining checkpoint"),
+              std::string::npos)
+        << err;
+    // An MLM export is not a classifier folder.
+    const fs::path hf = dir_ / "hf";
+    ASSERT_EQ(tupe("export " + quote(ckpt.string()) + " --out " + quote(hf.string())).status, 0);
+    r = tupe("classify " + quote(hf.string()) + " --text 'a cat .'");
+    EXPECT_NE(r.status, 0);
+    err = read_file(dir_ / "stderr.txt");
+    EXPECT_NE(err.find("names no *ForSequenceClassification"), std::string::npos) << err;
+    r = tupe("export " + quote(model.string()) + " --out " + quote((dir_ / "w.pt").string()));
+    EXPECT_NE(r.status, 0);
+    err = read_file(dir_ / "stderr.txt");
+    EXPECT_NE(err.find("exports to an HF folder only"), std::string::npos) << err;
+    // The table: every label with its logit and probability, the predicted one marked.
+    r = tupe("classify " + quote(model.string()) +
+             " --text 'the cat sat .' --text-b 'a dog ran .'");
+    ASSERT_EQ(r.status, 0) << read_file(dir_ / "stderr.txt");
+    EXPECT_NE(r.out.find("bert-a fine-tuned on RTE, epoch 3"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("tokens: [CLS] the cat sat . [SEP] a dog ran . [SEP]"), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("not_entailment"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("predicted: "), std::string::npos) << r.out;
 }
 
 TEST_F(HfClientsTest, FillMaskRefusesInOneLine) {

@@ -11,7 +11,20 @@ written WORK/<preset>/hf (``tupe export``) and WORK/<preset>/fill_mask.json (``t
    with identical tensors, and ``tupe fill-mask`` on the saved folder equals transformers; a
    random BertForSequenceClassification's encoder goes through the same way.
 
-Prints one line per preset (its class and max |delta logprob|); exits 1 on any failure.
+With ``--part classifier`` (tests/cli/test_hf_clients.cpp's fine-tuned runs), instead:
+
+3. each WORK/<name>/hf that ``tupe export`` wrote from a fine-tuned run's model.pt loads with
+   AutoModelForSequenceClassification (trust_remote_code=True), every tensor used, with
+   config.id2label and problem_type as the task's, and its fp32 logits on --text/--text-b equal
+   WORK/<name>/classify.json (``tupe classify --format json``) within --tolerance, on the same
+   tokens; the same folder loads with AutoModel (the encoder, the pooler) to the same pooled
+   output;
+4. a random BertForSequenceClassification saved by save_pretrained goes through ``tupe export``
+   and loads back with every tensor identical, the pooler and classifier included, and
+   ``tupe classify`` on the saved folder equals transformers' logits.
+
+Prints one line per preset (its class and max |delta logprob|, or max |delta logit|); exits 1
+on any failure.
 """
 
 import argparse
@@ -28,6 +41,7 @@ import torch
 from transformers import (
     AutoModel,
     AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
     AutoTokenizer,
     BertConfig,
     BertForMaskedLM,
@@ -62,8 +76,12 @@ def compare(expected, ids, logprobs, mask_id, unk_id):
     return delta
 
 
-def load_checked(auto_class, folder, **kwargs):
+def load_checked(auto_class, folder, unused=(), **kwargs):
+    """``auto_class`` from ``folder`` with every tensor used (but those starting with one of
+    ``unused``, e.g. a classifier's head under AutoModel), float32, in eval mode."""
     model, info = auto_class.from_pretrained(folder, output_loading_info=True, **kwargs)
+    unexpected = info.get("unexpected_keys", [])
+    info["unexpected_keys"] = [k for k in unexpected if not k.startswith(unused)]
     for kind in ("missing_keys", "unexpected_keys", "mismatched_keys"):
         if info.get(kind):
             raise AssertionError(f"{folder}: {kind} {sorted(info[kind])}")
@@ -120,66 +138,183 @@ def tupe(binary, *args):
     return r.stdout
 
 
-def check_transformers_round_trip(binary, vocab, text, tolerance):
+def classifier_logits(model, tokenizer, text, text_b):
+    """(input tokens, fp32 logits (L)) of a text pair."""
+    enc = tokenizer(text, text_b, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**enc).logits[0]
+    tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0].tolist())
+    return tokens, logits.float()
+
+
+def compare_classification(expected, tokens, logits):
+    """Max |delta logit| against ``tupe classify --format json``; raises on other tokens."""
+    if tokens != expected["tokens"]:
+        raise AssertionError(f"tokens {tokens} in transformers, {expected['tokens']} in tupe")
+    if "score" in expected:
+        return abs(logits[0].item() - expected["score"])
+    want = [entry["logit"] for entry in expected["labels"]]
+    return max(abs(a - b) for a, b in zip(logits.tolist(), want, strict=True))
+
+
+def check_classifier_exports(work, text, text_b, tolerance):
     failures = []
-    config = BertConfig(
+    for folder in sorted(p for p in work.iterdir() if (p / "classify.json").is_file()):
+        name = folder.name
+        try:
+            hf = folder / "hf"
+            config = json.loads((hf / "config.json").read_text())
+            model = load_checked(AutoModelForSequenceClassification, hf, trust_remote_code=True)
+            want = (
+                "BertForSequenceClassification"
+                if config["model_type"] == "bert"
+                else "TupeForSequenceClassification"
+            )
+            if type(model).__name__ != want:
+                raise AssertionError(f"loaded as {type(model).__name__}, expected {want}")
+            expected = json.loads((folder / "classify.json").read_text())
+            labels = (
+                ["score"]
+                if "score" in expected
+                else [entry["label"] for entry in expected["labels"]]
+            )
+            got = [model.config.id2label[i] for i in range(model.config.num_labels)]
+            if "score" not in expected and got != labels:
+                raise AssertionError(f"id2label {got}, tupe's labels {labels}")
+            kind = "regression" if "score" in expected else "single_label_classification"
+            if model.config.problem_type != kind:
+                raise AssertionError(f"problem_type {model.config.problem_type}, expected {kind}")
+            with contextlib.redirect_stdout(io.StringIO()):
+                tokenizer = AutoTokenizer.from_pretrained(hf)
+            tokens, logits = classifier_logits(model, tokenizer, text, text_b)
+            delta = compare_classification(expected, tokens, logits)
+            # AutoModel: the encoder with its pooler, the classifier's input.
+            encoder = load_checked(AutoModel, hf, unused=("classifier.",), trust_remote_code=True)
+            enc = tokenizer(text, text_b, return_tensors="pt")
+            with torch.no_grad():
+                pooled = encoder(**enc).pooler_output
+                logits_from_pooled = model.classifier(pooled)[0]
+            delta = max(delta, (logits_from_pooled - logits).abs().max().item())
+            status = "ok" if delta <= tolerance else "FAIL"
+            model_type = config["model_type"]
+            print(f"{name}\t{model_type}\t{want}\t{labels}\tmax|dlogit| {delta:.3g}\t{status}")
+            if delta > tolerance:
+                failures.append(f"{name}: max |delta logit| {delta:.3g} > {tolerance}")
+        except Exception as e:  # every classifier is reported, then the test fails
+            print(f"{name}\tFAIL\t{type(e).__name__}: {e}")
+            failures.append(f"{name}: {type(e).__name__}: {e}")
+    return failures
+
+
+def check_classifier_round_trip(binary, vocab, text, text_b, tolerance):
+    """A transformers BertForSequenceClassification through ``tupe export``: every tensor (the
+    pooler and classifier included), its labels, and ``tupe classify``."""
+    labels = {0: "entailment", 1: "neutral", 2: "contradiction"}
+    config = bert_config(vocab, num_labels=3, id2label=labels)
+    name = "BertForSequenceClassification"
+    with tempfile.TemporaryDirectory(prefix="tupe_hf_classifier") as tmp:
+        try:
+            model, saved, exported = save_and_export(
+                binary, BertForSequenceClassification, config, vocab, Path(tmp), 11
+            )
+            back = load_checked(AutoModelForSequenceClassification, exported)
+            n = expect_same_tensors(model, back)
+            if back.config.id2label != labels:
+                raise AssertionError(f"id2label {back.config.id2label}")
+            tokenizer = AutoTokenizer.from_pretrained(saved)
+            tokens, logits = classifier_logits(model, tokenizer, text, text_b)
+            expected = json.loads(
+                tupe(
+                    binary,
+                    "classify",
+                    str(saved),
+                    "--text",
+                    text,
+                    "--text-b",
+                    text_b,
+                    "--format",
+                    "json",
+                )
+            )
+            delta = compare_classification(expected, tokens, logits)
+            print(
+                f"{name}: {n} tensors identical after tupe export, the pooler and classifier "
+                f"included; tupe classify on the saved folder: max|dlogit| {delta:.3g}"
+            )
+            if delta > tolerance:
+                return [f"{name}: classify max |delta logit| {delta:.3g}"]
+        except Exception as e:  # reported, then the test fails
+            print(f"{name}\tFAIL\t{type(e).__name__}: {e}")
+            return [f"{name}: {type(e).__name__}: {e}"]
+    return []
+
+
+def bert_config(vocab, **kwargs):
+    """A tiny BertConfig over the test's vocabulary."""
+    return BertConfig(
         vocab_size=sum(1 for _ in open(vocab)),
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=2,
         intermediate_size=64,
         max_position_embeddings=64,
+        **kwargs,
     )
+
+
+def save_and_export(binary, cls, config, vocab, tmp, seed):
+    """A random ``cls`` saved by save_pretrained (with a BERT folder's tokenizer files, as
+    bert-base-uncased ships them), then ``tupe export`` of that folder: (model, saved, exported)."""
+    saved, exported = tmp / "saved", tmp / "exported"
+    model = cls(config)
+    randomize(model, seed)
+    model.eval().save_pretrained(saved)
+    shutil.copyfile(vocab, saved / "vocab.txt")
+    tokenizer_config = {"tokenizer_class": "BertTokenizer", "do_lower_case": True}
+    (saved / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+    tupe(binary, "export", str(saved), "--out", str(exported))
+    return model, saved, exported
+
+
+def expect_same_tensors(model, back):
+    """Every tensor of ``model`` in ``back`` under the same name, bit for bit; their count."""
+    got = back.state_dict()
+    for key, tensor in model.state_dict().items():
+        if key not in got:
+            raise AssertionError(f"{key} missing after the round trip")
+        if not torch.equal(got[key], tensor):
+            raise AssertionError(f"{key} differs after the round trip")
+    return len(model.state_dict())
+
+
+def check_transformers_round_trip(binary, vocab, text, tolerance):
+    """A transformers BertForMaskedLM through ``tupe export``: every tensor, and fill-mask."""
+    name = "BertForMaskedLM"
     with tempfile.TemporaryDirectory(prefix="tupe_hf_round_trip") as tmp:
-        tmp = Path(tmp)
-        for cls, auto_class in (
-            (BertForMaskedLM, AutoModelForMaskedLM),
-            (BertForSequenceClassification, AutoModel),
-        ):
-            name = cls.__name__
-            try:
-                saved, exported = tmp / f"{name}-saved", tmp / f"{name}-exported"
-                model = cls(config)
-                randomize(model, 7)
-                model.eval().save_pretrained(saved)
-                # A BERT folder's tokenizer files, as bert-base-uncased ships them.
-                shutil.copyfile(vocab, saved / "vocab.txt")
-                tokenizer_config = {"tokenizer_class": "BertTokenizer", "do_lower_case": True}
-                (saved / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
-                tupe(binary, "export", str(saved), "--out", str(exported))
-                back = auto_class.from_pretrained(exported).eval()
-                # The encoder (and for BertForMaskedLM the head) under the same names; tupe has
-                # no pooler and no task head, so those are not carried.
-                prefix = "" if cls is BertForMaskedLM else "bert."
-                kept = {
-                    k: v
-                    for k, v in model.state_dict().items()
-                    if not k.startswith(("bert.pooler.", "classifier."))
-                }
-                got = {prefix + k: v for k, v in back.state_dict().items()}
-                for key, tensor in kept.items():
-                    if key not in got:
-                        raise AssertionError(f"{key} missing after the round trip")
-                    if not torch.equal(got[key], tensor):
-                        raise AssertionError(f"{key} differs after the round trip")
-                line = f"{name}: {len(kept)} tensors identical after tupe export"
-                if cls is BertForMaskedLM:
-                    tokenizer = AutoTokenizer.from_pretrained(saved)
-                    ids, logprobs = mask_logprobs(model, tokenizer, text)
-                    expected = json.loads(
-                        tupe(binary, "fill-mask", str(saved), "--text", text, "--format", "json")
-                    )
-                    delta = compare(
-                        expected, ids, logprobs, tokenizer.mask_token_id, tokenizer.unk_token_id
-                    )
-                    line += f"; tupe fill-mask on the saved folder: max|dlogprob| {delta:.3g}"
-                    if delta > tolerance:
-                        failures.append(f"{name}: fill-mask max |delta logprob| {delta:.3g}")
-                print(line)
-            except Exception as e:  # reported, then the test fails
-                print(f"{name}\tFAIL\t{type(e).__name__}: {e}")
-                failures.append(f"{name}: {type(e).__name__}: {e}")
-    return failures
+        try:
+            model, saved, exported = save_and_export(
+                binary, BertForMaskedLM, bert_config(vocab), vocab, Path(tmp), 7
+            )
+            back = load_checked(AutoModelForMaskedLM, exported)
+            n = expect_same_tensors(model, back)
+            tokenizer = AutoTokenizer.from_pretrained(saved)
+            ids, logprobs = mask_logprobs(model, tokenizer, text)
+            expected = json.loads(
+                tupe(binary, "fill-mask", str(saved), "--text", text, "--format", "json")
+            )
+            delta = compare(
+                expected, ids, logprobs, tokenizer.mask_token_id, tokenizer.unk_token_id
+            )
+            print(
+                f"{name}: {n} tensors identical after tupe export; tupe fill-mask on the saved "
+                f"folder: max|dlogprob| {delta:.3g}"
+            )
+            if delta > tolerance:
+                return [f"{name}: fill-mask max |delta logprob| {delta:.3g}"]
+        except Exception as e:  # reported, then the test fails
+            print(f"{name}\tFAIL\t{type(e).__name__}: {e}")
+            return [f"{name}: {type(e).__name__}: {e}"]
+    return []
 
 
 def main():
@@ -190,11 +325,19 @@ def main():
     parser.add_argument("--tupe", required=True, help="the tupe executable")
     parser.add_argument("--vocab", type=Path, required=True, help="vocab.txt of the round trip")
     parser.add_argument("--text", required=True)
+    parser.add_argument("--text-b", default="", help="the second segment (--part classifier)")
+    parser.add_argument("--part", choices=("mlm", "classifier"), default="mlm")
     parser.add_argument("--tolerance", type=float, default=1e-4)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    failures = check_exports(args.work, args.text, args.tolerance)
-    failures += check_transformers_round_trip(args.tupe, args.vocab, args.text, args.tolerance)
+    if args.part == "classifier":
+        failures = check_classifier_exports(args.work, args.text, args.text_b, args.tolerance)
+        failures += check_classifier_round_trip(
+            args.tupe, args.vocab, args.text, args.text_b, args.tolerance
+        )
+    else:
+        failures = check_exports(args.work, args.text, args.tolerance)
+        failures += check_transformers_round_trip(args.tupe, args.vocab, args.text, args.tolerance)
     for f in failures:
         print(f"FAILED {f}", file=sys.stderr)
     return 1 if failures else 0

@@ -87,6 +87,33 @@ class BertForSequenceClassificationImpl : public torch::nn::Module {
 };
 TORCH_MODULE(BertForSequenceClassification);
 
+/// A fine-tuned model as the runner saves it (finetune.save: best, engine/src/checkpoint.cpp):
+/// the encoder's resolved config, the task key, the best epoch and the weights (bert.*,
+/// pooler.dense.*, classifier.*).
+struct FinetunedCheckpoint {
+    PretrainConfig config;
+    BertForSequenceClassification model{nullptr};  ///< eval mode
+    std::string task;                              ///< the task's key, e.g. "RTE"
+    int64_t epoch = 0;                             ///< the best epoch, 1-based
+};
+
+/// Writes `model` with its encoder's config, task and epoch to `path` atomically (temporary
+/// file, then rename). Throws CheckpointError naming `path`.
+void save_finetuned(const std::string& path, BertForSequenceClassification& model,
+                    const PretrainConfig& encoder, const std::string& task, int64_t epoch);
+
+/// Reads what save_finetuned wrote. Throws CheckpointError naming `path` when it is missing,
+/// corrupt, of another format, or of weights that do not fit its config.
+FinetunedCheckpoint load_finetuned(const std::string& path,
+                                   torch::Device device = torch::Device(torch::kCPU));
+
+/// The archive's format tag ("tupe-workbench/checkpoint/2", "tupe-finetuned-v1", ...), or ""
+/// when `path` is not a readable archive with one.
+std::string checkpoint_format(const std::string& path);
+
+/// Whether `path` is a fine-tuned model (save_finetuned's format), not a pretraining checkpoint.
+bool is_finetuned_checkpoint(const std::string& path);
+
 /// Batches of indices into `lengths` for one epoch: a (seed, epoch) permutation is cut into
 /// chunks of 50 batches, each chunk sorted by length and cut into batches of batch_size, and
 /// the batch order shuffled. Every index appears exactly once; only the last batch may be
