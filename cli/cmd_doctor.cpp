@@ -154,11 +154,14 @@ int cmd_doctor(const Argv& argv) {
         line("matmul fp32", fmt1(fp32) + " GFLOP/s (1024^3, best of 3, " +
                                 std::to_string(at::get_num_threads()) + " aten threads)");
         line("matmul bf16", fmt1(bf16) + " GFLOP/s (512^3, best of 3)");
-        // What `train.dtype: auto` (and finetune.dtype) resolves to here, measured as it does.
-        const auto choice = engine::choose_precision("auto", torch::Device(torch::kCPU));
+        // What `train.dtype: auto` (and finetune.dtype) resolves to here, measured as it does;
+        // measured afresh, and the machine's cached rates replaced (engine/precision.h).
+        const auto choice =
+            engine::choose_precision("auto", torch::Device(torch::kCPU), "train.dtype", true);
         line("dtype auto", choice.dtype + " on cpu: " + choice.reason);
         if (cuda) {
-            const auto gpu = engine::choose_precision("auto", torch::Device(torch::kCUDA));
+            const auto gpu =
+                engine::choose_precision("auto", torch::Device(torch::kCUDA), "train.dtype", true);
             line("dtype auto (cuda)", gpu.dtype + ": " + gpu.reason);
         }
     }

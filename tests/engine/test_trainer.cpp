@@ -2,13 +2,18 @@
 // deterministic, a stopped run resumes to the same weights as an uninterrupted one, and bad
 // checkpoints or a diverging loss fail clearly without losing the last good checkpoint.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <string>
 
 #include "engine/errors.h"
 #include "engine/precision.h"
@@ -406,6 +411,67 @@ TEST(Precision, ValidatesAndPassesExplicitChoicesThrough) {
     const auto a = choose_precision("auto", cpu);
     EXPECT_GT(a.fp32_gflops, 0);
     EXPECT_EQ(a.dtype == "bf16", a.bf16_gflops >= kBf16SpeedupForAuto * a.fp32_gflops);
+}
+
+// "auto" measures once per machine and keeps the rates; later calls read them (and follow
+// whatever the line says), `refresh` measures again, "off" keeps nothing.
+// Sets an environment variable for a scope, restoring what was there.
+class ScopedEnv {
+  public:
+    ScopedEnv(const char* name, const std::string& value) : name_(name) {
+        if (const char* old = std::getenv(name)) old_ = old;
+        ::setenv(name, value.c_str(), 1);
+    }
+    ~ScopedEnv() {
+        if (old_)
+            ::setenv(name_, old_->c_str(), 1);
+        else
+            ::unsetenv(name_);
+    }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+  private:
+    const char* name_;
+    std::optional<std::string> old_;
+};
+
+TEST(Precision, AutoMeasuresOncePerMachineAndReadsTheCacheAfter) {
+    const test_support::TempDir dir("tupe_precision_cache");
+    const std::string cache = dir.file("precision.tsv");
+    const ScopedEnv env("TUPE_PRECISION_CACHE", cache);
+    const torch::Device cpu(torch::kCPU);
+    const auto first = choose_precision("auto", cpu);
+    EXPECT_NE(first.reason.find("measured now, kept in " + cache), std::string::npos)
+        << first.reason;
+    const std::string key = precision_machine_key(cpu);
+    std::string text = test_support::read_file(cache);
+    ASSERT_EQ(text.rfind(key + "\t", 0), 0u) << text;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+
+    // A line of this machine saying bf16 is 10x fp32: read, not measured.
+    test_support::write_file(
+        cache, "other|machine\t1.0\t2.0\t2026-01-01\n" + key + "\t100.0\t1000.0\t2026-01-02\n");
+    auto read = choose_precision("auto", cpu);
+    EXPECT_EQ(read.dtype, "bf16");
+    EXPECT_EQ(read.fp32_gflops, 100.0);
+    EXPECT_NE(read.reason.find("measured 2026-01-02, read from " + cache), std::string::npos)
+        << read.reason;
+    test_support::write_file(cache, key + "\t1000.0\t100.0\t2026-01-03\n");
+    EXPECT_EQ(choose_precision("auto", cpu).dtype, "fp32");
+
+    // refresh (tupe doctor) measures again and replaces the line, keeping other machines'.
+    test_support::write_file(
+        cache, "other|machine\t1.0\t2.0\t2026-01-01\n" + key + "\t1000.0\t100.0\t2026-01-03\n");
+    const auto fresh = choose_precision("auto", cpu, "train.dtype", true);
+    EXPECT_NE(fresh.fp32_gflops, 1000.0);
+    text = test_support::read_file(cache);
+    EXPECT_NE(text.find("other|machine\t1.0\t2.0"), std::string::npos) << text;
+    EXPECT_EQ(text.find("2026-01-03"), std::string::npos) << text;
+
+    const ScopedEnv off("TUPE_PRECISION_CACHE", "off");
+    EXPECT_NE(choose_precision("auto", cpu).reason.find("measured now, not cached"),
+              std::string::npos);
 }
 
 TEST_F(TrainerTest, Bf16AutocastTrainsOnCpu) {

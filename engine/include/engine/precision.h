@@ -30,13 +30,25 @@ struct PrecisionChoice {
 /// bf16 matmuls must run at least this many times the fp32 rate for "auto" to pick bf16.
 inline constexpr double kBf16SpeedupForAuto = 1.5;
 
+/// Where "auto"'s measurements are kept, one line per machine: $TUPE_PRECISION_CACHE when set
+/// ("off": nowhere), else $XDG_CACHE_HOME/tupe/precision.tsv, else ~/.cache/tupe/precision.tsv;
+/// "" when there is no such place (no HOME).
+std::string precision_cache_path();
+
+/// What a cache line is keyed by: the host name, the CPU model, the LibTorch version, the
+/// device and the intra-op thread count, e.g. "node1|AMD EPYC ...|1.13.0|cpu|2 threads".
+std::string precision_machine_key(const torch::Device& device);
+
 /// Validates `requested` (fp32, bf16, fp16 or auto; `key` names the config key in errors,
 /// std::invalid_argument) and resolves "auto": bf16 (autocast, fp32 master weights) where this
 /// device multiplies bf16 matrices at least kBf16SpeedupForAuto times faster than fp32 (native
 /// AVX512-BF16/AMX kernels on a CPU, tensor cores on a GPU), fp32 elsewhere: emulated or slow
 /// bf16 costs speed and buys nothing. Measured on (512, 512, 512) products on a CPU and
-/// (4096, 4096, 4096) on CUDA, about a second.
+/// (4096, 4096, 4096) on CUDA (about a second) once per machine key (precision_machine_key) and
+/// kept in precision_cache_path(); later calls read that line, and the reason says so. `refresh`
+/// (`tupe doctor`) measures again and replaces the line. An unreadable or unwritable cache is
+/// ignored (measured every time).
 PrecisionChoice choose_precision(const std::string& requested, const torch::Device& device,
-                                 const std::string& key = "train.dtype");
+                                 const std::string& key = "train.dtype", bool refresh = false);
 
 }  // namespace engine
