@@ -10,10 +10,12 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "analysis/ablation.h"
 #include "analysis/extrapolate.h"
+#include "analysis/mlm_head_fit.h"
 #include "analysis/text_format.h"
 #include "cli_util.h"
 #include "command_table.h"
@@ -37,7 +39,9 @@ namespace {
 
 struct Ablated {
     std::string path, variant, text;
-    std::string patch_from;               ///< the --patch-from checkpoint, or empty
+    std::string patch_from;    ///< the --patch-from checkpoint, or empty
+    std::string head = "own";  ///< "own", or how the head was fitted (--fit-head)
+    std::optional<analysis::MlmHeadFit> fit;
     double unigram_floor = std::nan("");  ///< floor.txt beside the checkpoint, when present
     analysis::AblationReport report;
 };
@@ -65,7 +69,18 @@ std::string render_json(const std::vector<Ablated>& results) {
                             {"positional_share", number_or_null(row.positional_share)}});
         const nlohmann::json patch =
             e.patch_from.empty() ? nlohmann::json() : nlohmann::json(e.patch_from);
+        const nlohmann::json head =
+            e.fit ? nlohmann::json{{"fitted", true},
+                                   {"windows", e.fit->windows},
+                                   {"masked_tokens", e.fit->masked},
+                                   {"held_back_tokens", e.fit->held_back},
+                                   {"best_step", e.fit->best_step},
+                                   {"held_back_unigram_loss", e.fit->start_loss},
+                                   {"held_back_loss", e.fit->end_loss},
+                                   {"train_loss", e.fit->train_loss}}
+                  : nlohmann::json{{"fitted", false}};
         list.push_back({{"checkpoint", e.path},
+                        {"mlm_head", head},
                         {"variant", e.variant},
                         {"text", e.text},
                         {"positions", r.summary},
@@ -160,6 +175,7 @@ std::string render_table(const std::vector<Ablated>& results) {
         if (std::isfinite(e.unigram_floor))
             os << " (the run's unigram floor: " << fixed_or_dash(e.unigram_floor) << ")";
         os << "\n";
+        if (e.fit) os << "MLM head: " << e.head << "\n";
         os << "  layer  head    loss  change  95% CI              use    pos.share\n";
         for (const auto& row : r.rows) {
             const std::string layer = row.layer < 0 ? "all" : std::to_string(row.layer);
@@ -218,14 +234,22 @@ int cmd_ablate(const Argv& argv) {
     options.with_share = !args.has("no-share");
     const std::string corpus = args.get("corpus");
     if (!corpus.empty()) require_corpus_file(corpus);
+    const int64_t fit_tokens = args.get_int("fit-head");
+    if (fit_tokens > 0 && corpus.empty())
+        throw UsageError(
+            "--fit-head fits on the --corpus text after the scored tokens: give --corpus");
     engine::apply_thread_count(args.get_int("threads"));
 
     std::vector<Ablated> results;
     for (size_t k = 0; k < checkpoints.size(); ++k) {
         const std::string& path = checkpoints[k];
         LoadedModel m = load_model(path, args.get("vocab"), /*cased=*/false);
-        // Without its MLM head a folder's masked-token loss is a random head's.
-        require_mlm_head(m, "tupe ablate (it scores masked-token loss)");
+        // Without its MLM head a folder's masked-token loss is a random head's: refused unless
+        // one is fitted (--fit-head).
+        if (fit_tokens == 0)
+            require_mlm_head(m,
+                             "tupe ablate (it scores masked-token loss; --fit-head N fits one "
+                             "on the frozen encoder)");
         Ablated e;
         e.path = path;
         // Named by its run folder without the seed (paper_cpu/tupe-a@seed2 -> tupe-a), so that
@@ -240,9 +264,34 @@ int cmd_ablate(const Argv& argv) {
         if (m.kind == "checkpoint" &&
             engine::read_floor(engine::floor_path(fs::path(path).parent_path().string()), floor))
             e.unigram_floor = floor.unigram_nats;
-        const std::vector<int64_t> stream =
-            scored_stream(m, corpus, args.get_int("max-tokens"), e.text);
+        const int64_t max_tokens = args.get_int("max-tokens");
+        std::vector<int64_t> stream = scored_stream(m, corpus, max_tokens + fit_tokens, e.text);
         options.source = corpus.empty() ? m.config->data.corpus : corpus;
+        if (fit_tokens > 0) {
+            // The head is fitted on the text after the scored tokens, never on them.
+            const auto scored = static_cast<size_t>(std::min<int64_t>(max_tokens, stream.size()));
+            const std::vector<int64_t> fit_text(stream.begin() + scored, stream.end());
+            stream.resize(scored);
+            analysis::MlmHeadFitOptions fit;
+            fit.length = options.length > 0 ? options.length : default_window_length(m);
+            // Every window of the fitting text.
+            fit.windows = std::max<int64_t>(
+                10, static_cast<int64_t>(fit_text.size()) / std::max<int64_t>(1, fit.length - 2));
+            fit.seed = options.seed;
+            fit.source = corpus + " (tokens " + std::to_string(scored) + "-" +
+                         std::to_string(scored + fit_text.size()) + ", the fitting text)";
+            std::cerr << "ablate: fitting an MLM head on " << fit_text.size()
+                      << " tokens after the scored " << scored << std::endl;
+            e.fit = analysis::fit_mlm_head(m.model, fit_text, m.tokenizer->vocab(), fit);
+            std::ostringstream head;
+            head << "fitted on the frozen encoder (--fit-head) from " << e.fit->windows
+                 << " windows after the scored text, " << e.fit->masked
+                 << " masked tokens; on their held-back tenth (" << e.fit->held_back
+                 << "): unigram " << fixed_or_dash(e.fit->start_loss) << " -> "
+                 << fixed_or_dash(e.fit->end_loss) << " nats (step " << e.fit->best_step << " of "
+                 << fit.steps << " kept; training rows " << fixed_or_dash(e.fit->train_loss) << ")";
+            e.head = head.str();
+        }
         if (options.patch_source) {  // one line naming what differs, before any work
             try {
                 m.model->bert->position->set_patch_source(options.patch_source);

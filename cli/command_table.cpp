@@ -291,6 +291,10 @@ void add_ablation_commands(std::vector<CommandSpec>& t) {
                             "tokens per window, [CLS] and [SEP] included")),
           at_least(1, opt("batch", "B", "8", "windows per forward pass")),
           at_least(1, opt("max-tokens", "N", "60000", "stream tokens read from --corpus")),
+          at_least(0, opt("fit-head", "N", "0",
+                          "fit a fresh MLM head on the frozen encoder from the N --corpus tokens "
+                          "after the scored ones, then score with it (for a folder shipped "
+                          "without its head; on a model with one, a check of the probe)")),
           opt("seed", "S", "1", "seed of the masked tokens, the shuffle and the bootstrap"),
           flag("no-share", "skip the positional share (properties probe) beside each head"),
           opt("threads", "N", "0", "intra-op threads (0 = the CPUs available)"),
@@ -304,7 +308,8 @@ void add_ablation_commands(std::vector<CommandSpec>& t) {
          "row. --patch-from puts another checkpoint's terms in those slots: the same scheme and "
          "shape, else a one-line error naming what differs.\nCHECKPOINT: a checkpoint.pt or an "
          "HF BERT folder with its MLM head (cls.predictions.*; an HF folder needs --corpus); "
-         "a BertModel or sentence-transformers folder has none and is refused in one line.",
+         "a BertModel or sentence-transformers folder has none and is refused in one line "
+         "unless --fit-head fits one (the loss is then that probe's).",
          "pt"});
     add({"heads",
          cmd_heads,

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -155,7 +156,23 @@ TEST_F(ExportCliTest, EveryReadingCommandTakesAnHfFolderAndSaysWhenItHasNoMlmHea
     EXPECT_NE(r.status, 0);
     const std::string err = read_file(dir_ / "stderr.txt");
     EXPECT_NE(err.find("needs an MLM head and this folder has none"), std::string::npos) << err;
+    EXPECT_NE(err.find("--fit-head N fits one"), std::string::npos) << err;
     EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    // --fit-head: a head fitted on the text after the scored tokens, said in the report.
+    r = tupe("ablate " + quote(enc.string()) + corpus +
+             " --windows 10 --length 6 --no-share --max-tokens 40 --fit-head 2000 --format json");
+    ASSERT_EQ(r.status, 0) << read_file(dir_ / "stderr.txt");
+    const auto fitted = nlohmann::json::parse(r.out)["checkpoints"][0];
+    EXPECT_TRUE(fitted["mlm_head"]["fitted"].get<bool>()) << r.out;
+    EXPECT_GE(fitted["mlm_head"]["windows"].get<int64_t>(), 10) << r.out;
+    EXPECT_LE(fitted["mlm_head"]["held_back_loss"].get<double>(),
+              fitted["mlm_head"]["held_back_unigram_loss"].get<double>() + 1.0)
+        << r.out;
+    r = tupe("ablate " + quote(enc.string()) + " --windows 2 --fit-head 2000");
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(read_file(dir_ / "stderr.txt").find("--fit-head fits on the --corpus text"),
+              std::string::npos)
+        << read_file(dir_ / "stderr.txt");
 
     // analyze: the BertModel folder's maps, without the probes that score MLM predictions.
     r = tupe("analyze " + quote(enc.string()) + corpus +
