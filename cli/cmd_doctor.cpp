@@ -178,6 +178,20 @@ int cmd_doctor(const Argv& argv) {
             ": export OPENBLAS_CORETYPE=" + (flags.count("avx512f") ? "SkylakeX" : "Haswell") +
             " (the tupe launcher does this itself unless OPENBLAS_CORETYPE is set or "
             "OpenBLAS lacks DYNAMIC_ARCH)");
+    // A core chosen in the environment below what the CPU runs: OpenBLAS 0.3.21's AVX2-level
+    // kernels on an AVX-512 CPU run the quickstart's step 1.3x and the small step 1.75x slower
+    // than its AVX-512 ones on the 2-core AMD EPYC (docs/performance.md).
+    const bool avx512 = flags.count("avx512f") && flags.count("avx512bw") &&
+                        flags.count("avx512vl") && flags.count("avx512dq");
+    const bool avx2_level = lower == "haswell" || lower == "zen" || lower == "sandybridge" ||
+                            lower == "excavator" || lower == "steamroller";
+    if (avx512 && avx2_level && !env_or("OPENBLAS_CORETYPE", "").empty() &&
+        !std::getenv("TUPE_BLAS_REEXEC"))
+        advice.push_back("OPENBLAS_CORETYPE=" + env_or("OPENBLAS_CORETYPE", "") +
+                         " (from the environment) keeps OpenBLAS on its AVX2 kernels on a CPU "
+                         "with AVX-512: unset it (OpenBLAS then picks its own) or set SkylakeX "
+                         "for up to 1.75x faster fp32 steps; results round differently from one "
+                         "core to another, so compare runs made with the same core");
     if (cpus > 1 && used < cpus)
         advice.push_back("ATen uses " + std::to_string(used) + " of " + std::to_string(cpus) +
                          " CPUs (OMP_NUM_THREADS): pass --threads N to bench/analyze/run");

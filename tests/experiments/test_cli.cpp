@@ -219,6 +219,26 @@ TEST_F(CliTest, DoctorNamesTheBlasAndBenchRefusesAnUnknownDtype) {
     EXPECT_NE(doctor.out.find("libtorch"), std::string::npos) << doctor.out;
     EXPECT_NE(doctor.out.find("blas library"), std::string::npos) << doctor.out;
     expect_one_line_error(tupe("bench --dtype fp64"), "expected fp32, bf16 or auto, got 'fp64'");
+
+    // An environment that pins OpenBLAS to its AVX2 kernels on an AVX-512 CPU is named, and
+    // only there (the flags as /proc/cpuinfo lists them; OpenBLAS as the loaded BLAS).
+    const auto pinned = test_support::run_cli("env OPENBLAS_CORETYPE=Haswell " + quote(TUPE_CLI),
+                                              "doctor --no-matmul", dir_ / "stderr.txt");
+    ASSERT_EQ(pinned.status, 0) << read_file(dir_ / "stderr.txt");
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    std::string line, flags;
+    while (std::getline(cpuinfo, line))
+        if (line.rfind("flags", 0) == 0) {
+            flags = line + " ";
+            break;
+        }
+    bool avx512 = true;
+    for (const char* f : {" avx512f ", " avx512bw ", " avx512vl ", " avx512dq "})
+        avx512 = avx512 && flags.find(f) != std::string::npos;
+    const bool openblas_haswell = pinned.out.find("blas core         Haswell") != std::string::npos;
+    EXPECT_EQ(pinned.out.find("keeps OpenBLAS on its AVX2 kernels") != std::string::npos,
+              avx512 && openblas_haswell)
+        << pinned.out;
 }
 
 TEST_F(CliTest, GlueStatsFailsWhenASplitFileIsMalformed) {
