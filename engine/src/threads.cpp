@@ -2,6 +2,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <dlfcn.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -29,5 +30,22 @@ int apply_thread_count(int64_t requested) {
 }
 
 bool flush_denormals() { return at::globalContext().setFlushDenormal(true); }
+
+std::string blas_description() {
+    // Looked up at run time: LibTorch links libblas.so.3 dynamically, and the alternatives
+    // system decides which library that is.
+    using StrFn = char* (*)();
+    auto config_fn = reinterpret_cast<StrFn>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
+    auto core_fn = reinterpret_cast<StrFn>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+    if (!config_fn || !core_fn) return "not OpenBLAS (MKL or another BLAS)";
+    std::string config = config_fn();
+    // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ... Haswell MAX_THREADS=64": the version only.
+    const auto space = config.find(' ', config.find(' ') + 1);
+    std::string out = config.substr(0, space) + ", kernels " + core_fn();
+    const char* forced = std::getenv("OPENBLAS_CORETYPE");
+    out += forced && *forced ? std::string(" (OPENBLAS_CORETYPE=") + forced + ")"
+                             : std::string(" (chosen by OpenBLAS)");
+    return out;
+}
 
 }  // namespace engine

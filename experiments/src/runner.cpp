@@ -22,6 +22,7 @@
 #include "analysis/tasks.h"
 #include "engine/distributed.h"
 #include "engine/errors.h"
+#include "engine/threads.h"
 #include "experiments/build_info.h"
 #include "experiments/glue_data.h"
 #include "experiments/process_pool.h"
@@ -69,6 +70,7 @@ RunRecord base_record(int64_t experiment_id, const Job& job) {
     r.variant = job.variant;
     r.host = ClaimOwner::self().host;
     r.torch_version = torch_version();
+    r.blas = engine::blas_description();
     r.git_commit = git_commit();
     return r;
 }

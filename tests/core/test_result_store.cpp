@@ -304,6 +304,7 @@ TEST(ResultStore, UpsertRunIsIdempotentAndUpdates) {
     const auto finetune_id = store.upsert_run(finetune);
     finetune.status = "finished";
     finetune.host = "node7";
+    finetune.blas = "OpenBLAS 0.3.21, kernels Haswell (OPENBLAS_CORETYPE=Haswell)";
     finetune.step = 120;
     EXPECT_EQ(store.upsert_run(finetune), finetune_id);
 
@@ -315,6 +316,8 @@ TEST(ResultStore, UpsertRunIsIdempotentAndUpdates) {
     EXPECT_EQ(runs[1].kind, "finetune");
     EXPECT_EQ(runs[1].status, "finished");
     EXPECT_EQ(runs[1].host, "node7");
+    EXPECT_EQ(runs[1].blas, finetune.blas);
+    EXPECT_EQ(runs[0].blas, "");
     EXPECT_EQ(runs[1].step, 120);
     EXPECT_EQ(store.get_run(finetune_id)->name, finetune.name);
     EXPECT_FALSE(store.get_run(999).has_value());

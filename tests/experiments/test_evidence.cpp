@@ -732,8 +732,8 @@ TEST_F(EvidenceTest, AStoreOfTheOldSchemaIsMigratedForReading) {
         h.pretrain("bert-a", 1, 6.0);
     }
     {
-        // Back to schema 1: the predictions, job_claims and gathered_jobs tables and the
-        // identities of runs and artifacts did not exist then.
+        // Back to schema 1: the predictions, job_claims and gathered_jobs tables, the
+        // identities of runs and artifacts and the runs' BLAS did not exist then.
         auto rw = ResultStore::open(path);
         (void)rw;
     }
@@ -745,6 +745,7 @@ TEST_F(EvidenceTest, AStoreOfTheOldSchemaIsMigratedForReading) {
                      "DROP INDEX runs_fingerprint; "
                      "ALTER TABLE runs DROP COLUMN identity; ALTER TABLE runs DROP COLUMN "
                      "fingerprint; ALTER TABLE runs DROP COLUMN cell; "
+                     "ALTER TABLE runs DROP COLUMN blas; "
                      "ALTER TABLE artifacts DROP COLUMN identity; PRAGMA user_version = 1;",
                      nullptr, nullptr, nullptr),
         SQLITE_OK);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/threads.h"
 #include "experiments/config_loader.h"
 #include "experiments/experiment.h"
 #include "experiments/job_identity.h"
@@ -335,7 +336,10 @@ TEST_F(ExperimentTest, RunnerRecordsEverythingAndRerunsSkipFinishedJobs) {
     for (const auto& r : runs) {
         EXPECT_EQ(r.status, "finished") << r.name;
         EXPECT_FALSE(r.git_commit.empty());
+        // The BLAS the run multiplied with, as this process sees it.
+        EXPECT_EQ(r.blas, engine::blas_description()) << r.name;
     }
+    EXPECT_FALSE(engine::blas_description().empty());
     auto pre = store.find_run(exp->id, "tupe-a");
     ASSERT_TRUE(pre.has_value());
     auto val = store.metrics(pre->id, "validation/loss");

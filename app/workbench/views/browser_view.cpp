@@ -165,6 +165,7 @@ void BrowserView::showSelection() {
                          QString::fromStdString(run->end_time), QString::fromStdString(run->host),
                          QString::fromStdString(run->torch_version),
                          QString::fromStdString(run->git_commit));
+            if (!run->blas.empty()) text += "# blas " + QString::fromStdString(run->blas) + "\n";
             if (!run->error_message.empty())
                 text += "# error: " + QString::fromStdString(run->error_message) + "\n";
             const auto ckpts = store_->checkpoints(run->id);

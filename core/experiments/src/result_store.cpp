@@ -170,6 +170,11 @@ CREATE TABLE gathered_jobs (
         R"sql(
 ALTER TABLE artifacts ADD COLUMN identity TEXT NOT NULL DEFAULT '';
 )sql",
+        // Version 8: the BLAS and the kernels each run multiplied with (RunRecord::blas):
+        // another kernel set rounds differently; '' for runs stored before.
+        R"sql(
+ALTER TABLE runs ADD COLUMN blas TEXT NOT NULL DEFAULT '';
+)sql",
     };
     return steps;
 }

@@ -66,7 +66,7 @@ bool ResultStore::ingest_run(std::int64_t experiment_id, const std::string& job,
         upsert.bind(9, r.start_time).bind(10, r.end_time).bind(11, r.host);
         upsert.bind(12, r.torch_version).bind(13, r.git_commit).bind(14, r.error_message);
         upsert.bind(15, impl_->to_stored(r.out_dir)).bind(16, r.step).bind(17, r.identity);
-        upsert.bind(18, r.fingerprint).bind(19, r.cell).run(what);
+        upsert.bind(18, r.fingerprint).bind(19, r.cell).bind(20, r.blas).run(what);
         Query select(*impl_, "SELECT id FROM runs WHERE experiment_id = ?1 AND name = ?2");
         select.bind(1, experiment_id).bind(2, r.name).step(what);
         const std::int64_t id = select.integer(0);

@@ -38,13 +38,13 @@ inline const std::vector<std::string> kRunKinds = {"pretrain", "finetune"};
 inline const std::vector<std::string> kRunStatuses = {"pending", "running", "finished",
                                                       "failed",  "stopped", "blocked"};
 
-// A run row inserted, or every column updated for the same (experiment_id, name): ?1-?19 in
-// RunRecord's order (upsert_run, ingest_run).
+// A run row inserted, or every column updated for the same (experiment_id, name): ?1-?20 in
+// RunRecord's order, blas last (upsert_run, ingest_run).
 inline constexpr const char* kUpsertRunSql =
     "INSERT INTO runs (experiment_id, kind, name, variant, parent_run_id, config_text, "
     "seed, status, start_time, end_time, host, torch_version, git_commit, error_message, "
-    "out_dir, step, identity, fingerprint, cell) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
-    "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) "
+    "out_dir, step, identity, fingerprint, cell, blas) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+    "?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20) "
     "ON CONFLICT (experiment_id, name) DO UPDATE SET kind = excluded.kind, "
     "variant = excluded.variant, parent_run_id = excluded.parent_run_id, "
     "config_text = excluded.config_text, seed = excluded.seed, status = excluded.status, "
@@ -52,7 +52,7 @@ inline constexpr const char* kUpsertRunSql =
     "host = excluded.host, torch_version = excluded.torch_version, "
     "git_commit = excluded.git_commit, error_message = excluded.error_message, "
     "out_dir = excluded.out_dir, step = excluded.step, identity = excluded.identity, "
-    "fingerprint = excluded.fingerprint, cell = excluded.cell";
+    "fingerprint = excluded.fingerprint, cell = excluded.cell, blas = excluded.blas";
 
 inline std::string one_line(std::string text) {
     std::replace(text.begin(), text.end(), '\n', ' ');
@@ -315,7 +315,7 @@ inline int Connection::user_version() {
 inline constexpr const char* kRunColumns =
     "id, experiment_id, kind, name, variant, parent_run_id, config_text, seed, status, "
     "start_time, end_time, host, torch_version, git_commit, error_message, out_dir, step, "
-    "identity, fingerprint, cell";
+    "identity, fingerprint, cell, blas";
 
 inline RunRecord read_run(const Query& q, const Connection& connection) {
     RunRecord run;
@@ -339,6 +339,7 @@ inline RunRecord read_run(const Query& q, const Connection& connection) {
     run.identity = q.text(17);
     run.fingerprint = q.text(18);
     run.cell = q.text(19);
+    run.blas = q.text(20);
     return run;
 }
 

@@ -46,7 +46,7 @@ std::int64_t ResultStore::upsert_run(const RunRecord& run) {
         upsert.bind(11, run.host).bind(12, run.torch_version).bind(13, run.git_commit);
         upsert.bind(14, run.error_message).bind(15, impl_->to_stored(run.out_dir));
         upsert.bind(16, run.step).bind(17, run.identity).bind(18, run.fingerprint);
-        upsert.bind(19, run.cell);
+        upsert.bind(19, run.cell).bind(20, run.blas);
         upsert.run(what);
         Query select(*impl_, "SELECT id FROM runs WHERE experiment_id = ?1 AND name = ?2");
         select.bind(1, run.experiment_id).bind(2, run.name).step(what);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace engine {
 
@@ -16,6 +17,12 @@ int available_cpus();
 /// Sets ATen's intra-op threads: `requested` when > 0, else OMP_NUM_THREADS when set, else
 /// available_cpus(). Returns the count now in force.
 int apply_thread_count(int64_t requested);
+
+/// The BLAS this process multiplies with, in one line, recorded with every run: for OpenBLAS
+/// its version, the kernels it runs and who chose them ("OpenBLAS 0.3.21 ... kernels Haswell
+/// (OPENBLAS_CORETYPE=Haswell)"; another core rounds differently, so runs compare bit for bit
+/// only under the same one), else "not OpenBLAS (MKL or another BLAS)".
+std::string blas_description();
 
 /// Flushes subnormal floats to zero on this thread and the ones it starts (x86 FTZ/DAZ, as
 /// torch.set_flush_denormal(True)). Attention probabilities far below 1e-38 (ALiBi's linear

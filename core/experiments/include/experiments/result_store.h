@@ -84,6 +84,9 @@ struct RunRecord {
     std::string end_time;            ///< ISO-8601 UTC.
     std::string host;
     std::string torch_version;
+    /// The BLAS and its kernels (engine::blas_description; schema 8): two runs compare bit for
+    /// bit only under the same kernels. Empty for runs stored before.
+    std::string blas;
     std::string git_commit;
     std::string error_message;
     std::string out_dir;    ///< Absolute when read (stored relative to the store's folder).
