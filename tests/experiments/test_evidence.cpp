@@ -725,6 +725,29 @@ TEST_F(EvidenceTest, RunnerStoresPredictionsAndTheFloorAndTheShuffledControlStay
         EXPECT_DOUBLE_EQ(report.rows.at(0).cells.at(task).median, 50.0) << task;
 }
 
+// Runs multiplied with different BLAS kernels are pooled with a note naming each set; runs of
+// one set, or recorded before runs.blas, get none.
+TEST_F(EvidenceTest, PretrainingSummaryNotesRunsOfDifferentBlasKernels) {
+    HandStore h(dir_ / "blas.sqlite");
+    const int64_t a = h.pretrain("bert-a", 1, 6.0);
+    const int64_t b = h.pretrain("bert-a", 2, 6.1);
+    EXPECT_EQ(pretraining_summary(h.store, "hand").find("BLAS"), std::string::npos);
+    for (const auto& [id, kernels] :
+         {std::pair{a, std::string("OpenBLAS 0.3.21, kernels Haswell (OPENBLAS_CORETYPE=Haswell)")},
+          std::pair{b, std::string("OpenBLAS 0.3.21, kernels Cooperlake (chosen by OpenBLAS)")}}) {
+        RunRecord r = *h.store.get_run(id);
+        r.blas = kernels;
+        h.store.upsert_run(r);
+    }
+    const std::string summary = pretraining_summary(h.store, "hand");
+    EXPECT_NE(summary.find("note: these runs multiplied with 2 BLAS kernel sets (OpenBLAS "
+                           "0.3.21, kernels Cooperlake (chosen by OpenBLAS): 1 run(s); OpenBLAS "
+                           "0.3.21, kernels Haswell (OPENBLAS_CORETYPE=Haswell): 1 run(s)); "
+                           "their numbers agree to rounding, not bit for bit"),
+              std::string::npos)
+        << summary;
+}
+
 TEST_F(EvidenceTest, AStoreOfTheOldSchemaIsMigratedForReading) {
     const std::string path = (dir_ / "old.sqlite").string();
     {

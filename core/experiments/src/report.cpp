@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -70,7 +71,9 @@ std::string pretraining_summary(ResultStore& store, const std::string& name) {
     std::map<std::string, std::vector<std::string>> finals;  // group -> "seed S: loss"
     std::vector<std::string> order, warnings;
     std::set<std::string> floors, free_floors;
+    std::map<std::string, int> blas;  // kernels -> runs (pretraining and fine-tuning)
     for (const auto& r : store.list_runs(e->id)) {
+        if (!r.blas.empty()) ++blas[r.blas];
         if (r.kind != "pretrain") continue;
         const auto curve = store.metrics(r.id, "validation/loss");
         if (curve.empty()) continue;
@@ -122,6 +125,17 @@ std::string pretraining_summary(ResultStore& store, const std::string& name) {
               "masking: frequencies and copying, no context)\n";
     }
     for (const auto& w : warnings) os << w << "\n";
+    if (blas.size() > 1) {
+        // Another BLAS kernel set rounds differently: the numbers agree to rounding, not
+        // bit for bit (runs.blas).
+        os << "note: these runs multiplied with " << blas.size() << " BLAS kernel sets (";
+        bool first = true;
+        for (const auto& [kernels, runs] : blas) {
+            os << (first ? "" : "; ") << kernels << ": " << runs << " run(s)";
+            first = false;
+        }
+        os << "); their numbers agree to rounding, not bit for bit\n";
+    }
     return os.str();
 }
 
