@@ -268,14 +268,8 @@ class TupeOnlyMLMHead(nn.Module):
         self.predictions = TupeLMPredictionHead(config)
 
 
-class TupeForMaskedLM(TupePreTrainedModel):
-    """bert.* and cls.predictions.*; the decoder is the word embeddings (tied, not stored)."""
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.bert = TupeModel(config, add_pooling_layer=False)
-        self.cls = TupeOnlyMLMHead(config)
-        self.post_init()
+class _TupeWithHead(TupePreTrainedModel):
+    """The encoder (self.bert) and a task head: forward runs the encoder, then ``head``."""
 
     def forward(
         self,
@@ -293,6 +287,19 @@ class TupeForMaskedLM(TupePreTrainedModel):
             token_type_ids=token_type_ids,
             output_attentions=output_attentions,
         )
+        return self.head(out, labels)
+
+
+class TupeForMaskedLM(_TupeWithHead):
+    """bert.* and cls.predictions.*; the decoder is the word embeddings (tied, not stored)."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.bert = TupeModel(config, add_pooling_layer=False)
+        self.cls = TupeOnlyMLMHead(config)
+        self.post_init()
+
+    def head(self, out, labels):
         pred = self.cls.predictions
         # (B, T, C) x (V, C)^T + b -> (B, T, V)
         logits = F.linear(
@@ -306,7 +313,7 @@ class TupeForMaskedLM(TupePreTrainedModel):
         return MaskedLMOutput(loss=loss, logits=logits, attentions=out.attentions)
 
 
-class TupeForSequenceClassification(TupePreTrainedModel):
+class TupeForSequenceClassification(_TupeWithHead):
     """bert.* (with bert.pooler), dropout and classifier (C -> num_labels): HF's
     BertForSequenceClassification, as engine::BertForSequenceClassification. Loss as
     transformers': mean squared error for one label (regression), cross-entropy otherwise."""
@@ -320,22 +327,7 @@ class TupeForSequenceClassification(TupePreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        labels=None,
-        output_attentions=False,
-        return_dict=True,
-        **kwargs,
-    ):
-        out = self.bert(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            output_attentions=output_attentions,
-        )
+    def head(self, out, labels):
         logits = self.classifier(self.dropout(out.pooler_output))  # (B, C) -> (B, L)
         loss = None
         if labels is not None:

@@ -237,16 +237,19 @@ def check_classifier_round_trip(binary, vocab, text, text_b, tolerance):
                 )
             )
             delta = compare_classification(expected, tokens, logits)
-            print(
-                f"{name}: {n} tensors identical after tupe export, the pooler and classifier "
-                f"included; tupe classify on the saved folder: max|dlogit| {delta:.3g}"
-            )
-            if delta > tolerance:
-                return [f"{name}: classify max |delta logit| {delta:.3g}"]
+            said = "the pooler and classifier included; tupe classify on the saved folder"
+            return report_round_trip(name, n, said, "max|dlogit|", delta, tolerance)
         except Exception as e:  # reported, then the test fails
-            print(f"{name}\tFAIL\t{type(e).__name__}: {e}")
-            return [f"{name}: {type(e).__name__}: {e}"]
-    return []
+            return report_round_trip(name, error=e)
+
+
+def report_round_trip(name, n=0, said="", measure="", delta=0.0, tolerance=0.0, error=None):
+    """Prints a round trip's line; its failures (a list, empty when it passed)."""
+    if error is not None:
+        print(f"{name}\tFAIL\t{type(error).__name__}: {error}")
+        return [f"{name}: {type(error).__name__}: {error}"]
+    print(f"{name}: {n} tensors identical after tupe export; {said}: {measure} {delta:.3g}")
+    return [f"{name}: {measure} {delta:.3g} > {tolerance}"] if delta > tolerance else []
 
 
 def bert_config(vocab, **kwargs):
@@ -305,16 +308,10 @@ def check_transformers_round_trip(binary, vocab, text, tolerance):
             delta = compare(
                 expected, ids, logprobs, tokenizer.mask_token_id, tokenizer.unk_token_id
             )
-            print(
-                f"{name}: {n} tensors identical after tupe export; tupe fill-mask on the saved "
-                f"folder: max|dlogprob| {delta:.3g}"
-            )
-            if delta > tolerance:
-                return [f"{name}: fill-mask max |delta logprob| {delta:.3g}"]
+            said = "tupe fill-mask on the saved folder"
+            return report_round_trip(name, n, said, "max|dlogprob|", delta, tolerance)
         except Exception as e:  # reported, then the test fails
-            print(f"{name}\tFAIL\t{type(e).__name__}: {e}")
-            return [f"{name}: {type(e).__name__}: {e}"]
-    return []
+            return report_round_trip(name, error=e)
 
 
 def main():
